@@ -1,0 +1,48 @@
+# Verity: two commands matter.
+#   make demo   set everything up (if needed) and run a whole job on the local devnet
+#   make test   set everything up (if needed) and run every test (forge + pytest)
+SHELL := /bin/bash
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+NODE_BIN := $(CURDIR)/anvil/node_modules/.bin
+export PATH := $(CURDIR)/$(BIN):$(NODE_BIN):$(PATH)
+export SOLCX_BINARY_PATH := $(CURDIR)/anvil/solc-bin
+export PYTHONHASHSEED := 0
+
+.PHONY: setup test test-forge test-py demo bench gas clean
+
+setup: $(VENV)/.installed anvil/node_modules/.installed
+
+$(VENV)/.installed: requirements.lock pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements.lock
+	$(BIN)/pip install -q --no-deps -e .
+	touch $@
+
+anvil/node_modules/.installed: anvil/package.json anvil/package-lock.json
+	cd anvil && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+test: setup
+	$(MAKE) test-forge
+	$(MAKE) test-py
+
+test-forge:
+	forge test
+
+test-py:
+	$(BIN)/pytest
+
+demo: setup
+	$(BIN)/verity demo
+
+bench: setup
+	$(BIN)/python scripts/bench_engine.py
+
+gas: setup
+	$(BIN)/python scripts/gas_report.py
+
+clean:
+	rm -rf .build .verity
