@@ -1,0 +1,474 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
+import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
+import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+
+import {INodeRegistry} from "./interfaces/INodeRegistry.sol";
+import {SumTree} from "./lib/SumTree.sol";
+import {
+    Node,
+    Reputation,
+    ROLE_SOLVER,
+    ROLE_VERIFIER,
+    ROLE_REFEREE,
+    DEVICE_CPU,
+    DEVICE_CUDA,
+    BPS
+} from "./types/VerityTypes.sol";
+import {ZeroAddress, ParameterOutOfRange, NotProtocol} from "./errors/CommonErrors.sol";
+import "./errors/NodeRegistryErrors.sol";
+
+/// @title NodeRegistry
+/// @notice Registers nodes (roles, hardware, determinism profiles, IPFS address), holds their stake,
+///         keeps reputation, and draws solvers and referees stake-weighted from two Fenwick sum trees.
+/// @dev Selection weight = (stake - pendingUnstake) * reputationFactor / BPS. The weight is linear in stake,
+///      so splitting a stake over many identities never raises the chance of being drawn. Weights change only on
+///      stake, unstake, slash, heartbeat, declaration updates and reputation penalties; lock/unlock leave them
+///      alone (the free-stake filter at draw time handles busy nodes), which keeps the task lifecycle cheap.
+contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
+    using SafeERC20 for IERC20;
+    using SumTree for SumTree.Tree;
+
+    /// @notice Maximum random draws (without replacement) per selection.
+    uint256 public constant MAX_DRAWS = 16;
+    /// @notice Maximum addresses a caller may exclude from one draw.
+    uint256 public constant MAX_EXCLUDE = 16;
+    /// @notice Maximum length of a node's IPFS multiaddr.
+    uint256 public constant MAX_MULTIADDR_LENGTH = 256;
+    /// @notice Node capacity (slots in each selection tree).
+    uint256 public constant CAPACITY = SumTree.CAPACITY;
+    /// @notice Floor of the reputation factor, in basis points.
+    uint256 public constant MIN_REPUTATION_BPS = 1_000;
+    /// @notice Largest value accepted for the time parameters.
+    uint256 public constant MAX_PERIOD = 30 days;
+
+    /// @notice The staking token.
+    IERC20 public immutable token;
+
+    /// @notice Seconds between requestUnstake and withdraw.
+    uint64 public unbondingPeriod = 300;
+    /// @notice A node is live if it sent a heartbeat or finished work within this many seconds.
+    uint64 public livenessWindow = 600;
+
+    /// @notice Contracts allowed to lock, unlock, slash and record reputation.
+    mapping(address => bool) public isProtocol;
+    /// @notice Registered nodes, in slot order (slot i+1 holds nodeList[i]).
+    address[] public nodeList;
+
+    mapping(address => Node) internal _nodes;
+    mapping(address => Reputation) internal _reputation;
+    SumTree.Tree internal _solverTree;
+    SumTree.Tree internal _refereeTree;
+
+    modifier onlyProtocol() {
+        if (!isProtocol[msg.sender]) revert NotProtocol(msg.sender);
+        _;
+    }
+
+    modifier onlyRegistered() {
+        if (_nodes[msg.sender].slot == 0) revert NodeNotRegistered(msg.sender);
+        _;
+    }
+
+    constructor(IERC20 token_) Ownable(msg.sender) {
+        if (address(token_) == address(0)) revert ZeroAddress("token");
+        token = token_;
+    }
+
+    // ---------------------------------------------------------------- owner
+
+    /// @notice Authorizes (or removes) a protocol contract. Setting the current value again is a no-op.
+    function setProtocol(address account, bool authorized) external onlyOwner {
+        if (account == address(0)) revert ZeroAddress("account");
+        if (isProtocol[account] == authorized) return;
+        isProtocol[account] = authorized;
+        emit ProtocolSet(account, authorized);
+    }
+
+    /// @notice Sets the unbonding period in seconds.
+    function setUnbondingPeriod(uint64 value) external onlyOwner {
+        if (value > MAX_PERIOD) revert ParameterOutOfRange("unbondingPeriod", value, 0, MAX_PERIOD);
+        unbondingPeriod = value;
+        emit ParameterSet("unbondingPeriod", value);
+    }
+
+    /// @notice Sets the liveness window in seconds.
+    function setLivenessWindow(uint64 value) external onlyOwner {
+        if (value == 0 || value > MAX_PERIOD) revert ParameterOutOfRange("livenessWindow", value, 1, MAX_PERIOD);
+        livenessWindow = value;
+        emit ParameterSet("livenessWindow", value);
+    }
+
+    // ---------------------------------------------------------------- nodes
+
+    /// @notice Registers the caller as a node.
+    /// @param roles Bitmask of SOLVER=1, VERIFIER=2, REFEREE=4.
+    /// @param deviceClass 0 = CPU, 1 = CUDA.
+    /// @param memoryMb Memory available for training, in MiB.
+    /// @param throughput Measured throughput score (informational).
+    /// @param profiles Supported determinism profiles bitmask (bit 0 cpu-f32-strict, bit 1 cuda-f32-strict).
+    /// @param multiaddr IPFS multiaddr of the node (1..MAX_MULTIADDR_LENGTH bytes).
+    function register(
+        uint8 roles,
+        uint8 deviceClass,
+        uint32 memoryMb,
+        uint32 throughput,
+        uint32 profiles,
+        string calldata multiaddr
+    ) external {
+        Node storage n = _nodes[msg.sender];
+        if (n.slot != 0) revert NodeAlreadyRegistered(msg.sender);
+        if (nodeList.length >= CAPACITY) revert RegistryFull(CAPACITY);
+        _validateDeclaration(roles, deviceClass, multiaddr);
+        nodeList.push(msg.sender);
+        n.slot = uint16(nodeList.length);
+        n.registeredAt = uint64(block.timestamp);
+        n.lastSeen = uint64(block.timestamp);
+        _declare(n, roles, deviceClass, memoryMb, throughput, profiles, multiaddr);
+        _syncWeight(msg.sender);
+        emit NodeRegistered(msg.sender, roles, deviceClass, memoryMb, throughput, profiles, multiaddr);
+    }
+
+    /// @notice Updates the caller's declaration (same fields as register).
+    function updateNode(
+        uint8 roles,
+        uint8 deviceClass,
+        uint32 memoryMb,
+        uint32 throughput,
+        uint32 profiles,
+        string calldata multiaddr
+    ) external onlyRegistered {
+        _validateDeclaration(roles, deviceClass, multiaddr);
+        _declare(_nodes[msg.sender], roles, deviceClass, memoryMb, throughput, profiles, multiaddr);
+        _syncWeight(msg.sender);
+        emit NodeUpdated(msg.sender, roles, deviceClass, memoryMb, throughput, profiles, multiaddr);
+    }
+
+    /// @notice Adds `amount` tokens (pulled with transferFrom) to the caller's stake.
+    function stake(uint256 amount) external nonReentrant onlyRegistered {
+        if (amount == 0) revert ZeroAmount();
+        Node storage n = _nodes[msg.sender];
+        n.stake += amount;
+        _syncWeight(msg.sender);
+        emit Staked(msg.sender, amount, n.stake);
+        token.safeTransferFrom(msg.sender, address(this), amount);
+    }
+
+    /// @notice Starts unbonding `amount` of free stake; restarts the unbonding clock for the whole pending amount.
+    function requestUnstake(uint256 amount) external onlyRegistered {
+        if (amount == 0) revert ZeroAmount();
+        Node storage n = _nodes[msg.sender];
+        uint256 free = _free(n);
+        if (amount > free) revert InsufficientFreeStake(msg.sender, free, amount);
+        n.pendingUnstake += amount;
+        uint64 availableAt = uint64(block.timestamp) + unbondingPeriod;
+        n.unbondingEnds = availableAt;
+        _syncWeight(msg.sender);
+        emit UnstakeRequested(msg.sender, amount, availableAt);
+    }
+
+    /// @notice Withdraws all unbonded stake once the unbonding period has passed.
+    function withdraw() external nonReentrant onlyRegistered {
+        Node storage n = _nodes[msg.sender];
+        uint256 amount = n.pendingUnstake;
+        if (amount == 0) revert NothingUnbonding(msg.sender);
+        if (block.timestamp < n.unbondingEnds) revert StillUnbonding(msg.sender, n.unbondingEnds);
+        // INVARIANT: pendingUnstake <= stake - locked, so locked stake never leaves.
+        n.pendingUnstake = 0;
+        n.stake -= amount;
+        n.unbondingEnds = 0;
+        _syncWeight(msg.sender);
+        emit Withdrawn(msg.sender, amount);
+        token.safeTransfer(msg.sender, amount);
+    }
+
+    /// @notice Proves liveness and refreshes the caller's selection weight.
+    function heartbeat() external onlyRegistered {
+        _nodes[msg.sender].lastSeen = uint64(block.timestamp);
+        _syncWeight(msg.sender);
+        emit Heartbeat(msg.sender, uint64(block.timestamp));
+    }
+
+    // ---------------------------------------------------------------- protocol
+
+    /// @inheritdoc INodeRegistry
+    function lock(address node, uint256 amount) external onlyProtocol {
+        Node storage n = _nodes[node];
+        if (n.slot == 0) revert NodeNotRegistered(node);
+        uint256 free = _free(n);
+        if (amount > free) revert InsufficientFreeStake(node, free, amount);
+        n.locked += amount;
+        emit StakeLocked(node, msg.sender, amount);
+    }
+
+    /// @inheritdoc INodeRegistry
+    function unlock(address node, uint256 amount) external onlyProtocol {
+        Node storage n = _nodes[node];
+        if (amount > n.locked) revert InsufficientLockedStake(node, n.locked, amount);
+        n.locked -= amount;
+        emit StakeUnlocked(node, msg.sender, amount);
+    }
+
+    /// @inheritdoc INodeRegistry
+    function slash(address node, uint256 amount, address to) external nonReentrant onlyProtocol {
+        if (to == address(0)) revert ZeroAddress("to");
+        Node storage n = _nodes[node];
+        if (amount > n.locked) revert InsufficientLockedStake(node, n.locked, amount);
+        n.locked -= amount;
+        n.stake -= amount;
+        _reputation[node].totalSlashed += amount;
+        _syncWeight(node);
+        emit StakeSlashed(node, to, amount);
+        token.safeTransfer(to, amount);
+    }
+
+    /// @inheritdoc INodeRegistry
+    function recordCompleted(address node) external onlyProtocol {
+        Reputation storage r = _reputation[node];
+        ++r.tasksCompleted;
+        // Accepted work counts as liveness; the weight is refreshed on the next heartbeat.
+        _nodes[node].lastSeen = uint64(block.timestamp);
+        emit ReputationUpdated(node, r.tasksCompleted, r.tasksLate, r.disputesWon, r.disputesLost);
+    }
+
+    /// @inheritdoc INodeRegistry
+    function recordLate(address node) external onlyProtocol {
+        Reputation storage r = _reputation[node];
+        ++r.tasksLate;
+        _syncWeight(node);
+        emit ReputationUpdated(node, r.tasksCompleted, r.tasksLate, r.disputesWon, r.disputesLost);
+    }
+
+    /// @inheritdoc INodeRegistry
+    function recordDispute(address node, bool won) external onlyProtocol {
+        Reputation storage r = _reputation[node];
+        if (won) {
+            ++r.disputesWon;
+        } else {
+            ++r.disputesLost;
+            _syncWeight(node);
+        }
+        emit ReputationUpdated(node, r.tasksCompleted, r.tasksLate, r.disputesWon, r.disputesLost);
+    }
+
+    // ---------------------------------------------------------------- selection
+
+    /// @inheritdoc INodeRegistry
+    function drawSolver(
+        bytes32 seed,
+        uint8 deviceClass,
+        uint32 minMemoryMb,
+        uint32 profileBit,
+        uint256 minFreeStake,
+        address[] memory exclude
+    ) external view returns (address) {
+        return _drawFrom(_solverTree, ROLE_SOLVER, seed, deviceClass, minMemoryMb, profileBit, minFreeStake, exclude);
+    }
+
+    /// @inheritdoc INodeRegistry
+    function drawReferee(
+        bytes32 seed,
+        uint8 deviceClass,
+        uint32 minMemoryMb,
+        uint32 profileBit,
+        uint256 minFreeStake,
+        address[] memory exclude
+    ) external view returns (address) {
+        return _drawFrom(_refereeTree, ROLE_REFEREE, seed, deviceClass, minMemoryMb, profileBit, minFreeStake, exclude);
+    }
+
+    /// @notice True iff `node` passes every hard filter of a draw for `role`.
+    function isEligible(
+        address node,
+        uint8 role,
+        uint8 deviceClass,
+        uint32 minMemoryMb,
+        uint32 profileBit,
+        uint256 minFreeStake
+    ) public view returns (bool) {
+        Node storage n = _nodes[node];
+        if (n.slot == 0 || (n.roles & role) == 0) return false;
+        if (deviceClass != DEVICE_CPU && n.deviceClass != deviceClass) return false;
+        if (n.memoryMb < minMemoryMb) return false;
+        if (profileBit == 0 || (n.profiles & profileBit) != profileBit) return false;
+        if (block.timestamp > uint256(n.lastSeen) + livenessWindow) return false;
+        return _free(n) >= minFreeStake && _free(n) > 0;
+    }
+
+    // ---------------------------------------------------------------- views
+
+    /// @inheritdoc INodeRegistry
+    function rolesOf(address node) external view returns (uint8) {
+        return _nodes[node].roles;
+    }
+
+    /// @inheritdoc INodeRegistry
+    function freeStake(address node) external view returns (uint256) {
+        return _free(_nodes[node]);
+    }
+
+    /// @inheritdoc INodeRegistry
+    function getNode(address node) external view returns (Node memory) {
+        return _nodes[node];
+    }
+
+    /// @inheritdoc INodeRegistry
+    function reputationOf(address node) external view returns (Reputation memory) {
+        return _reputation[node];
+    }
+
+    /// @notice Number of registered nodes.
+    function nodeCount() external view returns (uint256) {
+        return nodeList.length;
+    }
+
+    /// @notice Reputation factor of `node` in basis points: (c+1)/(c+1+late+4*lost), floored at MIN_REPUTATION_BPS.
+    function reputationFactorBps(address node) public view returns (uint256) {
+        Reputation storage r = _reputation[node];
+        uint256 good = uint256(r.tasksCompleted) + 1;
+        uint256 f = (good * BPS) / (good + r.tasksLate + 4 * uint256(r.disputesLost));
+        return f < MIN_REPUTATION_BPS ? MIN_REPUTATION_BPS : f;
+    }
+
+    /// @notice Current selection weights of `node` in the solver and referee trees.
+    function weightsOf(address node) external view returns (uint256 solverWeight, uint256 refereeWeight) {
+        uint256 slot = _nodes[node].slot;
+        return (_solverTree.weight[slot], _refereeTree.weight[slot]);
+    }
+
+    /// @notice Total weights of the solver and referee trees.
+    function totalWeights() external view returns (uint256 solverTotal, uint256 refereeTotal) {
+        return (_solverTree.total, _refereeTree.total);
+    }
+
+    // ---------------------------------------------------------------- internals
+
+    function _free(Node storage n) internal view returns (uint256) {
+        return n.stake - n.locked - n.pendingUnstake;
+    }
+
+    function _validateDeclaration(uint8 roles, uint8 deviceClass, string calldata multiaddr) internal pure {
+        if (roles == 0 || roles > (ROLE_SOLVER | ROLE_VERIFIER | ROLE_REFEREE)) revert InvalidRoles(roles);
+        if (deviceClass > DEVICE_CUDA) revert InvalidDeviceClass(deviceClass);
+        uint256 len = bytes(multiaddr).length;
+        if (len == 0 || len > MAX_MULTIADDR_LENGTH) revert InvalidMultiaddr(len, MAX_MULTIADDR_LENGTH);
+    }
+
+    function _declare(
+        Node storage n,
+        uint8 roles,
+        uint8 deviceClass,
+        uint32 memoryMb,
+        uint32 throughput,
+        uint32 profiles,
+        string calldata multiaddr
+    ) internal {
+        n.roles = roles;
+        n.deviceClass = deviceClass;
+        n.memoryMb = memoryMb;
+        n.throughput = throughput;
+        n.profiles = profiles;
+        n.multiaddr = multiaddr;
+    }
+
+    /// @dev Recomputes the node's weight in both trees from its stake, pending unstake, roles and reputation.
+    function _syncWeight(address node) internal {
+        Node storage n = _nodes[node];
+        uint256 slot = n.slot;
+        if (slot == 0) return;
+        uint256 w = ((n.stake - n.pendingUnstake) * reputationFactorBps(node)) / BPS;
+        _solverTree.set(slot, (n.roles & ROLE_SOLVER) != 0 ? w : 0);
+        _refereeTree.set(slot, (n.roles & ROLE_REFEREE) != 0 ? w : 0);
+    }
+
+    /// @dev Hard filters of one draw.
+    struct Requirements {
+        uint8 role;
+        uint8 deviceClass;
+        uint32 minMemoryMb;
+        uint32 profileBit;
+        uint256 minFreeStake;
+    }
+
+    /// @dev Slots cut out of the sampling space, sorted by slot, with their cumulative start and weight.
+    struct Rejected {
+        uint256[] starts;
+        uint256[] weights;
+        uint256[] slots;
+        uint256 count;
+        uint256 removed;
+    }
+
+    function _drawFrom(
+        SumTree.Tree storage tree,
+        uint8 role,
+        bytes32 seed,
+        uint8 deviceClass,
+        uint32 minMemoryMb,
+        uint32 profileBit,
+        uint256 minFreeStake,
+        address[] memory exclude
+    ) internal view returns (address) {
+        return _draw(tree, seed, Requirements(role, deviceClass, minMemoryMb, profileBit, minFreeStake), exclude);
+    }
+
+    /// @dev Stake-weighted sampling without replacement over the nodes rejected so far: every rejected (or excluded)
+    ///      slot's interval is cut out of the sampling space, so MAX_DRAWS attempts examine MAX_DRAWS distinct nodes.
+    ///      Cost: MAX_DRAWS * (log2(CAPACITY) reads + |rejected|) — independent of the number of nodes.
+    function _draw(SumTree.Tree storage tree, bytes32 seed, Requirements memory req, address[] memory exclude)
+        internal
+        view
+        returns (address)
+    {
+        if (exclude.length > MAX_EXCLUDE) revert ParameterOutOfRange("exclude", exclude.length, 0, MAX_EXCLUDE);
+        uint256 cap = exclude.length + MAX_DRAWS;
+        Rejected memory rej = Rejected(new uint256[](cap), new uint256[](cap), new uint256[](cap), 0, 0);
+        for (uint256 i = 0; i < exclude.length; ++i) {
+            uint256 slot = _nodes[exclude[i]].slot;
+            if (slot != 0 && tree.weight[slot] != 0) _reject(tree, rej, slot);
+        }
+        uint256 total = tree.total;
+        for (uint256 attempt = 0; attempt < MAX_DRAWS; ++attempt) {
+            if (rej.removed >= total) return address(0);
+            uint256 u = uint256(keccak256(abi.encode(seed, attempt))) % (total - rej.removed);
+            for (uint256 j = 0; j < rej.count; ++j) {
+                if (rej.starts[j] > u) break;
+                u += rej.weights[j];
+            }
+            uint256 slot = tree.find(u);
+            address candidate = nodeList[slot - 1];
+            if (isEligible(candidate, req.role, req.deviceClass, req.minMemoryMb, req.profileBit, req.minFreeStake)) {
+                return candidate;
+            }
+            _reject(tree, rej, slot);
+        }
+        return address(0);
+    }
+
+    /// @dev Inserts `slot` into the sorted rejected list (no duplicates).
+    function _reject(SumTree.Tree storage tree, Rejected memory rej, uint256 slot) internal view {
+        uint256 count = rej.count;
+        uint256 pos = count;
+        for (uint256 j = 0; j < count; ++j) {
+            if (rej.slots[j] == slot) return;
+            if (rej.slots[j] > slot) {
+                pos = j;
+                break;
+            }
+        }
+        for (uint256 j = count; j > pos; --j) {
+            rej.starts[j] = rej.starts[j - 1];
+            rej.weights[j] = rej.weights[j - 1];
+            rej.slots[j] = rej.slots[j - 1];
+        }
+        uint256 w = tree.weight[slot];
+        rej.starts[pos] = tree.prefix(slot - 1);
+        rej.weights[pos] = w;
+        rej.slots[pos] = slot;
+        rej.count = count + 1;
+        rej.removed += w;
+    }
+}

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {ERC20} from "@openzeppelin/contracts/token/ERC20/ERC20.sol";
+import {ERC20Burnable} from "@openzeppelin/contracts/token/ERC20/extensions/ERC20Burnable.sol";
+import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
+
+/// @title VerityToken
+/// @notice ERC-20 (18 decimals) for job payment, node stake and rewards.
+/// @dev The owner mints (devnet faucet). Burns are counted so that
+///      sum(balances) + totalBurned == totalMinted holds at all times.
+contract VerityToken is ERC20, ERC20Burnable, Ownable {
+    /// @notice Tokens ever minted.
+    uint256 public totalMinted;
+    /// @notice Tokens ever burned (slashes, burn shares).
+    uint256 public totalBurned;
+
+    constructor() ERC20("Verity", "VRT") Ownable(msg.sender) {}
+
+    /// @notice Mints `amount` to `to` (devnet faucet; owner only).
+    function mint(address to, uint256 amount) external onlyOwner {
+        _mint(to, amount);
+    }
+
+    /// @dev Every supply change passes here; count it.
+    function _update(address from, address to, uint256 value) internal override {
+        super._update(from, to, value);
+        if (from == address(0)) totalMinted += value;
+        if (to == address(0)) totalBurned += value;
+    }
+}

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {JobStatus, TaskStatus, ReplicaStatus} from "../types/VerityTypes.sol";
+
+/// @notice A PostJobParams field is invalid.
+error InvalidJobParameter(bytes32 field, uint256 value);
+
+/// @notice The job does not exist or is not in the expected status.
+error JobNotActive(uint256 jobId, JobStatus status);
+
+/// @notice The job has not completed.
+error JobNotCompleted(uint256 jobId, JobStatus status);
+
+/// @notice Only the job's submitter may do this.
+error NotSubmitter(uint256 jobId, address caller);
+
+/// @notice The job cannot be cancelled now: work was assigned and no task waited past the assignment timeout.
+error CancelNotAllowed(uint256 jobId);
+
+/// @notice A task of the job is in a dispute; cancelling would strand it.
+error JobHasContestedTask(uint256 jobId, uint256 taskId);
+
+/// @notice The task does not exist.
+error TaskNotFound(uint256 taskId);
+
+/// @notice The task is not in the status this call needs.
+error UnexpectedTaskStatus(uint256 taskId, TaskStatus status);
+
+/// @notice No empty slot or no eligible node could be drawn.
+error NoEligibleNode(uint256 taskId);
+
+/// @notice The caller holds no replica slot in the expected status.
+error NotReplica(uint256 taskId, address caller, ReplicaStatus expected);
+
+/// @notice The slot index is out of range.
+error InvalidSlot(uint256 taskId, uint8 slot);
+
+/// @notice The slot is not in a status where it can be late.
+error SlotNotLate(uint256 taskId, uint8 slot, ReplicaStatus status, uint64 deadline);
+
+/// @notice The deadline has passed.
+error DeadlinePassed(uint256 taskId, uint8 slot, uint64 deadline);
+
+/// @notice Reveal opens only after every replica has committed.
+error RevealNotOpen(uint256 taskId);
+
+/// @notice commit is for replicated tasks, submitResult for optimistic ones.
+error WrongVerificationMode(uint256 taskId, uint8 replication);
+
+/// @notice The revealed values do not match the commitment.
+error CommitmentMismatch(uint256 taskId, bytes32 expected, bytes32 actual);
+
+/// @notice The trace length is not the task's.
+error WrongTraceLength(uint256 taskId, uint32 expected, uint32 actual);
+
+/// @notice A Merkle proof failed.
+error InvalidProof(uint256 taskId, uint256 index, bytes32 leafHash);
+
+/// @notice The challenge window is still open (finalize) or closed (challenge).
+error ChallengeWindowOpen(uint256 taskId, uint64 deadline);
+
+/// @notice The challenge window has closed.
+error ChallengeWindowClosed(uint256 taskId, uint64 deadline);
+
+/// @notice Only the DisputeGame may call this.
+error NotDisputeGame(address caller);
+
+/// @notice No index holds this (job, round, index).
+error TaskIndexNotFound(uint256 jobId, uint32 round, uint32 index);

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {Node, Reputation} from "../types/VerityTypes.sol";
+
+/// @title INodeRegistry
+/// @notice Nodes, their stake, reputation and stake-weighted selection.
+interface INodeRegistry {
+    /// @notice A node registered.
+    event NodeRegistered(
+        address indexed node,
+        uint8 roles,
+        uint8 deviceClass,
+        uint32 memoryMb,
+        uint32 throughput,
+        uint32 profiles,
+        string multiaddr
+    );
+    /// @notice A node changed its declaration.
+    event NodeUpdated(
+        address indexed node,
+        uint8 roles,
+        uint8 deviceClass,
+        uint32 memoryMb,
+        uint32 throughput,
+        uint32 profiles,
+        string multiaddr
+    );
+    /// @notice A node added stake.
+    event Staked(address indexed node, uint256 amount, uint256 totalStake);
+    /// @notice A node started unbonding `amount`; withdrawable at `availableAt`.
+    event UnstakeRequested(address indexed node, uint256 amount, uint64 availableAt);
+    /// @notice A node withdrew unbonded stake.
+    event Withdrawn(address indexed node, uint256 amount);
+    /// @notice A node proved liveness.
+    event Heartbeat(address indexed node, uint64 at);
+    /// @notice A protocol contract locked part of a node's stake.
+    event StakeLocked(address indexed node, address indexed by, uint256 amount);
+    /// @notice A protocol contract unlocked part of a node's stake.
+    event StakeUnlocked(address indexed node, address indexed by, uint256 amount);
+    /// @notice Locked stake was slashed and sent to `to`.
+    event StakeSlashed(address indexed node, address indexed to, uint256 amount);
+    /// @notice A reputation counter changed.
+    event ReputationUpdated(
+        address indexed node, uint32 tasksCompleted, uint32 tasksLate, uint32 disputesWon, uint32 disputesLost
+    );
+    /// @notice The owner (de)authorized a protocol contract.
+    event ProtocolSet(address indexed account, bool authorized);
+    /// @notice The owner changed a parameter.
+    event ParameterSet(bytes32 indexed name, uint256 value);
+
+    /// @notice Locks `amount` of `node`'s free stake (protocol only).
+    function lock(address node, uint256 amount) external;
+    /// @notice Unlocks `amount` of `node`'s locked stake (protocol only).
+    function unlock(address node, uint256 amount) external;
+    /// @notice Slashes `amount` of `node`'s locked stake and transfers it to `to` (protocol only).
+    function slash(address node, uint256 amount, address to) external;
+    /// @notice Counts an accepted task and refreshes liveness (protocol only).
+    function recordCompleted(address node) external;
+    /// @notice Counts a missed deadline (protocol only).
+    function recordLate(address node) external;
+    /// @notice Counts a dispute outcome (protocol only).
+    function recordDispute(address node, bool won) external;
+
+    /// @notice Stake-weighted draw of an eligible solver; address(0) if none found within MAX_DRAWS.
+    function drawSolver(
+        bytes32 seed,
+        uint8 deviceClass,
+        uint32 minMemoryMb,
+        uint32 profileBit,
+        uint256 minFreeStake,
+        address[] memory exclude
+    ) external view returns (address);
+    /// @notice Stake-weighted draw of an eligible referee; address(0) if none found within MAX_DRAWS.
+    function drawReferee(
+        bytes32 seed,
+        uint8 deviceClass,
+        uint32 minMemoryMb,
+        uint32 profileBit,
+        uint256 minFreeStake,
+        address[] memory exclude
+    ) external view returns (address);
+
+    /// @notice The node's declared roles bitmask (0 if unregistered).
+    function rolesOf(address node) external view returns (uint8);
+    /// @notice stake - locked - pendingUnstake.
+    function freeStake(address node) external view returns (uint256);
+    /// @notice Full node record.
+    function getNode(address node) external view returns (Node memory);
+    /// @notice Reputation counters.
+    function reputationOf(address node) external view returns (Reputation memory);
+}
