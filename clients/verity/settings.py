@@ -1,0 +1,37 @@
+"""Process settings, read from the environment (prefix `VERITY_`), defaults pointing at the devnet.
+
+Example: `VERITY_IPFS_API=/dns/ipfs.example/tcp/5001/https VERITY_RPC_URL=https://… verity node run`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="VERITY_", extra="ignore")
+
+    # chain
+    rpc_url: str = "http://127.0.0.1:8545"
+    chain_id: int = 31337
+
+    # storage (IPFS HTTP RPC API: a multiaddr or http(s) URL; Kubo in production)
+    ipfs_api: str = "/ip4/127.0.0.1/tcp/5001/http"
+    ipfs_timeout: float = Field(30.0, gt=0, description="seconds a request may wait for an answer or the next bytes")
+    ipfs_retries: int = Field(3, ge=0, description="extra attempts after a transient failure")
+    ipfs_backoff: float = Field(0.5, ge=0, description="first retry delay; doubles each attempt")
+    max_download_bytes: int = Field(2 << 30, gt=0, description="cap on any single download")
+    max_json_bytes: int = Field(4 << 20, gt=0, description="cap on manifests, result bundles and other JSON")
+    min_download_rate: float = Field(256 * 1024, gt=0, description="bytes/s a download must average")
+
+    # local state and devnet
+    state_dir: Path = Path(".verity")
+    devnet_dir: Path = Path(".verity/devnet")
+    anvil_port: int = 8545
+    ipfs_api_port: int = 5001
+    devnet_accounts: int = 20
+    devnet_mnemonic: str = "test test test test test test test test test test test junk"
+    block_interval: float = Field(1.0, ge=0, description="seconds between empty blocks on the devnet; 0 = none")
