@@ -1,0 +1,236 @@
+"""The job manifest (DESIGN §3): a versioned, strictly validated pydantic model.
+
+A manifest arrives as JSON bytes from IPFS. `load_manifest` caps its size,
+refuses duplicate keys, validates every field (extra fields are forbidden,
+every number is bounded) and the rules that tie fields together, and raises
+`ManifestInvalid` naming the offending field. `manifest_schema()` is the
+JSON schema (also in docs/manifest.schema.json).
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.functional_validators import AfterValidator
+
+from verity.errors import ManifestInvalid
+from verity.engine.models import MAX_PARAMETERS, ModelSpec, count_parameters
+
+SCHEMA_VERSION = 1
+MAX_MANIFEST_BYTES = 64 * 1024
+_B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
+
+def _check_cidv0(cid: str) -> str:
+    # CIDv0 = base58btc(0x12 0x20 ‖ sha2-256 digest): always 46 chars starting "Qm".
+    if len(cid) != 46 or not cid.startswith("Qm"):
+        raise ValueError("not a CIDv0 (expected 46 characters starting with 'Qm')")
+    n = 0
+    for ch in cid:
+        i = _B58.find(ch)
+        if i < 0:
+            raise ValueError(f"not a CIDv0 (character {ch!r} is not base58btc)")
+        n = n * 58 + i
+    raw = n.to_bytes(34, "big") if n.bit_length() <= 272 else b""
+    if raw[:2] != b"\x12\x20":
+        raise ValueError("not a CIDv0 (multihash is not sha2-256/32)")
+    return cid
+
+
+Cid = Annotated[str, AfterValidator(_check_cidv0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class ShardRef(_Strict):
+    cid: Cid
+    samples: int = Field(ge=1, le=1_000_000_000)
+
+
+class Init(_Strict):
+    """Exactly one of: an init seed, or the CID of a safetensors weights file."""
+    seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
+    weights: Cid | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "Init":
+        if (self.seed is None) == (self.weights is None):
+            raise ValueError("give exactly one of 'seed' or 'weights'")
+        return self
+
+
+class SGD(_Strict):
+    name: Literal["sgd"]
+    lr: float = Field(gt=0, le=10)
+    momentum: float = Field(default=0.0, ge=0, lt=1)
+    weight_decay: float = Field(default=0.0, ge=0, le=1)
+
+
+class Adam(_Strict):
+    """`adam` (L2 added to the gradient) or `adamw` (decoupled weight decay)."""
+    name: Literal["adam", "adamw"]
+    lr: float = Field(gt=0, le=10)
+    betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = (0.9, 0.999)
+    eps: float = Field(default=1e-8, gt=0, le=1)
+    weight_decay: float = Field(default=0.0, ge=0, le=1)
+
+
+Optimizer = Annotated[Union[SGD, Adam], Field(discriminator="name")]
+
+
+class Aggregation(_Strict):
+    rule: Literal["mean", "median", "trimmed_mean"] = "mean"
+    trim: float = Field(default=0.0, ge=0, lt=0.5)  # fraction cut at each end (trimmed_mean only)
+
+    @model_validator(mode="after")
+    def _trim_only_for_trimmed_mean(self) -> "Aggregation":
+        if self.rule == "trimmed_mean" and self.trim <= 0:
+            raise ValueError("trimmed_mean needs trim > 0")
+        if self.rule != "trimmed_mean" and self.trim != 0:
+            raise ValueError(f"trim is only meaningful for trimmed_mean, not {self.rule}")
+        return self
+
+
+class Verification(_Strict):
+    replication: int = Field(default=1, ge=1, le=16)
+    challenge_window: int = Field(default=3600, ge=60, le=30 * 24 * 3600)  # seconds
+
+
+class Hardware(_Strict):
+    device_class: Literal["cpu", "cuda"] = "cpu"
+    min_memory_mb: int = Field(default=1024, ge=1, le=1 << 22)
+
+
+Dim = Annotated[int, Field(ge=1, le=65536)]
+
+
+class DataSpec(_Strict):
+    """What every shard of the job holds (per sample; the leading axis is the sample)."""
+    task: Literal["classification", "lm"]
+    x_shape: list[Dim] = Field(min_length=1, max_length=4)
+    x_dtype: Literal["float32", "int64"]
+    y_shape: list[Dim] = Field(default_factory=list, max_length=4)
+    y_dtype: Literal["int64"] = "int64"
+    num_classes: int | None = Field(default=None, ge=2, le=65536)  # classification
+    vocab_size: int | None = Field(default=None, ge=2, le=65536)   # lm
+
+    @model_validator(mode="after")
+    def _task_fields(self) -> "DataSpec":
+        if self.task == "classification":
+            if self.num_classes is None or self.vocab_size is not None or self.y_shape:
+                raise ValueError("classification needs num_classes, no vocab_size, y_shape []")
+        else:
+            if self.vocab_size is None or self.num_classes is not None:
+                raise ValueError("lm needs vocab_size and no num_classes")
+            if self.x_dtype != "int64" or len(self.x_shape) != 1 or self.y_shape != self.x_shape:
+                raise ValueError("lm needs x_dtype int64 and x_shape == y_shape == [block]")
+        return self
+
+
+class Manifest(_Strict):
+    schema_version: Literal[1]
+    name: str = Field(default="", max_length=128)
+    model: ModelSpec
+    init: Init
+    data: DataSpec
+    shards: list[ShardRef] = Field(min_length=1, max_length=1024)
+    eval_shard: ShardRef | None = None
+    optimizer: Optimizer
+    batch_size: int = Field(ge=1, le=65536)
+    steps_per_round: int = Field(ge=1, le=10_000_000)
+    rounds: int = Field(ge=1, le=10_000)
+    checkpoint_interval: int = Field(ge=1, le=10_000_000)
+    aggregation: Aggregation = Aggregation()
+    determinism: Literal["cpu-f32-strict", "cuda-f32-strict"] = "cpu-f32-strict"
+    verification: Verification = Verification()
+    hardware: Hardware = Hardware()
+
+    @property
+    def n_checkpoints(self) -> int:
+        """n: the trace of a TRAIN task has n + 1 hashes."""
+        return self.steps_per_round // self.checkpoint_interval
+
+
+def _cross_checks(m: Manifest) -> None:
+    """Rules that tie fields together; each failure names a field."""
+    if m.steps_per_round % m.checkpoint_interval:
+        raise ManifestInvalid("checkpoint_interval",
+                              f"{m.checkpoint_interval} does not divide steps_per_round ({m.steps_per_round})")
+    if m.determinism.startswith("cuda") != (m.hardware.device_class == "cuda"):
+        raise ManifestInvalid("hardware.device_class",
+                              f"{m.hardware.device_class!r} does not match determinism profile {m.determinism!r}")
+    d, c = m.data, m.model.config
+    if m.model.arch == "mlp":
+        if d.task != "classification" or d.x_dtype != "float32":
+            raise ManifestInvalid("data.task", "mlp needs float32 classification data")
+        if math.prod(d.x_shape) != c.in_features:
+            raise ManifestInvalid("model.config.in_features", f"{c.in_features} != prod(data.x_shape) = {math.prod(d.x_shape)}")
+        if c.out_features != d.num_classes:
+            raise ManifestInvalid("model.config.out_features", f"{c.out_features} != data.num_classes ({d.num_classes})")
+    elif m.model.arch == "cnn":
+        if d.task != "classification" or d.x_dtype != "float32":
+            raise ManifestInvalid("data.task", "cnn needs float32 classification data")
+        if d.x_shape != [c.in_channels, c.height, c.width]:
+            raise ManifestInvalid("data.x_shape", f"{d.x_shape} != [in_channels, height, width] of the cnn")
+        if c.num_classes != d.num_classes:
+            raise ManifestInvalid("model.config.num_classes", f"{c.num_classes} != data.num_classes ({d.num_classes})")
+    else:
+        if d.task != "lm":
+            raise ManifestInvalid("data.task", "gpt needs lm data")
+        if d.vocab_size != c.vocab_size:
+            raise ManifestInvalid("model.config.vocab_size", f"{c.vocab_size} != data.vocab_size ({d.vocab_size})")
+        if d.x_shape[0] > c.block_size:
+            raise ManifestInvalid("data.x_shape", f"sequence length {d.x_shape[0]} exceeds block_size {c.block_size}")
+    n_params = count_parameters(m.model)
+    if n_params > MAX_PARAMETERS:
+        raise ManifestInvalid("model.config", f"{n_params} parameters exceed the limit of {MAX_PARAMETERS}")
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
+    seen: dict = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ManifestInvalid(key, "duplicate key in JSON object")
+        seen[key] = value
+    return seen
+
+
+def load_manifest(data: bytes, max_bytes: int = MAX_MANIFEST_BYTES) -> Manifest:
+    """Parse and validate manifest bytes (as fetched from IPFS)."""
+    if len(data) > max_bytes:
+        raise ManifestInvalid("<document>", f"{len(data)} bytes exceed the cap of {max_bytes}")
+    try:
+        doc = json.loads(data, object_pairs_hook=_no_duplicate_keys)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ManifestInvalid("<document>", f"not JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise ManifestInvalid("<document>", "top level must be a JSON object")
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise ManifestInvalid("schema_version", f"{doc.get('schema_version')!r} is not supported (this client reads {SCHEMA_VERSION})")
+    try:
+        manifest = Manifest.model_validate_json(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "<document>"
+        more = f" (+{e.error_count() - 1} more)" if e.error_count() > 1 else ""
+        raise ManifestInvalid(field, err["msg"] + more) from None
+    _cross_checks(manifest)
+    return manifest
+
+
+def validate_manifest(manifest: Manifest) -> Manifest:
+    """Re-run every check on a manifest built in Python (e.g. by a submitter)."""
+    return load_manifest(manifest_bytes(manifest))
+
+
+def manifest_bytes(manifest: Manifest) -> bytes:
+    """Canonical JSON bytes to upload (sorted keys, no whitespace)."""
+    return json.dumps(manifest.model_dump(mode="json"), sort_keys=True, separators=(",", ":")).encode()
+
+
+def manifest_schema() -> dict:
+    return Manifest.model_json_schema()

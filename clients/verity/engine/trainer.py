@@ -1,0 +1,84 @@
+"""The training loop of one task, nanoGPT-style: a model, an optimizer, a
+shard, and `train_step`. Batches come from a generator seeded from
+(job, round, task, step), so any step can be replayed from its state alone.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from verity.engine.checkpoint import optimizer_keys
+from verity.engine.data import Shard
+from verity.engine.manifest import Manifest
+from verity.engine.models import build_model
+from verity.engine.state import TaskRef, TrainState, state_hash, step_generator
+
+
+def make_optimizer(manifest: Manifest, model: torch.nn.Module) -> torch.optim.Optimizer:
+    o = manifest.optimizer
+    # foreach/fused off: one plain, readable per-parameter loop on every device.
+    if o.name == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay,
+                               foreach=False)
+    cls = torch.optim.AdamW if o.name == "adamw" else torch.optim.Adam
+    return cls(model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay,
+               foreach=False, fused=False)
+
+
+def loss_fn(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+
+
+class Trainer:
+    def __init__(self, manifest: Manifest, shard: Shard, task: TaskRef, device: str = "cpu"):
+        self.manifest, self.task, self.device = manifest, task, torch.device(device)
+        self.model = build_model(manifest.model, self.device)
+        self.opt = make_optimizer(manifest, self.model)
+        self.x, self.y = shard.x.to(self.device), shard.y.to(self.device)
+        self.step = 0
+        self._names = [n for n, _ in self.model.named_parameters()]
+
+    def load(self, state: TrainState) -> None:
+        if state.task is not None and state.task != self.task:
+            raise ValueError(f"state belongs to {state.task}, not {self.task}")
+        self.model.load_state_dict(state.model_tensors(), strict=True)
+        self.opt = make_optimizer(self.manifest, self.model)  # fresh, then fill in the saved state
+        saved = {}
+        for i, name in enumerate(self._names):
+            entry = {k: state.tensors[f"optim/{name}/{k}"] for k in optimizer_keys(self.manifest)
+                     if f"optim/{name}/{k}" in state.tensors}
+            if entry:
+                saved[i] = entry
+        if saved:
+            sd = self.opt.state_dict()
+            self.opt.load_state_dict({"state": saved, "param_groups": sd["param_groups"]})
+        self.step = state.step
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The live state tensors by state name (views, not copies)."""
+        out = {f"model/{k}": v for k, v in self.model.state_dict().items()}
+        params = dict(self.model.named_parameters())
+        for name in self._names:
+            for key, v in self.opt.state.get(params[name], {}).items():
+                if not isinstance(v, torch.Tensor):
+                    raise TypeError(f"optimizer state {name}/{key} is {type(v).__name__}, not a tensor")
+                out[f"optim/{name}/{key}"] = v
+        return out
+
+    def snapshot(self) -> TrainState:
+        """A detached CPU copy of the state, safe to hash and write in another thread."""
+        copy = {k: v.detach().to("cpu", copy=True) for k, v in self.tensors().items()}
+        return TrainState(copy, self.step, self.task if self.step else None)
+
+    def hash(self) -> bytes:
+        return state_hash(self.tensors(), self.step, self.task if self.step else None)
+
+    def train_step(self) -> torch.Tensor:
+        g = step_generator(self.task, self.step)
+        idx = torch.randint(len(self.x), (self.manifest.batch_size,), generator=g).to(self.device)
+        loss = loss_fn(self.model(self.x[idx]), self.y[idx])
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        self.step += 1
+        return loss.detach()
