@@ -15,6 +15,11 @@ from verity.errors import ShardInvalid
 from verity.engine.data import MAX_SHARD_BYTES, MAX_SHARD_ELEMENTS, ShardMeta, load_shard, shard_bytes
 from verity.engine.tensorfile import atomic_write, read_safetensors
 
+try:  # the storage layer computes CIDv0s locally; optional for the engine
+    from verity.storage import cid_of_bytes as _cid_of_bytes
+except ImportError:  # pragma: no cover
+    _cid_of_bytes = None
+
 
 def digits(image: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """sklearn's bundled 8x8 handwritten digits (no download), x scaled to [0, 1]."""
@@ -109,6 +114,8 @@ def write_shards(out_dir: Path, shards: dict[str, bytes]) -> dict:
                                                               max_elements=MAX_SHARD_ELEMENTS * 4)[1]["verity"])
         atomic_write(out_dir / f"{name}.safetensors", lambda f, d=data: f.write(d))
         entry = {"file": f"{name}.safetensors", "samples": meta.samples, "sha256": hashlib.sha256(data).hexdigest()}
+        if _cid_of_bytes is not None:
+            entry["cid"] = _cid_of_bytes(data)  # what `ipfs add` will answer: paste into the manifest
         if name == "eval":
             index["eval"] = entry
         else:

@@ -1,0 +1,106 @@
+"""`verity data …`: build shards, inspect them, print the manifest schema."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from verity.errors import VerityError
+
+app = typer.Typer(no_args_is_help=True, help="Dataset shards and the job manifest schema.")
+console = Console()
+
+
+def _fail(e: VerityError) -> None:
+    console.print(f"[red]error:[/red] {e}")
+    raise typer.Exit(1)
+
+
+@app.command()
+def shard(
+    source: Annotated[str, typer.Argument(help="'digits' (sklearn, bundled), a .npz / .safetensors with x and y, or a .txt for a char-level LM")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="output directory (must be empty or absent)")],
+    shards: Annotated[int, typer.Option("--shards", "-n", min=1, max=1024)] = 4,
+    eval_fraction: Annotated[float, typer.Option(min=0.0, max=0.9, help="fraction held out as eval.safetensors")] = 0.1,
+    seed: Annotated[int, typer.Option(help="shuffle seed")] = 0,
+    image: Annotated[bool, typer.Option(help="digits as (1, 8, 8) images for the cnn")] = False,
+    block: Annotated[int, typer.Option(min=1, max=4096, help="text: characters per sample")] = 64,
+    stride: Annotated[Optional[int], typer.Option(min=1, help="text: window stride (default: block)")] = None,
+) -> None:
+    """Split a local dataset into N shards (+ an eval shard) and write index.json."""
+    from verity.engine import datasets
+
+    try:
+        vocab = None
+        if source == "digits":
+            x, y = datasets.digits(image=image)
+            task = "classification"
+        elif source.endswith(".txt"):
+            text = Path(source).read_text(encoding="utf-8")
+            x, y, vocab = datasets.char_corpus(text, block, stride)
+            task = "lm"
+        else:
+            x, y = datasets.array_pair(Path(source))
+            task = "classification"
+        built = datasets.make_shards(x, y, task=task, n_shards=shards, eval_fraction=eval_fraction, seed=seed,
+                                     vocab=vocab, source=Path(source).name)
+        index = datasets.write_shards(out, built)
+    except VerityError as e:
+        _fail(e)
+    except OSError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(1)
+    table = Table("file", "samples", "sha256")
+    for entry in [*index["shards"], *([index["eval"]] if index["eval"] else [])]:
+        table.add_row(entry["file"], str(entry["samples"]), entry["sha256"][:16] + "…")
+    console.print(table)
+    console.print(f"manifest data section: {json.dumps(index['data'])}")
+    console.print(f"wrote {out / 'index.json'}")
+
+
+@app.command()
+def inspect(path: Annotated[Path, typer.Argument(help="a shard file")]) -> None:
+    """Validate a shard against its own metadata and print it."""
+    from verity.engine.data import ShardMeta, load_shard
+    from verity.engine.tensorfile import read_safetensors
+    from verity.errors import ShardInvalid
+
+    data = path.read_bytes()
+    try:
+        _, md = read_safetensors(data, str(path), ShardInvalid, max_bytes=1 << 31, max_elements=1 << 30)
+        meta = ShardMeta.model_validate_json(md.get("verity", "{}"))
+        load_shard(data, meta.spec(), source=str(path))
+    except (VerityError, ValueError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(1)
+    console.print_json(meta.model_dump_json())
+
+
+@app.command()
+def schema(out: Annotated[Optional[Path], typer.Option("--out", "-o")] = None) -> None:
+    """Print (or write) the JSON schema of the job manifest."""
+    from verity.engine.manifest import manifest_schema
+
+    text = json.dumps(manifest_schema(), indent=1) + "\n"
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.write_text(text)
+        console.print(f"wrote {out}")
+
+
+@app.command()
+def check(path: Annotated[Path, typer.Argument(help="a manifest JSON file")]) -> None:
+    """Validate a job manifest."""
+    from verity.engine.manifest import load_manifest
+
+    try:
+        m = load_manifest(path.read_bytes())
+    except VerityError as e:
+        _fail(e)
+    console.print(f"[green]ok[/green]: {m.model.arch}, {len(m.shards)} shards × {m.rounds} rounds, "
+                  f"{m.steps_per_round} steps/round, k = {m.checkpoint_interval}, profile {m.determinism}")
