@@ -41,7 +41,7 @@ class ContentMismatch(StorageError, ValueError):
 
     def __init__(self, expected: str, actual: str, what: str = "fetched content"):
         self.expected, self.actual, self.what = expected, actual, what
-        super().__init__(f"{what}: expected CID {expected}, the bytes hash to {actual}")
+        super().__init__(f"{what}: expected CID {expected}, got {actual}")
 
 
 class StorageRequestFailed(StorageError, RuntimeError):

@@ -1,0 +1,118 @@
+"""Root fixtures: real services for integration tests, started lazily, always stopped.
+
+A test that asks for `ipfs_node`, `ipfs_pair`, `storage` or `anvil` gets real
+processes (js-ipfs and anvil from anvil/node_modules), started once per
+session in a temporary directory and stopped at session end, also after a
+failure or Ctrl-C (fixture teardown, an atexit hook, and a parent-death
+signal on every child). Mark such tests `@pytest.mark.integration`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from verity.devnet import Anvil, BlockTicker, IpfsNode
+from verity.storage import Storage
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+NODE_BIN = REPO_ROOT / "anvil" / "node_modules" / ".bin"
+
+# At import, before collection: ape's pytest plugin connects its provider (and starts
+# anvil from PATH, per ape-config.yaml) as soon as collection finishes.
+os.environ["PATH"] = f"{NODE_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+
+_running: list[IpfsNode | Anvil | BlockTicker] = []
+
+
+def _stop_all() -> None:
+    while _running:
+        service = _running.pop()
+        try:
+            service.stop()
+        except Exception:  # noqa: BLE001 — best effort at interpreter exit
+            pass
+
+
+atexit.register(_stop_all)
+
+
+def _started(service):
+    _running.append(service)
+    return service
+
+
+def _stop(service) -> None:
+    if service in _running:
+        _running.remove(service)
+    service.stop()
+
+
+@pytest.fixture(scope="session")
+def services_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("services")
+
+
+@pytest.fixture(scope="session")
+def ipfs_node(services_dir: Path) -> Iterator[IpfsNode]:
+    """One js-ipfs node on free loopback ports."""
+    node = _started(IpfsNode(services_dir / "ipfs-0"))
+    node.start()
+    yield node
+    _stop(node)
+
+
+@pytest.fixture(scope="session")
+def ipfs_pair(ipfs_node: IpfsNode, services_dir: Path) -> Iterator[tuple[IpfsNode, IpfsNode]]:
+    """Two js-ipfs nodes, the second swarm-connected to the first (`ipfs_node` is the first)."""
+    second = _started(IpfsNode(services_dir / "ipfs-1"))
+    second.start()
+    with second.storage(timeout=10) as client:
+        client.connect_peer(ipfs_node.swarm_multiaddr)
+    yield ipfs_node, second
+    _stop(second)
+
+
+@pytest.fixture
+def storage(ipfs_node: IpfsNode) -> Iterator[Storage]:
+    """A Storage client of `ipfs_node` with short test bounds."""
+    with Storage(ipfs_node.api_multiaddr, timeout=10, retries=1, backoff=0.1) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def anvil(services_dir: Path) -> Iterator[Anvil]:
+    """A real anvil (auto-mine, chain id 31337, 20 dev accounts); `anvil.rpc_url` to connect."""
+    chain = _started(Anvil(services_dir / "anvil"))
+    chain.start()
+    yield chain
+    _stop(chain)
+
+
+@pytest.fixture(scope="session")
+def anvil_rpc_url(anvil: Anvil) -> str:
+    return anvil.rpc_url
+
+
+@pytest.fixture
+def block_ticker(anvil: Anvil) -> Iterator[Callable[[float], BlockTicker]]:
+    """Builder: `block_ticker(interval)` mines an empty block every `interval` s until the test ends."""
+    made: list[BlockTicker] = []
+
+    def make(interval: float = 1.0) -> BlockTicker:
+        ticker = BlockTicker(anvil.rpc_url, interval).start()
+        made.append(ticker)
+        return ticker
+
+    yield make
+    for ticker in made:
+        ticker.stop()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # ipfshttpclient 0.7.0 passes urllib3's deprecated `strict`; harmless, and not ours to fix.
+    config.addinivalue_line("filterwarnings", "ignore:The 'strict' parameter is no longer needed:FutureWarning")
