@@ -18,8 +18,8 @@ error NotSubmitter(uint256 jobId, address caller);
 /// @notice The job cannot be cancelled now: work was assigned and no task waited past the assignment timeout.
 error CancelNotAllowed(uint256 jobId);
 
-/// @notice A task of the job is in a dispute; cancelling would strand it.
-error JobHasContestedTask(uint256 jobId, uint256 taskId);
+/// @notice A task of the job is in a dispute or its challenge window; settle it (finalize/resolve) first.
+error JobHasPendingTask(uint256 jobId, uint256 taskId, TaskStatus status);
 
 /// @notice The task does not exist.
 error TaskNotFound(uint256 taskId);

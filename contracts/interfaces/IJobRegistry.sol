@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {Job, Task, Replica, TaskContext} from "../types/VerityTypes.sol";
+
+/// @title IJobRegistry
+/// @notice Jobs, tasks, replica assignment, commit-reveal, acceptance, rounds and payments.
+interface IJobRegistry {
+    /// @notice A job was posted and its escrow pulled.
+    event JobPosted(
+        uint256 indexed jobId, address indexed submitter, bytes32 manifestCid, bytes32 manifestHash, uint256 escrow
+    );
+    /// @notice A task was created (kind: 1 = TRAIN, 2 = AGGREGATE).
+    event TaskCreated(
+        uint256 indexed taskId, uint256 indexed jobId, uint32 round, uint32 index, uint8 kind, bytes32 inputHash
+    );
+    /// @notice A node was drawn into a replica slot; it must commit (or submit) before `deadline`.
+    event TaskAssigned(uint256 indexed taskId, address indexed node, uint8 slot, uint64 deadline);
+    /// @notice A replica committed.
+    event ResultCommitted(uint256 indexed taskId, address indexed node, uint8 slot);
+    /// @notice A replica revealed (or, with replication 1, submitted) its result.
+    event ResultRevealed(
+        uint256 indexed taskId,
+        address indexed node,
+        uint8 slot,
+        bytes32 root,
+        bytes32 finalHash,
+        bytes32 resultCid,
+        uint32 n
+    );
+    /// @notice Every replica committed; reveals are due by `deadline`.
+    event RevealOpened(uint256 indexed taskId, uint64 deadline);
+    /// @notice A single revealed result now waits out a challenge window (optimistic, or a replica missed its reveal).
+    event ChallengeWindowOpened(uint256 indexed taskId, uint64 deadline);
+    /// @notice Results differ, or a verifier challenged: the task goes to the DisputeGame.
+    event TaskContested(uint256 indexed taskId);
+    /// @notice The task's result is final.
+    event TaskAccepted(uint256 indexed taskId, bytes32 finalHash, bytes32 resultCid);
+    /// @notice A dispute ended without an acceptable result; the task's slots are drawn again.
+    event TaskReopened(uint256 indexed taskId);
+    /// @notice A replica missed its deadline and was slashed `slashed` (burned).
+    event ReplicaLate(uint256 indexed taskId, address indexed node, uint8 slot, uint256 slashed);
+    /// @notice The job moved to round `round`, whose shard tasks start from `inputHash`.
+    event RoundAdvanced(uint256 indexed jobId, uint32 round, bytes32 inputHash);
+    /// @notice The job finished; `modelHash` / `modelCid` are the last AGGREGATE's result.
+    event JobCompleted(uint256 indexed jobId, bytes32 modelHash, bytes32 modelCid);
+    /// @notice The submitter cancelled the job and got `refund` back.
+    event JobCancelled(uint256 indexed jobId, uint256 refund);
+    /// @notice The submitter of a completed job took back the unspent escrow.
+    event EscrowReclaimed(uint256 indexed jobId, uint256 amount);
+    /// @notice `amount` was credited to `to` (pull payment).
+    event PaymentCredited(address indexed to, uint256 amount);
+    /// @notice `to` withdrew its credits.
+    event PaymentWithdrawn(address indexed to, uint256 amount);
+    /// @notice The owner wired the DisputeGame.
+    event DisputeGameSet(address indexed game);
+    /// @notice The owner changed a parameter.
+    event ParameterSet(bytes32 indexed name, uint256 value);
+
+    /// @notice Marks a Revealed task Contested by an optimistic challenge (DisputeGame only).
+    function onChallenge(uint256 taskId) external;
+    /// @notice Settles a dispute with a winner: the loser's replica is Slashed, the winner's result accepted and paid.
+    function onDisputeResolved(uint256 taskId, address winner, address loser, bytes32 finalHash, bytes32 resultCid)
+        external;
+    /// @notice Settles a dispute both parties lost: their replicas are Slashed and the task is drawn again.
+    function onDisputeBothLost(uint256 taskId) external;
+    /// @notice Settles a dispute no referee could judge: the parties are released unslashed and the task is drawn again.
+    function onDisputeVoided(uint256 taskId) external;
+
+    /// @notice The job record.
+    function getJob(uint256 jobId) external view returns (Job memory);
+    /// @notice The task record.
+    function getTask(uint256 taskId) external view returns (Task memory);
+    /// @notice The task's replica slots (length = the job's replication).
+    function getReplicas(uint256 taskId) external view returns (Replica[] memory);
+    /// @notice What the DisputeGame needs to know about a task.
+    function taskContext(uint256 taskId) external view returns (TaskContext memory);
+}
