@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {Test} from "./Test.sol";
+import {VerityToken} from "../../../contracts/VerityToken.sol";
+import {NodeRegistry} from "../../../contracts/NodeRegistry.sol";
+import {JobRegistry} from "../../../contracts/JobRegistry.sol";
+import {DisputeGame} from "../../../contracts/DisputeGame.sol";
+import {IVerityToken} from "../../../contracts/interfaces/IVerityToken.sol";
+import {INodeRegistry} from "../../../contracts/interfaces/INodeRegistry.sol";
+import {IJobRegistry} from "../../../contracts/interfaces/IJobRegistry.sol";
+import {Merkle} from "../../../contracts/lib/Merkle.sol";
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {
+    PostJobParams,
+    Job,
+    Task,
+    Replica,
+    ReplicaStatus,
+    TaskStatus,
+    ROLE_SOLVER,
+    ROLE_VERIFIER,
+    ROLE_REFEREE
+} from "../../../contracts/types/VerityTypes.sol";
+
+/// @notice Deployed and wired protocol, funded staked nodes, and trace/commitment helpers.
+abstract contract Fixture is Test {
+    uint256 internal constant FAUCET = 1_000_000e18;
+    uint256 internal constant NODE_STAKE = 1_000e18;
+    uint256 internal constant PAYMENT = 10e18;
+    uint256 internal constant TASK_STAKE = 100e18;
+    uint8 internal constant ALL_ROLES = ROLE_SOLVER | ROLE_VERIFIER | ROLE_REFEREE;
+    bytes32 internal constant INPUT = keccak256("round-0 input");
+    string internal constant MULTIADDR = "/ip4/127.0.0.1/tcp/4001/p2p/QmNode";
+
+    VerityToken internal token;
+    NodeRegistry internal registry;
+    JobRegistry internal jobs;
+    DisputeGame internal game;
+    address internal owner = address(this);
+    address internal submitter = address(0x5B);
+    address[] internal nodes;
+
+    function setUp() public virtual {
+        vm.warp(1_700_000_000);
+        token = new VerityToken();
+        registry = new NodeRegistry(IERC20(address(token)));
+        jobs = new JobRegistry(IVerityToken(address(token)), INodeRegistry(address(registry)));
+        game = new DisputeGame(
+            IVerityToken(address(token)), INodeRegistry(address(registry)), IJobRegistry(address(jobs))
+        );
+        registry.setProtocol(address(jobs), true);
+        registry.setProtocol(address(game), true);
+        jobs.setDisputeGame(address(game));
+        token.mint(submitter, FAUCET);
+        vm.prank(submitter);
+        token.approve(address(jobs), type(uint256).max);
+    }
+
+    // ---------------------------------------------------------------- nodes
+
+    function _newNode(uint256 i, uint8 roles, uint256 stakeAmount) internal returns (address node) {
+        node = address(uint160(0x10000 + i));
+        vm.label(node, string.concat("node", vm.toString(i)));
+        token.mint(node, FAUCET);
+        vm.startPrank(node);
+        token.approve(address(registry), type(uint256).max);
+        token.approve(address(game), type(uint256).max);
+        registry.register(roles, 0, 16_000, 100, 3, MULTIADDR);
+        if (stakeAmount > 0) registry.stake(stakeAmount);
+        vm.stopPrank();
+        nodes.push(node);
+    }
+
+    function _addNodes(uint256 count) internal {
+        uint256 start = nodes.length;
+        for (uint256 i = 0; i < count; ++i) {
+            _newNode(start + i, ALL_ROLES, NODE_STAKE);
+        }
+    }
+
+    function _heartbeatAll() internal {
+        for (uint256 i = 0; i < nodes.length; ++i) {
+            vm.prank(nodes[i]);
+            registry.heartbeat();
+        }
+    }
+
+    // ---------------------------------------------------------------- jobs
+
+    function _params(uint32 shards, uint32 rounds, uint8 replication) internal pure returns (PostJobParams memory p) {
+        p.manifestCid = keccak256("manifest cid");
+        p.manifestHash = keccak256("manifest");
+        p.initialStateHash = INPUT;
+        p.shards = shards;
+        p.rounds = rounds;
+        p.stepsPerRound = 8;
+        p.checkpointInterval = 2;
+        p.paymentPerTask = PAYMENT;
+        p.replication = replication;
+        p.stakePerReplica = TASK_STAKE;
+        p.deviceClass = 0;
+        p.minMemoryMb = 1_000;
+        p.profileBit = 1;
+    }
+
+    function _post(PostJobParams memory p) internal returns (uint256 jobId) {
+        vm.prank(submitter);
+        jobId = jobs.postJob(p);
+    }
+
+    function _replica(uint256 taskId, uint8 slot) internal view returns (Replica memory) {
+        return jobs.getReplica(taskId, slot);
+    }
+
+    function _status(uint256 taskId) internal view returns (TaskStatus) {
+        return jobs.getTask(taskId).status;
+    }
+
+    // ---------------------------------------------------------------- traces
+
+    /// @dev h_0 = input; h_j = keccak(honest, input, j) for j < divergeAt, keccak(tag, input, j) from divergeAt on.
+    function _trace(bytes32 input, uint256 n, bytes32 tag, uint256 divergeAt) internal pure returns (bytes32[] memory h) {
+        h = new bytes32[](n + 1);
+        h[0] = input;
+        for (uint256 j = 1; j <= n; ++j) {
+            h[j] = keccak256(abi.encode(j < divergeAt ? bytes32("honest") : tag, input, j));
+        }
+    }
+
+    function _honest(bytes32 input, uint256 n) internal pure returns (bytes32[] memory) {
+        return _trace(input, n, "honest", type(uint256).max);
+    }
+
+    function _commitment(bytes32[] memory h, bytes32 salt, address node) internal pure returns (bytes32) {
+        return keccak256(abi.encode(Merkle.rootOf(h), h[h.length - 1], salt, node));
+    }
+
+    function _commit(uint256 taskId, address node, bytes32[] memory h) internal {
+        vm.prank(node);
+        jobs.commit(taskId, _commitment(h, bytes32(uint256(uint160(node))), node));
+    }
+
+    function _reveal(uint256 taskId, address node, bytes32[] memory h) internal {
+        uint256 n = h.length - 1;
+        vm.prank(node);
+        jobs.reveal(
+            taskId,
+            Merkle.rootOf(h),
+            h[n],
+            uint32(n),
+            keccak256(abi.encode("cid", h[n])),
+            bytes32(uint256(uint160(node))),
+            Merkle.proofOf(h, 0),
+            Merkle.proofOf(h, n)
+        );
+    }
+
+    function _submit(uint256 taskId, address node, bytes32[] memory h) internal {
+        uint256 n = h.length - 1;
+        vm.prank(node);
+        jobs.submitResult(
+            taskId,
+            Merkle.rootOf(h),
+            h[n],
+            uint32(n),
+            keccak256(abi.encode("cid", h[n])),
+            Merkle.proofOf(h, 0),
+            Merkle.proofOf(h, n)
+        );
+    }
+
+    /// @dev Both replicas commit and reveal their traces (replication 2).
+    function _runReplicated(uint256 taskId, bytes32[] memory h0, bytes32[] memory h1) internal {
+        address a = _replica(taskId, 0).node;
+        address b = _replica(taskId, 1).node;
+        _commit(taskId, a, h0);
+        _commit(taskId, b, h1);
+        _reveal(taskId, a, h0);
+        _reveal(taskId, b, h1);
+    }
+
+    /// @dev Runs every task of `round` honestly, then the AGGREGATE.
+    function _runRoundHonest(uint256 jobId, uint32 round) internal {
+        Job memory job = jobs.getJob(jobId);
+        uint256 n = job.stepsPerRound / job.checkpointInterval;
+        bytes32[] memory finals = new bytes32[](job.shards);
+        for (uint32 i = 0; i < job.shards; ++i) {
+            uint256 taskId = jobs.taskOf(jobId, round, i);
+            bytes32[] memory h = _honest(job.roundInput, n);
+            finals[i] = h[n];
+            if (job.replication == 1) _submit(taskId, _replica(taskId, 0).node, h);
+            else _runReplicated(taskId, h, h);
+        }
+        if (job.replication == 1) {
+            vm.warp(block.timestamp + job.challengeWindow + 1);
+            for (uint32 i = 0; i < job.shards; ++i) {
+                jobs.finalize(jobs.taskOf(jobId, round, i));
+            }
+        }
+        uint256 aggId = jobs.taskOf(jobId, round, job.shards);
+        bytes32[] memory ha = _honest(keccak256(abi.encode(finals)), 1);
+        if (job.replication == 1) {
+            _submit(aggId, _replica(aggId, 0).node, ha);
+            vm.warp(block.timestamp + job.challengeWindow + 1);
+            jobs.finalize(aggId);
+        } else {
+            _runReplicated(aggId, ha, ha);
+        }
+    }
+}
