@@ -45,7 +45,9 @@ class Trainer:
         self.opt = make_optimizer(self.manifest, self.model)  # fresh, then fill in the saved state
         saved = {}
         for i, name in enumerate(self._names):
-            entry = {k: state.tensors[f"optim/{name}/{k}"] for k in optimizer_keys(self.manifest)
+            # clone: load_state_dict keeps same-device tensors as they are, and the
+            # optimizer updates its state in place, which would corrupt `state`.
+            entry = {k: state.tensors[f"optim/{name}/{k}"].clone() for k in optimizer_keys(self.manifest)
                      if f"optim/{name}/{k}" in state.tensors}
             if entry:
                 saved[i] = entry
