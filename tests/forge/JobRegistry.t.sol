@@ -1,0 +1,477 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {Fixture} from "./base/Fixture.sol";
+import {IJobRegistry} from "../../contracts/interfaces/IJobRegistry.sol";
+import {Merkle} from "../../contracts/lib/Merkle.sol";
+import {
+    PostJobParams,
+    Job,
+    JobStatus,
+    Task,
+    TaskKind,
+    TaskStatus,
+    Replica,
+    ReplicaStatus
+} from "../../contracts/types/VerityTypes.sol";
+import {ZeroAddress, ParameterOutOfRange, NothingToWithdraw} from "../../contracts/errors/CommonErrors.sol";
+import "../../contracts/errors/JobRegistryErrors.sol";
+import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
+
+/// @notice Unit tests of JobRegistry entry points: posting, commit/reveal/submit, late reports, parameters.
+contract JobRegistryTest is Fixture {
+    function setUp() public override {
+        super.setUp();
+        _addNodes(4);
+    }
+
+    // ---------------------------------------------------------------- postJob
+
+    function test_postJob_pullsEscrowAndDraws_succeeds() public {
+        uint256 before = token.balanceOf(submitter);
+        uint256 jobId = _post(_params(2, 2, 2));
+        uint256 escrow = PAYMENT * 2 * 3 * 2;
+        assertEq(before - token.balanceOf(submitter), escrow, "escrow pulled");
+        Job memory job = jobs.getJob(jobId);
+        assertEq(job.escrow, escrow, "job escrow");
+        assertTrue(job.everAssigned, "assigned");
+        for (uint32 i = 0; i < 2; ++i) {
+            uint256 taskId = jobs.taskOf(jobId, 0, i);
+            assertEq(taskId, i + 1, "sequential ids");
+            Task memory t = jobs.getTask(taskId);
+            assertEq(uint8(t.kind), uint8(TaskKind.Train), "kind");
+            assertEq(t.inputHash, INPUT, "input");
+            assertEq(t.n, 4, "n");
+            assertEq(uint8(t.status), uint8(TaskStatus.Assigned), "status");
+            Replica memory a = _replica(taskId, 0);
+            Replica memory b = _replica(taskId, 1);
+            assertNotEq(a.node, b.node, "distinct replicas");
+            assertEq(registry.getNode(a.node).locked > 0, true, "stake locked");
+        }
+    }
+
+    function test_postJob_emitsJobPosted_succeeds() public {
+        PostJobParams memory p = _params(1, 1, 1);
+        vm.expectEmit(true, true, false, true, address(jobs));
+        emit IJobRegistry.JobPosted(1, submitter, p.manifestCid, p.manifestHash, PAYMENT * 2);
+        _post(p);
+    }
+
+    function test_postJob_invalidParams_reverts() public {
+        PostJobParams memory p = _params(0, 1, 1);
+        vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("shards"), 0));
+        _post(p);
+        p = _params(33, 1, 1);
+        vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("shards"), 33));
+        _post(p);
+        p = _params(1, 0, 1);
+        vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("rounds"), 0));
+        _post(p);
+        p = _params(1, 1, 3);
+        vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("replication"), 3));
+        _post(p);
+        p = _params(1, 1, 1);
+        p.stepsPerRound = 7;
+        vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("stepsPerRound"), 7));
+        _post(p);
+        p = _params(1, 1, 1);
+        p.checkpointInterval = 0;
+        vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("checkpointInterval"), 0));
+        _post(p);
+        p = _params(1, 1, 1);
+        p.profileBit = 3;
+        vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("profileBit"), 3));
+        _post(p);
+        p = _params(1, 1, 1);
+        p.manifestCid = 0;
+        vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("manifestCid"), 0));
+        _post(p);
+        p = _params(1, 1, 1);
+        p.paymentPerTask = 0;
+        vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("paymentPerTask"), 0));
+        _post(p);
+        p = _params(1, 1, 1);
+        p.stakePerReplica = 0;
+        vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("stakePerReplica"), 0));
+        _post(p);
+        p = _params(1, 1, 1);
+        p.deviceClass = 2;
+        vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("deviceClass"), 2));
+        _post(p);
+        p = _params(1, 1, 1);
+        p.revealWindow = 8 days;
+        vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("revealWindow"), 8 days));
+        _post(p);
+    }
+
+    function testFuzz_postJob_escrowFormula_succeeds(uint64 pay, uint8 shards, uint8 rounds, bool rep2) public {
+        uint256 payment = bound(pay, 1, 1e18);
+        uint32 s = uint32(bound(shards, 1, 32));
+        uint32 r = uint32(bound(rounds, 1, 256));
+        uint8 rep = rep2 ? 2 : 1;
+        PostJobParams memory p = _params(s, r, rep);
+        p.paymentPerTask = payment;
+        p.stakePerReplica = NODE_STAKE + 1; // nobody eligible: keeps the fuzz run cheap
+        uint256 before = token.balanceOf(submitter);
+        uint256 jobId = _post(p);
+        uint256 expected = payment * rep * (uint256(s) + 1) * r;
+        assertEq(before - token.balanceOf(submitter), expected, "pulled");
+        assertEq(jobs.getJob(jobId).escrow, expected, "stored");
+        assertEq(jobs.escrowFor(payment, rep, s, r), expected, "view");
+        assertEq(token.balanceOf(address(jobs)), jobs.totalEscrow() + jobs.totalCredits(), "held");
+    }
+
+    // ---------------------------------------------------------------- commit / reveal
+
+    function _replicatedTask() internal returns (uint256 taskId, address a, address b, bytes32[] memory h) {
+        _post(_params(1, 1, 2));
+        taskId = 1;
+        a = _replica(taskId, 0).node;
+        b = _replica(taskId, 1).node;
+        h = _honest(INPUT, 4);
+    }
+
+    function test_commit_notReplica_reverts() public {
+        (uint256 taskId,,, bytes32[] memory h) = _replicatedTask();
+        vm.expectRevert(abi.encodeWithSelector(NotReplica.selector, taskId, address(this), ReplicaStatus.Assigned));
+        jobs.commit(taskId, _commitment(h, 0, address(this)));
+    }
+
+    function test_commit_twice_reverts() public {
+        (uint256 taskId, address a,, bytes32[] memory h) = _replicatedTask();
+        _commit(taskId, a, h);
+        vm.prank(a);
+        vm.expectRevert(abi.encodeWithSelector(NotReplica.selector, taskId, a, ReplicaStatus.Assigned));
+        jobs.commit(taskId, 0);
+    }
+
+    function test_commit_afterDeadline_reverts() public {
+        (uint256 taskId, address a,, bytes32[] memory h) = _replicatedTask();
+        uint64 deadline = _replica(taskId, 0).deadline;
+        vm.warp(deadline + 1);
+        vm.prank(a);
+        vm.expectRevert(abi.encodeWithSelector(DeadlinePassed.selector, taskId, uint8(0), deadline));
+        jobs.commit(taskId, _commitment(h, 0, a));
+    }
+
+    function test_commit_optimisticTask_reverts() public {
+        _post(_params(1, 1, 1));
+        address a = _replica(1, 0).node;
+        vm.prank(a);
+        vm.expectRevert(abi.encodeWithSelector(WrongVerificationMode.selector, 1, uint8(1)));
+        jobs.commit(1, 0);
+    }
+
+    function test_commit_unknownTask_reverts() public {
+        vm.expectRevert(abi.encodeWithSelector(TaskNotFound.selector, 99));
+        jobs.commit(99, 0);
+    }
+
+    function test_reveal_beforeAllCommitted_reverts() public {
+        (uint256 taskId, address a,, bytes32[] memory h) = _replicatedTask();
+        _commit(taskId, a, h);
+        vm.expectRevert(abi.encodeWithSelector(RevealNotOpen.selector, taskId));
+        _reveal(taskId, a, h);
+    }
+
+    function test_reveal_wrongSalt_reverts() public {
+        (uint256 taskId, address a, address b, bytes32[] memory h) = _replicatedTask();
+        _commit(taskId, a, h);
+        _commit(taskId, b, h);
+        bytes32 root = Merkle.rootOf(h);
+        bytes32 expected = keccak256(abi.encode(root, h[4], bytes32("bad"), a));
+        vm.prank(a);
+        vm.expectRevert(
+            abi.encodeWithSelector(CommitmentMismatch.selector, taskId, _commitment(h, bytes32(uint256(uint160(a))), a), expected)
+        );
+        jobs.reveal(taskId, root, h[4], 4, 0, "bad", Merkle.proofOf(h, 0), Merkle.proofOf(h, 4));
+    }
+
+    function test_reveal_wrongInput_reverts() public {
+        (uint256 taskId, address a, address b,) = _replicatedTask();
+        bytes32[] memory bad = _honest(keccak256("other input"), 4);
+        _commit(taskId, a, bad);
+        _commit(taskId, b, bad);
+        vm.expectRevert(abi.encodeWithSelector(InvalidProof.selector, taskId, 0, INPUT));
+        _reveal(taskId, a, bad);
+    }
+
+    function test_reveal_wrongLength_reverts() public {
+        (uint256 taskId, address a, address b,) = _replicatedTask();
+        bytes32[] memory shortTrace = _honest(INPUT, 3);
+        _commit(taskId, a, shortTrace);
+        _commit(taskId, b, shortTrace);
+        vm.expectRevert(abi.encodeWithSelector(WrongTraceLength.selector, taskId, uint32(4), uint32(3)));
+        _reveal(taskId, a, shortTrace);
+    }
+
+    function test_reveal_afterDeadline_reverts() public {
+        (uint256 taskId, address a, address b, bytes32[] memory h) = _replicatedTask();
+        _commit(taskId, a, h);
+        _commit(taskId, b, h);
+        uint64 deadline = _replica(taskId, 0).deadline;
+        vm.warp(deadline + 1);
+        vm.expectRevert(abi.encodeWithSelector(DeadlinePassed.selector, taskId, uint8(0), deadline));
+        _reveal(taskId, a, h);
+    }
+
+    function test_reveal_equalFinals_accepts_succeeds() public {
+        (uint256 taskId,,, bytes32[] memory h) = _replicatedTask();
+        _runReplicated(taskId, h, h);
+        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "accepted");
+        assertEq(uint8(_replica(taskId, 1).status), uint8(ReplicaStatus.Accepted), "replica accepted");
+        assertEq(jobs.credits(_replica(taskId, 0).node), PAYMENT, "paid");
+        // Only the new AGGREGATE task's stake (if this node was drawn for it) stays locked.
+        assertLe(registry.getNode(_replica(taskId, 0).node).locked, TASK_STAKE, "unlocked");
+        assertEq(jobs.getTask(taskId + 1).inputHash, keccak256(abi.encode(_finals1(h[4]))), "aggregate input");
+    }
+
+    function test_reveal_differentFinals_contests_succeeds() public {
+        (uint256 taskId,,, bytes32[] memory h) = _replicatedTask();
+        _runReplicated(taskId, h, _trace(INPUT, 4, "bad", 2));
+        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Contested), "contested");
+    }
+
+    function _finals1(bytes32 f) internal pure returns (bytes32[] memory a) {
+        a = new bytes32[](1);
+        a[0] = f;
+    }
+
+    // ---------------------------------------------------------------- optimistic
+
+    function test_submitResult_notSolver_reverts() public {
+        _post(_params(1, 1, 1));
+        vm.expectRevert(abi.encodeWithSelector(NotReplica.selector, 1, address(this), ReplicaStatus.Assigned));
+        _submit(1, address(this), _honest(INPUT, 4));
+    }
+
+    function test_submitResult_replicatedTask_reverts() public {
+        _post(_params(1, 1, 2));
+        address a = _replica(1, 0).node;
+        vm.expectRevert(abi.encodeWithSelector(WrongVerificationMode.selector, 1, uint8(2)));
+        _submit(1, a, _honest(INPUT, 4));
+    }
+
+    function test_finalize_insideWindow_reverts() public {
+        _post(_params(1, 1, 1));
+        _submit(1, _replica(1, 0).node, _honest(INPUT, 4));
+        uint64 deadline = jobs.getTask(1).challengeDeadline;
+        vm.expectRevert(abi.encodeWithSelector(ChallengeWindowOpen.selector, 1, deadline));
+        jobs.finalize(1);
+    }
+
+    function test_finalize_notRevealed_reverts() public {
+        _post(_params(1, 1, 1));
+        vm.expectRevert(abi.encodeWithSelector(UnexpectedTaskStatus.selector, 1, TaskStatus.Assigned));
+        jobs.finalize(1);
+    }
+
+    // ---------------------------------------------------------------- late
+
+    function test_reportLate_beforeDeadline_reverts() public {
+        _post(_params(1, 1, 2));
+        Replica memory r = _replica(1, 0);
+        vm.expectRevert(abi.encodeWithSelector(SlotNotLate.selector, 1, uint8(0), r.status, r.deadline));
+        jobs.reportLate(1, 0);
+    }
+
+    function test_reportLate_invalidSlot_reverts() public {
+        _post(_params(1, 1, 1));
+        vm.expectRevert(abi.encodeWithSelector(InvalidSlot.selector, 1, uint8(1)));
+        jobs.reportLate(1, 1);
+    }
+
+    function test_reportLate_slashesAndRedraws_succeeds() public {
+        _post(_params(1, 1, 2));
+        address late = _replica(1, 0).node;
+        address partner = _replica(1, 1).node;
+        _commit(1, partner, _honest(INPUT, 4));
+        vm.warp(_replica(1, 0).deadline + 1);
+        _heartbeatAll();
+        uint256 burnedBefore = token.totalBurned();
+        uint256 slash = (TASK_STAKE * jobs.lateSlashBps()) / 10_000;
+        vm.expectEmit(true, true, false, true, address(jobs));
+        emit IJobRegistry.ReplicaLate(1, late, 0, slash);
+        jobs.reportLate(1, 0);
+        assertEq(token.totalBurned() - burnedBefore, slash, "burned");
+        assertEq(registry.getNode(late).locked, 0, "unlocked");
+        assertEq(registry.getNode(late).stake, NODE_STAKE - slash, "slashed");
+        assertEq(registry.reputationOf(late).tasksLate, 1, "late++");
+        Replica memory fresh = _replica(1, 0);
+        assertNotEq(fresh.node, late, "late node not redrawn");
+        assertNotEq(fresh.node, partner, "partner not redrawn");
+        assertEq(uint8(fresh.status), uint8(ReplicaStatus.Assigned), "reassigned");
+        assertEq(jobs.bannedOf(1)[0], late, "banned");
+    }
+
+    function testFuzz_reportLate_slashSplit_succeeds(uint16 bps, uint96 stakeAmt) public {
+        uint256 slashBps = bound(bps, 0, 10_000);
+        uint256 taskStake = bound(stakeAmt, 1, NODE_STAKE);
+        jobs.setLateSlashBps(slashBps);
+        PostJobParams memory p = _params(1, 1, 1);
+        p.stakePerReplica = taskStake;
+        _post(p);
+        address late = _replica(1, 0).node;
+        uint256 stakeBefore = registry.getNode(late).stake;
+        uint256 burnedBefore = token.totalBurned();
+        vm.warp(_replica(1, 0).deadline + 1);
+        jobs.reportLate(1, 0);
+        uint256 slash = (taskStake * slashBps) / 10_000;
+        assertEq(stakeBefore - registry.getNode(late).stake, slash, "stake cut");
+        assertEq(token.totalBurned() - burnedBefore, slash, "burned");
+        assertEq(registry.getNode(late).locked, 0, "rest unlocked");
+        assertEq(token.balanceOf(address(registry)), _sumStakes(), "registry balance");
+    }
+
+    function _sumStakes() internal view returns (uint256 sum) {
+        for (uint256 i = 0; i < nodes.length; ++i) {
+            sum += registry.getNode(nodes[i]).stake;
+        }
+    }
+
+    // ---------------------------------------------------------------- assign / cancel / reclaim
+
+    function test_assign_notOpen_reverts() public {
+        _post(_params(1, 1, 2));
+        vm.expectRevert(abi.encodeWithSelector(UnexpectedTaskStatus.selector, 1, TaskStatus.Assigned));
+        jobs.assign(1);
+    }
+
+    function test_assign_noEligible_reverts() public {
+        PostJobParams memory p = _params(1, 1, 2);
+        p.stakePerReplica = NODE_STAKE + 1;
+        _post(p);
+        vm.expectRevert(abi.encodeWithSelector(NoEligibleNode.selector, 1));
+        jobs.assign(1);
+    }
+
+    function test_assign_afterNewNode_succeeds() public {
+        PostJobParams memory p = _params(1, 1, 1);
+        p.minMemoryMb = 64_000;
+        _post(p);
+        assertEq(uint8(_status(1)), uint8(TaskStatus.Open), "open");
+        address big = address(0xB16);
+        token.mint(big, NODE_STAKE);
+        vm.startPrank(big);
+        token.approve(address(registry), type(uint256).max);
+        registry.register(ALL_ROLES, 0, 128_000, 1, 1, MULTIADDR);
+        registry.stake(NODE_STAKE);
+        vm.stopPrank();
+        jobs.assign(1);
+        assertEq(_replica(1, 0).node, big, "assigned");
+        assertEq(uint8(_status(1)), uint8(TaskStatus.Assigned), "assigned status");
+    }
+
+    function test_cancelJob_beforeAssignment_refunds_succeeds() public {
+        PostJobParams memory p = _params(2, 1, 2);
+        p.stakePerReplica = NODE_STAKE + 1;
+        uint256 before = token.balanceOf(submitter);
+        uint256 jobId = _post(p);
+        vm.prank(submitter);
+        jobs.cancelJob(jobId);
+        assertEq(token.balanceOf(submitter), before, "full refund");
+        assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Cancelled), "cancelled");
+        assertEq(uint8(_status(1)), uint8(TaskStatus.Cancelled), "task cancelled");
+    }
+
+    function test_cancelJob_whileAssigned_reverts() public {
+        uint256 jobId = _post(_params(1, 1, 2));
+        vm.prank(submitter);
+        vm.expectRevert(abi.encodeWithSelector(CancelNotAllowed.selector, jobId));
+        jobs.cancelJob(jobId);
+    }
+
+    function test_cancelJob_notSubmitter_reverts() public {
+        uint256 jobId = _post(_params(1, 1, 2));
+        vm.expectRevert(abi.encodeWithSelector(NotSubmitter.selector, jobId, address(this)));
+        jobs.cancelJob(jobId);
+    }
+
+    function test_cancelJob_starvedTask_unlocksAndRefunds_succeeds() public {
+        // 4 nodes, 3 shards x 2 replicas: at most 4 slots can be filled with a 600-token task stake.
+        PostJobParams memory p = _params(3, 1, 2);
+        p.stakePerReplica = 600e18;
+        uint256 jobId = _post(p);
+        assertEq(uint8(_status(3)), uint8(TaskStatus.Open), "starved task");
+        vm.warp(block.timestamp + jobs.assignmentTimeout() + 1);
+        uint256 before = token.balanceOf(submitter);
+        vm.prank(submitter);
+        jobs.cancelJob(jobId);
+        assertEq(token.balanceOf(submitter) - before, PAYMENT * 2 * 4, "refund");
+        for (uint256 i = 0; i < nodes.length; ++i) {
+            assertEq(registry.getNode(nodes[i]).locked, 0, "unlocked");
+        }
+    }
+
+    function test_cancelJob_pendingChallengeWindow_reverts() public {
+        PostJobParams memory p = _params(2, 1, 1);
+        p.stakePerReplica = 600e18;
+        uint256 jobId = _post(p);
+        uint256 t1 = jobs.taskOf(jobId, 0, 0);
+        _submit(t1, _replica(t1, 0).node, _honest(INPUT, 4));
+        vm.prank(submitter);
+        vm.expectRevert(abi.encodeWithSelector(JobHasPendingTask.selector, jobId, t1, TaskStatus.Revealed));
+        jobs.cancelJob(jobId);
+    }
+
+    function test_reclaimEscrow_notCompleted_reverts() public {
+        uint256 jobId = _post(_params(1, 1, 2));
+        vm.prank(submitter);
+        vm.expectRevert(abi.encodeWithSelector(JobNotCompleted.selector, jobId, JobStatus.Active));
+        jobs.reclaimEscrow(jobId);
+    }
+
+    function test_withdrawPayment_nothing_reverts() public {
+        vm.expectRevert(abi.encodeWithSelector(NothingToWithdraw.selector, address(this)));
+        jobs.withdrawPayment();
+    }
+
+    function test_taskOf_unknown_reverts() public {
+        vm.expectRevert(abi.encodeWithSelector(TaskIndexNotFound.selector, 5, uint32(0), uint32(0)));
+        jobs.taskOf(5, 0, 0);
+    }
+
+    // ---------------------------------------------------------------- owner / hooks
+
+    function test_setDisputeGame_idempotent_succeeds() public {
+        jobs.setDisputeGame(address(game));
+        assertEq(jobs.disputeGame(), address(game), "same");
+    }
+
+    function test_setDisputeGame_zero_reverts() public {
+        vm.expectRevert(abi.encodeWithSelector(ZeroAddress.selector, bytes32("game")));
+        jobs.setDisputeGame(address(0));
+    }
+
+    function test_setParameters_succeeds() public {
+        jobs.setDefaultWindows(10, 20, 30);
+        jobs.setAssignmentTimeout(40);
+        jobs.setLateSlashBps(500);
+        assertEq(jobs.defaultExecutionWindow(), 10, "exec");
+        assertEq(jobs.defaultRevealWindow(), 20, "reveal");
+        assertEq(jobs.defaultChallengeWindow(), 30, "challenge");
+        assertEq(jobs.assignmentTimeout(), 40, "timeout");
+        assertEq(jobs.lateSlashBps(), 500, "bps");
+    }
+
+    function test_setParameters_outOfRange_reverts() public {
+        vm.expectRevert(abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("lateSlashBps"), 10_001, 0, 10_000));
+        jobs.setLateSlashBps(10_001);
+        vm.expectRevert(abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("executionWindow"), 0, 1, 7 days));
+        jobs.setDefaultWindows(0, 1, 1);
+        vm.prank(submitter);
+        vm.expectRevert(abi.encodeWithSelector(Ownable.OwnableUnauthorizedAccount.selector, submitter));
+        jobs.setAssignmentTimeout(1);
+    }
+
+    function test_hooks_notDisputeGame_reverts() public {
+        vm.expectRevert(abi.encodeWithSelector(NotDisputeGame.selector, address(this)));
+        jobs.onChallenge(1);
+        vm.expectRevert(abi.encodeWithSelector(NotDisputeGame.selector, address(this)));
+        jobs.onDisputeResolved(1, address(1), address(2), 0, 0);
+        vm.expectRevert(abi.encodeWithSelector(NotDisputeGame.selector, address(this)));
+        jobs.onDisputeBothLost(1);
+        vm.expectRevert(abi.encodeWithSelector(NotDisputeGame.selector, address(this)));
+        jobs.onDisputeVoided(1);
+    }
+}
