@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {Fixture} from "./base/Fixture.sol";
+import {IJobRegistry} from "../../contracts/interfaces/IJobRegistry.sol";
+import {Job, JobStatus, Task, TaskKind, TaskStatus, Replica, ReplicaStatus} from "../../contracts/types/VerityTypes.sol";
+
+/// @notice Whole jobs end to end: replicated, optimistic, and with late replicas.
+contract JobLifecycleTest is Fixture {
+    function setUp() public override {
+        super.setUp();
+        _addNodes(5);
+    }
+
+    function _assertConserved() internal view {
+        uint256 sum = token.balanceOf(submitter) + token.balanceOf(address(jobs)) + token.balanceOf(address(registry))
+            + token.balanceOf(address(game)) + token.totalBurned();
+        for (uint256 i = 0; i < nodes.length; ++i) {
+            sum += token.balanceOf(nodes[i]);
+        }
+        assertEq(sum, token.totalMinted(), "tokens conserved");
+    }
+
+    function test_lifecycle_replicated2x2_completes_succeeds() public {
+        uint256 jobId = _post(_params(2, 2, 2));
+        _runRoundHonest(jobId, 0);
+        Job memory job = jobs.getJob(jobId);
+        assertEq(job.currentRound, 1, "round advanced");
+        uint256 agg0 = jobs.taskOf(jobId, 0, 2);
+        assertEq(uint8(jobs.getTask(agg0).kind), uint8(TaskKind.Aggregate), "aggregate");
+        assertEq(job.roundInput, jobs.getTask(agg0).finalHash, "round input = aggregate final");
+        assertEq(jobs.getTask(jobs.taskOf(jobId, 1, 0)).inputHash, job.roundInput, "round-1 task input");
+
+        _runRoundHonest(jobId, 1);
+        job = jobs.getJob(jobId);
+        uint256 agg1 = jobs.taskOf(jobId, 1, 2);
+        assertEq(uint8(job.status), uint8(JobStatus.Completed), "completed");
+        assertEq(job.modelHash, jobs.getTask(agg1).finalHash, "model hash");
+        assertEq(job.modelCid, jobs.getTask(agg1).resultCid, "model cid");
+        assertEq(job.escrow, 0, "all escrow paid out");
+
+        uint256 paid;
+        for (uint256 i = 0; i < nodes.length; ++i) {
+            assertEq(registry.getNode(nodes[i]).locked, 0, "all stake unlocked");
+            uint256 c = jobs.credits(nodes[i]);
+            paid += c;
+            if (c > 0) {
+                vm.prank(nodes[i]);
+                jobs.withdrawPayment();
+            }
+        }
+        assertEq(paid, PAYMENT * 2 * 3 * 2, "6 tasks x 2 replicas paid");
+        assertEq(jobs.taskCount(), 6, "tasks");
+        _assertConserved();
+    }
+
+    function test_lifecycle_optimistic_completes_succeeds() public {
+        uint256 jobId = _post(_params(2, 2, 1));
+        _runRoundHonest(jobId, 0);
+        _runRoundHonest(jobId, 1);
+        assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
+        assertEq(jobs.totalCredits(), PAYMENT * 6, "6 payments");
+        _assertConserved();
+    }
+
+    function test_lifecycle_lateCommitReplaced_completes_succeeds() public {
+        uint256 jobId = _post(_params(1, 1, 2));
+        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        address late = _replica(taskId, 1).node;
+        vm.warp(_replica(taskId, 1).deadline + 1);
+        _heartbeatAll();
+        jobs.reportLate(taskId, 0);
+        jobs.reportLate(taskId, 1);
+        assertTrue(_replica(taskId, 0).node != late && _replica(taskId, 1).node != late, "late node gone");
+        bytes32[] memory h = _honest(INPUT, 4);
+        _runReplicated(taskId, h, h);
+        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "accepted after replacement");
+        _runReplicated(jobs.taskOf(jobId, 0, 1), _honest(keccak256(abi.encode(_one(h[4]))), 1), _honest(keccak256(abi.encode(_one(h[4]))), 1));
+        assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
+        assertEq(jobs.getJob(jobId).escrow, 0, "replacements were paid");
+        _assertConserved();
+    }
+
+    function test_lifecycle_lateRevealDegradesToOptimistic_succeeds() public {
+        uint256 jobId = _post(_params(1, 1, 2));
+        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        address a = _replica(taskId, 0).node;
+        address b = _replica(taskId, 1).node;
+        bytes32[] memory h = _honest(INPUT, 4);
+        _commit(taskId, a, h);
+        _commit(taskId, b, h);
+        _reveal(taskId, a, h);
+        vm.warp(_replica(taskId, 1).deadline + 1);
+        vm.expectEmit(true, false, false, true, address(jobs));
+        emit IJobRegistry.ChallengeWindowOpened(taskId, uint64(block.timestamp) + 30);
+        jobs.reportLate(taskId, 1);
+        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Revealed), "waits out a challenge window");
+        vm.warp(block.timestamp + 31);
+        jobs.finalize(taskId);
+        assertEq(jobs.credits(a), PAYMENT, "revealer paid");
+        assertEq(jobs.credits(b), 0, "late not paid");
+        _heartbeatAll();
+        uint256 agg = jobs.taskOf(jobId, 0, 1);
+        bytes32[] memory ha = _honest(keccak256(abi.encode(_one(h[4]))), 1);
+        _runReplicated(agg, ha, ha);
+        assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
+        uint256 before = token.balanceOf(submitter);
+        vm.prank(submitter);
+        jobs.reclaimEscrow(jobId);
+        assertEq(token.balanceOf(submitter) - before, PAYMENT, "unspent payment back");
+        _assertConserved();
+    }
+
+    function test_lifecycle_optimisticSubmitLate_redrawn_succeeds() public {
+        uint256 jobId = _post(_params(1, 1, 1));
+        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        address late = _replica(taskId, 0).node;
+        vm.warp(_replica(taskId, 0).deadline + 1);
+        _heartbeatAll();
+        jobs.reportLate(taskId, 0);
+        address fresh = _replica(taskId, 0).node;
+        assertNotEq(fresh, late, "redrawn");
+        _submit(taskId, fresh, _honest(INPUT, 4));
+        vm.warp(block.timestamp + 31);
+        jobs.finalize(taskId);
+        assertEq(jobs.credits(fresh), PAYMENT, "paid");
+    }
+
+    function _one(bytes32 x) internal pure returns (bytes32[] memory a) {
+        a = new bytes32[](1);
+        a[0] = x;
+    }
+}
