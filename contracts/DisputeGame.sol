@@ -623,14 +623,12 @@ contract DisputeGame is IDisputeGame, Ownable, ReentrancyGuard {
         Dispute storage d = _disputes[disputeId];
         TaskContext memory c = jobs.taskContext(d.taskId);
         uint256 size = panelSize;
+        // Unused seats stay address(0), which the registry ignores.
         address[] memory exclude = new address[](2 + size);
         exclude[0] = d.parties[0];
         exclude[1] = d.parties[1];
         address[] memory drawn = new address[](size);
         for (uint256 seat = 0; seat < size; ++seat) {
-            assembly ("memory-safe") {
-                mstore(exclude, add(2, seated))
-            }
             bytes32 seed = keccak256(abi.encode(block.prevrandao, disputeId, seat, d.drawNonce));
             ++d.drawNonce;
             address referee =
