@@ -129,7 +129,7 @@ contract DisputeGameTest is DisputeFixture {
         _allVote(id, _same(keccak256("third answer"), 3));
         game.resolve(id);
         assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.BothLose), "both lose");
-        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Open) == 0 ? 0 : uint8(_status(taskId)), "status");
+        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Assigned), "redrawn");
         assertEq(jobs.bannedOf(taskId)[0] == honest || jobs.bannedOf(taskId)[1] == honest, true, "banned");
         assertTrue(_conserved(), "conserved");
     }
