@@ -3,6 +3,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -14,6 +15,15 @@ from verity.storage import Storage
 pytestmark = pytest.mark.integration
 
 AUTO_PORTS = Settings(anvil_port=0, ipfs_api_port=0, block_interval=0.5)
+
+
+def _crash(info):
+    """SIGKILL a recorded service and wait until the kernel has it dead."""
+    process = ProcessId(info["pid"], info["started"])
+    os.kill(process.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while process.alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def test_up_idempotent_down_after_crash_succeeds(tmp_path):
@@ -28,7 +38,7 @@ def test_up_idempotent_down_after_crash_succeeds(tmp_path):
         assert [again[k]["pid"] for k in ("anvil", "ticker")] == [first[k]["pid"] for k in ("anvil", "ticker")]
         assert again["ipfs"][0]["pid"] == first["ipfs"][0]["pid"]
 
-        os.kill(first["ipfs"][0]["pid"], signal.SIGKILL)  # crash one node
+        _crash(first["ipfs"][0])
         assert not services.status(state)["running"]
         healed = services.up(state, ipfs_nodes=1, settings=AUTO_PORTS)
         assert healed["ipfs"][0]["pid"] != first["ipfs"][0]["pid"]
@@ -37,7 +47,7 @@ def test_up_idempotent_down_after_crash_succeeds(tmp_path):
         assert Storage(healed["ipfs_api"], timeout=5).is_up()
         assert services.client_env(state) == {"VERITY_RPC_URL": first["rpc_url"], "VERITY_IPFS_API": healed["ipfs_api"]}
 
-        os.kill(healed["ipfs"][0]["pid"], signal.SIGKILL)  # crash again; `down` must clean up after it
+        _crash(healed["ipfs"][0])  # crash again; `down` must clean up after it
         assert (state / "ipfs-0" / "repo" / "repo.lock").exists()
     finally:
         stopped = services.down(state)

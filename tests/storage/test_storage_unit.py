@@ -56,7 +56,8 @@ class FakeNode:
             return FakeStream([body[i : i + 65536] for i in range(0, len(body), 65536)])
         if path == "/add":
             received = b"".join(data)
-            return [{"Hash": self.add_cid or cid_of_bytes(received[received.index(b"\r\n\r\n") + 4 : received.rindex(b"\r\n--")])}]
+            content = received[received.index(b"\r\n\r\n") + 4 : received.rindex(b"\r\n--")]
+            return [{"Hash": self.add_cid or cid_of_bytes(content)}]
         if path == "/version":
             return [{"Version": "fake"}]
         raise AssertionError(path)

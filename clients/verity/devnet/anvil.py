@@ -120,7 +120,8 @@ class Anvil:
         deadline = time.monotonic() + self.start_timeout
         while True:
             if self._proc is not None and self._proc.poll() is not None:
-                raise ServiceError(f"anvil {self.state_dir}", f"exited with code {self._proc.returncode}", self.log_path)
+                raise ServiceError(f"anvil {self.state_dir}", f"exited with code {self._proc.returncode}",
+                                   self.log_path)
             try:
                 if int(rpc_call(self.rpc_url, "eth_chainId", timeout=2), 16) == self.chain_id:
                     return

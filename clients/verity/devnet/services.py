@@ -113,7 +113,8 @@ def up(
                 if _alive(info):
                     continue
                 old = info or {}
-                node = IpfsNode(directory / f"ipfs-{i}", _port(old.get("api_port"), s.ipfs_api_port + i if s.ipfs_api_port else None),
+                api_pref = s.ipfs_api_port + i if s.ipfs_api_port else None
+                node = IpfsNode(directory / f"ipfs-{i}", _port(old.get("api_port"), api_pref),
                                 _port(old.get("swarm_port"), None), _port(old.get("gateway_port"), None),
                                 _port(old.get("rpc_port"), None), die_with_parent=False).start()
                 node.detach()
@@ -153,7 +154,8 @@ def down(directory: str | Path) -> dict[str, Any]:
         (directory / "anvil" / "anvil.pid").unlink(missing_ok=True)
         for node_dir in sorted(directory.glob("ipfs-*")):
             node = IpfsNode(node_dir, 1, 1, 1, 1)  # ports unused: stop() goes by the pid file
-            was_running = node._recorded() is not None and node._recorded().alive()
+            recorded = node._recorded()
+            was_running = recorded is not None and recorded.alive()
             node.stop()
             stopped["ipfs"].append({"dir": str(node_dir), "was_running": was_running})
         (directory / SERVICES_FILE).unlink(missing_ok=True)

@@ -284,8 +284,8 @@ class Storage:
             reset()
             builder = CidBuilder()
             deadline = time.monotonic() + budget
-            stream = self._http.request("/cat", (cid,), opts={"length": str(limit + 1), **_server_timeout(budget)}, stream=True,
-                                        decoder="none", timeout=t)
+            opts = {"length": str(limit + 1), **_server_timeout(budget)}
+            stream = self._http.request("/cat", (cid,), opts=opts, stream=True, decoder="none", timeout=t)
             try:
                 for piece in stream:
                     if builder.size + len(piece) > limit:
