@@ -8,7 +8,7 @@ import pytest
 
 from verity.engine import merkle
 from verity.engine.checkpoint import checkpoint_bytes, load_checkpoint
-from verity.engine.runner import checkpoint_path, recompute_step, replay_segment, run_task
+from verity.engine.runner import advance, checkpoint_path, recompute_step, replay_segment, run_task
 from verity.engine.state import TaskRef
 from verity.errors import HashMismatch, StateInvalid, WorkdirConflict
 
@@ -81,6 +81,8 @@ def test_replay_segment_and_recompute_step_match_trace(mlp_task, tmp_path):
     start = load_checkpoint(r.checkpoints[1].read_bytes(), m)
     g = replay_segment(m, start, shard, TASK)
     assert recompute_step(m, start, shard, TASK).hash == g[1]
+    mid = advance(m, start, shard, TASK, 4)
+    assert mid.hash == g[4] and recompute_step(m, mid, shard, TASK).hash == g[5]
 
 
 def test_run_task_wrong_inputs_refused(mlp_task, tmp_path):

@@ -10,7 +10,7 @@ from verity.engine.data import Shard, load_shard
 from verity.engine.determinism import apply_profile, check_environment, deterministic
 from verity.engine.evaluate import EvalResult, evaluate
 from verity.engine.manifest import Manifest, load_manifest, manifest_bytes, manifest_schema
-from verity.engine.runner import Checkpoint, TaskResult, recompute_step, replay_segment, run_task
+from verity.engine.runner import Checkpoint, TaskResult, advance, recompute_step, replay_segment, run_task
 from verity.engine.state import TaskRef, TrainState, state_hash
 
 __all__ = [
@@ -18,6 +18,6 @@ __all__ = [
     "checkpoint_bytes", "initial_state", "load_checkpoint", "Shard", "load_shard",
     "apply_profile", "check_environment", "deterministic", "EvalResult", "evaluate",
     "Manifest", "load_manifest", "manifest_bytes", "manifest_schema",
-    "Checkpoint", "TaskResult", "recompute_step", "replay_segment", "run_task",
+    "Checkpoint", "TaskResult", "advance", "recompute_step", "replay_segment", "run_task",
     "TaskRef", "TrainState", "state_hash",
 ]

@@ -202,8 +202,15 @@ def replay_segment(manifest: Manifest, checkpoint: bytes | TrainState, shard: Sh
     return hashes
 
 
+def advance(manifest: Manifest, state: bytes | TrainState, shard: Shard, task: TaskRef, steps: int) -> TrainState:
+    """The state `steps` steps after `state` (e.g. the agreed state of a step
+    dispute, from the checkpoint that opens its segment)."""
+    trainer = _trainer_at(manifest, state, shard, task)
+    for _ in range(steps):
+        trainer.train_step()
+    return trainer.snapshot()
+
+
 def recompute_step(manifest: Manifest, state: bytes | TrainState, shard: Shard, task: TaskRef) -> TrainState:
     """The state one step after `state` (what a referee recomputes)."""
-    trainer = _trainer_at(manifest, state, shard, task)
-    trainer.train_step()
-    return trainer.snapshot()
+    return advance(manifest, state, shard, task, 1)

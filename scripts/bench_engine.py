@@ -1,0 +1,229 @@
+"""Engine overhead: a task run by the engine vs a plain torch loop of the same steps.
+
+    python scripts/bench_engine.py [--steps 1000] [--device cpu|cuda] [--ipfs /ip4/127.0.0.1/tcp/5001/http]
+    python scripts/bench_engine.py --repro-check [--device cuda]
+
+For a ~2M-parameter MLP and the small transformer, and k in {10, 100, 1000},
+runs the plain loop and the engine (per-step RNG, hashing, a checkpoint every
+k steps written with fsync, and, with --ipfs, each checkpoint uploaded through
+verity.storage from the checkpoint callback), alternating, and reports wall
+time, the ratio engine / plain and peak RSS. Writes bench/out/engine.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from verity.engine import TaskRef, initial_state, load_manifest, load_shard, run_task
+from verity.engine.data import ShardMeta, shard_bytes
+from verity.engine.datasets import char_corpus
+from verity.engine.determinism import apply_profile, environment_fingerprint
+from verity.engine.trainer import Trainer, loss_fn
+
+CID = "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG"
+console = Console()
+
+
+def _text() -> str:
+    from sklearn import datasets
+    parts = [datasets.load_digits().DESCR, datasets.load_iris().DESCR, datasets.load_wine().DESCR,
+             datasets.load_breast_cancer().DESCR, datasets.load_diabetes().DESCR]
+    return "\n".join(parts)
+
+
+def workloads(steps: int, k: int, device: str) -> dict:
+    """name -> (manifest, shard) for the two benchmark models."""
+    profile = "cuda-f32-strict" if device == "cuda" else "cpu-f32-strict"
+    common = {"schema_version": 1, "init": {"seed": 1}, "optimizer": {"name": "adam", "lr": 1e-3},
+              "steps_per_round": steps, "rounds": 1, "checkpoint_interval": k, "determinism": profile,
+              "hardware": {"device_class": device, "min_memory_mb": 1024}}
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(4096, 784, generator=g)
+    y = torch.randint(0, 10, (4096,), generator=g)
+    mlp_meta = ShardMeta(task="classification", samples=4096, x_dtype="float32", x_shape=[784], num_classes=10)
+    mlp = dict(common, model={"arch": "mlp", "config": {"in_features": 784, "hidden": [1024, 1024], "out_features": 10}},
+               data=mlp_meta.spec().model_dump(mode="json"), shards=[{"cid": CID, "samples": 4096}], batch_size=64)
+    tx, ty, vocab = char_corpus(_text(), 64, 16)
+    lm_meta = ShardMeta(task="lm", samples=len(tx), x_dtype="int64", x_shape=[64], y_shape=[64], vocab=vocab)
+    gpt = dict(common, model={"arch": "gpt", "config": {"vocab_size": len(vocab), "block_size": 64, "n_layer": 4,
+                                                        "n_head": 4, "n_embd": 128}},
+               data=lm_meta.spec().model_dump(mode="json"), shards=[{"cid": CID, "samples": len(tx)}], batch_size=8)
+    out = {}
+    for name, doc, (sx, sy, meta) in (("mlp-2M", mlp, (x, y, mlp_meta)), ("gpt-small", gpt, (tx, ty, lm_meta))):
+        m = load_manifest(json.dumps(doc).encode())
+        out[name] = (m, load_shard(shard_bytes(sx, sy, meta), m.data))
+    return out
+
+
+class PeakRSS:
+    """Samples this process's resident set size every 5 ms while active."""
+
+    def __enter__(self):
+        self.page = os.sysconf("SC_PAGE_SIZE")
+        self.start = self.peak = self._rss()
+        self.stop = threading.Event()
+        self.t = threading.Thread(target=self._loop, daemon=True)
+        self.t.start()
+        return self
+
+    def _rss(self) -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * self.page
+
+    def _loop(self):
+        while not self.stop.wait(0.005):
+            self.peak = max(self.peak, self._rss())
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.t.join()
+        self.peak = max(self.peak, self._rss())
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def plain_loop(m, shard, device: str) -> float:
+    """What a researcher would write: one generator, no hashing, no checkpoints."""
+    t = Trainer(m, shard, TaskRef(1, 0, 0), device)  # same model, optimizer, data on device
+    t.load(initial_state(m))
+    g = torch.Generator().manual_seed(0)
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(m.steps_per_round):
+        idx = torch.randint(len(t.x), (m.batch_size,), generator=g).to(t.device)
+        loss = loss_fn(t.model(t.x[idx]), t.y[idx])
+        t.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        t.opt.step()
+    _sync(device)
+    return time.perf_counter() - start
+
+
+def engine_run(m, shard, workdir: Path, storage) -> tuple[float, list, int]:
+    s0 = initial_state(m)
+    uploads = []
+
+    def upload(c):
+        if storage is not None:
+            uploads.append(storage.put_file(c.path))
+
+    _sync(m.hardware.device_class)
+    start = time.perf_counter()
+    r = run_task(m, s0, shard, TaskRef(1, 0, 0), workdir, on_checkpoint=upload)
+    _sync(m.hardware.device_class)
+    return time.perf_counter() - start, r, len(uploads)
+
+
+def open_storage(addr: str | None):
+    if addr is None:
+        return None, "no --ipfs: checkpoints not uploaded"
+    try:
+        from verity.storage import Storage
+    except ImportError:
+        return None, "verity.storage absent: upload skipped"
+    s = Storage(addr)
+    if not s.is_up():
+        return None, f"no IPFS node answers at {addr}: upload skipped"
+    return s, f"uploads through verity.storage to {addr}"
+
+
+def bench(args) -> dict:
+    storage, note = open_storage(args.ipfs)
+    console.print(f"[dim]{note}[/dim]")
+    rows = []
+    for k in args.k:
+        for name, (m, shard) in workloads(max(args.steps, k), k, args.device).items():
+            apply_profile(m.determinism)
+            if args.warmup and k == args.k[0]:
+                plain_loop(m, shard, args.device)
+            plains, engines, p_peak, e_peak, e_growth = [], [], 0, 0, 0
+            for rep in range(args.repeats):  # alternate the order; keep the fastest of each (least disturbed)
+                for which in (("plain", "engine") if rep % 2 == 0 else ("engine", "plain")):
+                    if which == "plain":
+                        with PeakRSS() as mem:
+                            plains.append(plain_loop(m, shard, args.device))
+                        p_peak = max(p_peak, mem.peak)
+                    else:
+                        with tempfile.TemporaryDirectory() as d, PeakRSS() as mem:
+                            t, r, n_up = engine_run(m, shard, Path(d), storage)
+                        engines.append(t)
+                        e_peak, e_growth = max(e_peak, mem.peak), max(e_growth, mem.peak - mem.start)
+            plain, eng = min(plains), min(engines)
+            n_params = sum(t.numel() for t in initial_state(m).tensors.values())
+            rows.append({"model": name, "params": n_params, "k": k, "steps": m.steps_per_round,
+                         "checkpoints": len(r.trace), "uploads": n_up, "repeats": args.repeats,
+                         "plain_s": round(plain, 3), "engine_s": round(eng, 3), "ratio": round(eng / plain, 4),
+                         "plain_all_s": [round(x, 3) for x in plains], "engine_all_s": [round(x, 3) for x in engines],
+                         "plain_peak_rss_mb": round(p_peak / 2**20, 1),
+                         "engine_peak_rss_mb": round(e_peak / 2**20, 1),
+                         "engine_rss_growth_mb": round(e_growth / 2**20, 1)})
+            console.print(rows[-1])
+    return {"device": args.device, "note": note, "env": environment_fingerprint(),
+            "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version()},
+            "rows": rows}
+
+
+def show(result: dict) -> str:
+    table = Table(title=f"engine vs plain torch loop ({result['device']}, {result['note']})")
+    cols = ["model", "params", "k", "steps", "checkpoints", "plain_s", "engine_s", "ratio", "engine_peak_rss_mb"]
+    for c in cols:
+        table.add_column(c, justify="right")
+    md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in result["rows"]:
+        table.add_row(*[str(r[c]) for c in cols])
+        md.append("| " + " | ".join(str(r[c]) for c in cols) + " |")
+    console.print(table)
+    return "\n".join(md)
+
+
+def repro_check(args) -> int:
+    ok = True
+    for name, (m, shard) in workloads(max(args.steps, args.k[0]), args.k[0], args.device).items():
+        roots = []
+        for _ in range(2):
+            with tempfile.TemporaryDirectory() as d:
+                roots.append(run_task(m, initial_state(m), shard, TaskRef(1, 0, 0), Path(d)).root.hex())
+        same = roots[0] == roots[1]
+        ok &= same
+        console.print(f"{name} [{m.determinism}] root {roots[0][:16]}… vs {roots[1][:16]}… "
+                      + ("[green]identical[/green]" if same else "[red]DIFFERENT[/red]"))
+    return 0 if ok else 1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--k", type=int, nargs="+", default=[10, 100, 1000])
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--ipfs", default=None, help="IPFS HTTP API multiaddr for checkpoint uploads")
+    ap.add_argument("--repro-check", action="store_true", help="run each task twice and compare roots")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--no-warmup", dest="warmup", action="store_false")
+    ap.add_argument("--out", type=Path, default=Path("bench/out/engine.json"))
+    args = ap.parse_args()
+    if args.repro_check:
+        return repro_check(args)
+    result = bench(args)
+    result["markdown"] = show(result)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    console.print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
