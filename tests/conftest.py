@@ -25,6 +25,10 @@ NODE_BIN = REPO_ROOT / "anvil" / "node_modules" / ".bin"
 # At import, before collection: ape's pytest plugin connects its provider (and starts
 # anvil from PATH, per ape-config.yaml) as soon as collection finishes.
 os.environ["PATH"] = f"{NODE_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+# ape's own anvil takes a free port ("auto"), never a devnet's 8545 that may be running beside the tests;
+# its compiler is the solc-js front.
+os.environ.setdefault("APE_FOUNDRY_HOST", "auto")
+os.environ.setdefault("SOLCX_BINARY_PATH", str(REPO_ROOT / "anvil" / "solc-bin"))
 
 _running: list[IpfsNode | Anvil | BlockTicker] = []
 

@@ -2,6 +2,20 @@
 import typer
 
 from verity.cli.data import app as data_app
+from verity.cli.devnet import app as devnet_app
+from verity.cli.job import app as job_app
+from verity.cli.node import app as node_app
 
 app = typer.Typer(no_args_is_help=True, help="Verity: verifiable ML training.")
 app.add_typer(data_app, name="data")
+app.add_typer(devnet_app, name="devnet")
+app.add_typer(node_app, name="node")
+app.add_typer(job_app, name="job")
+
+
+@app.command()
+def demo(keep: bool = typer.Option(False, help="leave the devnet and nodes running afterwards")) -> None:
+    """Run the whole demo job on a fresh local devnet (what `make demo` runs)."""
+    from verity.demo import run_demo
+
+    raise typer.Exit(run_demo(keep=keep))

@@ -1,0 +1,185 @@
+"""A small, explicit web3 client for one node: one key, local signing, decoded errors."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from eth_abi import decode as abi_decode
+from eth_account import Account
+from eth_utils import keccak
+from web3 import HTTPProvider, Web3
+from web3.exceptions import ContractCustomError, ContractLogicError, TimeExhausted
+
+from verity.chain.deployments import Deployments
+from verity.errors import VerityError
+
+DEVNET_MNEMONIC = "test test test test test test test test test test test junk"
+Account.enable_unaudited_hdwallet_features()
+
+
+class TxFailed(VerityError):
+    """A transaction or call reverted; `error` is the decoded custom error name."""
+
+    def __init__(self, what: str, error: str, args: tuple = ()):
+        self.what, self.error, self.args_ = what, error, args
+        super().__init__(f"{what} reverted: {error}{args if args else ''}")
+
+
+class ChainUnreachable(VerityError, ConnectionError):
+    def __init__(self, rpc_url: str):
+        super().__init__(f"no EVM node answers at {rpc_url}; start one with `verity devnet up`")
+
+
+def devnet_key(index: int) -> str:
+    """Private key of ape/anvil test account `index` (the devnet mnemonic; never use elsewhere)."""
+    acct = Account.from_mnemonic(DEVNET_MNEMONIC, account_path=f"m/44'/60'/0'/0/{index}")
+    return acct.key.hex()
+
+
+@dataclass(frozen=True)
+class _ErrorAbi:
+    name: str
+    types: list[str]
+
+
+class ErrorDecoder:
+    """Maps 4-byte selectors of every custom error in the ABIs to readable names."""
+
+    def __init__(self, abis: list[list[dict]]):
+        self._errors: dict[bytes, _ErrorAbi] = {}
+        for abi in abis:
+            for item in abi:
+                if item.get("type") != "error":
+                    continue
+                types = [_abi_type(i) for i in item.get("inputs", [])]
+                sig = f"{item['name']}({','.join(types)})"
+                self._errors[keccak(text=sig)[:4]] = _ErrorAbi(item["name"], types)
+
+    def decode(self, data: str | bytes) -> tuple[str, tuple]:
+        raw = bytes.fromhex(data[2:] if isinstance(data, str) and data.startswith("0x") else data) if isinstance(data, str) else bytes(data)
+        err = self._errors.get(raw[:4])
+        if err is None:
+            return (f"unknown error 0x{raw[:4].hex()}", ())
+        try:
+            return err.name, tuple(abi_decode(err.types, raw[4:]))
+        except Exception:  # malformed payload: still name the error
+            return err.name, ()
+
+
+def _abi_type(inp: dict) -> str:
+    if inp["type"].startswith("tuple"):
+        inner = ",".join(_abi_type(c) for c in inp["components"])
+        return f"({inner}){inp['type'][5:]}"
+    return inp["type"]
+
+
+def connect_chain(rpc_url: str, private_key: str | None = None) -> "ChainClient":
+    """A client for the deployment recorded for whatever chain answers at `rpc_url`."""
+    from verity.chain.deployments import load_deployments
+
+    try:
+        chain_id = Web3(HTTPProvider(rpc_url, request_kwargs={"timeout": 10})).eth.chain_id
+    except OSError:  # requests.ConnectionError and friends: nobody answers
+        raise ChainUnreachable(rpc_url) from None
+    return ChainClient(rpc_url, private_key, load_deployments(chain_id))
+
+
+class ChainClient:
+    """web3 contracts of one deployment, signing with one local key.
+
+    Transactions are sent one at a time (nonce kept locally, receipts awaited
+    with a bound) so a node's actions are ordered and never double-sent.
+    """
+
+    def __init__(self, rpc_url: str, private_key: str | None, deployments: Deployments, *, receipt_timeout: float = 60.0):
+        self.w3 = Web3(HTTPProvider(rpc_url, request_kwargs={"timeout": 30}))
+        if not self.w3.is_connected():
+            raise ChainUnreachable(rpc_url)
+        # no key: a throwaway one, for read-only use (views, events)
+        self.account = Account.from_key(private_key) if private_key else Account.create()
+        self.address: str = self.account.address
+        self.deployments = deployments
+        self.receipt_timeout = receipt_timeout
+        self.contracts = {
+            name: self.w3.eth.contract(address=Web3.to_checksum_address(c.address), abi=c.abi)
+            for name, c in deployments.contracts.items()
+        }
+        self.errors = ErrorDecoder([c.abi for c in deployments.contracts.values()])
+        self._nonce: int | None = None
+
+    # Contracts by role, so callers read `client.jobs.functions.…`.
+    @property
+    def token(self):
+        return self.contracts["VerityToken"]
+
+    @property
+    def registry(self):
+        return self.contracts["NodeRegistry"]
+
+    @property
+    def jobs(self):
+        return self.contracts["JobRegistry"]
+
+    @property
+    def game(self):
+        return self.contracts["DisputeGame"]
+
+    def now(self) -> int:
+        return int(self.w3.eth.get_block("latest")["timestamp"])
+
+    def block_number(self) -> int:
+        return int(self.w3.eth.block_number)
+
+    def call(self, fn) -> Any:
+        try:
+            return fn.call({"from": self.address})
+        except ContractCustomError as exc:
+            name, args = self.errors.decode(exc.data)
+            raise TxFailed(fn.fn_name, name, args) from None
+        except ContractLogicError as exc:
+            raise TxFailed(fn.fn_name, str(exc)) from None
+
+    def transact(self, fn, *, gas: int | None = None) -> dict:
+        """Sign, send and await one transaction; raise TxFailed with the decoded error."""
+        what = fn.fn_name
+        try:
+            tx = fn.build_transaction({"from": self.address, "nonce": self._next_nonce(), "chainId": self.w3.eth.chain_id})
+        except ContractCustomError as exc:
+            self._nonce = None
+            name, args = self.errors.decode(exc.data)
+            raise TxFailed(what, name, args) from None
+        except ContractLogicError as exc:
+            self._nonce = None
+            raise TxFailed(what, str(exc)) from None
+        if gas is not None:
+            tx["gas"] = gas
+        else:  # estimate + margin: later state can cost a little more than the estimate
+            tx["gas"] = int(tx["gas"] * 1.25) + 20_000
+        signed = self.account.sign_transaction(tx)
+        tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
+        self._nonce = tx["nonce"] + 1
+        try:
+            receipt = self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=self.receipt_timeout, poll_latency=0.05)
+        except TimeExhausted:
+            self._nonce = None
+            raise VerityError(f"{what}: no receipt for {tx_hash.hex()} after {self.receipt_timeout:.0f} s") from None
+        if receipt["status"] != 1:
+            raise TxFailed(what, f"status 0 in block {receipt['blockNumber']}")
+        return receipt
+
+    def _next_nonce(self) -> int:
+        if self._nonce is None:
+            self._nonce = self.w3.eth.get_transaction_count(self.address, "pending")
+        return self._nonce
+
+    def wait_until(self, predicate, *, timeout: float, poll: float = 0.25, what: str = "condition"):
+        """Poll `predicate()` until truthy, bounded by `timeout` seconds of wall time."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise VerityError(f"timed out after {timeout:.0f} s waiting for {what}")
+            time.sleep(poll)

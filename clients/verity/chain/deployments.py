@@ -1,0 +1,70 @@
+"""The deployments file: contract addresses and ABIs per chain id.
+
+Written by `ape run deploy` (scripts/deploy.py), read by every client, so nodes
+need neither ape nor the build folder at run time.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from verity.errors import VerityError
+
+CONTRACT_NAMES = ("VerityToken", "NodeRegistry", "JobRegistry", "DisputeGame")
+
+
+class DeploymentMissing(VerityError, FileNotFoundError):
+    def __init__(self, path: Path, chain_id: int | None = None):
+        where = f" for chain {chain_id}" if chain_id is not None else ""
+        super().__init__(f"no Verity deployment{where} at {path}; run `ape run deploy` (or `verity devnet up`) first")
+
+
+class DeployedContract(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    address: str
+    abi: list[dict]
+    block: int = 0
+
+
+class Deployments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    version: int = 1
+    chain_id: int
+    deployer: str
+    contracts: dict[str, DeployedContract]
+
+    @property
+    def start_block(self) -> int:
+        """First block worth scanning for events (the earliest deployment)."""
+        return min((c.block for c in self.contracts.values()), default=0)
+
+
+def default_path(chain_id: int, root: Path | None = None) -> Path:
+    """`$VERITY_DEPLOYMENTS_DIR/<chain id>.json`, by default inside the devnet dir,
+    so every process of one devnet (and no other) reads the same file."""
+    if root is None:
+        from verity.settings import Settings
+
+        root = Path(os.environ.get("VERITY_DEPLOYMENTS_DIR") or Settings().devnet_dir / "deployments")
+    return Path(root) / f"{chain_id}.json"
+
+
+def load_deployments(chain_id: int, path: Path | None = None) -> Deployments:
+    path = path or default_path(chain_id)
+    if not path.is_file():
+        raise DeploymentMissing(path, chain_id)
+    dep = Deployments.model_validate_json(path.read_bytes())
+    if dep.chain_id != chain_id:
+        raise VerityError(f"deployments file {path} is for chain {dep.chain_id}, connected to chain {chain_id}")
+    return dep
+
+
+def save_deployments(dep: Deployments, path: Path) -> None:
+    """Write atomically: a crash mid-write never leaves a truncated file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(dep.model_dump(), indent=1))
+    os.replace(tmp, path)

@@ -1,0 +1,122 @@
+"""`verity node …`: register, run, inspect and unstake one node (one process, one key)."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from verity.cli.common import console, fail, settings, setup_logging
+from verity.errors import VerityError
+
+app = typer.Typer(no_args_is_help=True, help="Run a solver / verifier / referee node.")
+
+Name = Annotated[str, typer.Option("--name", "-n", help="node name: its state lives in <state dir>/nodes/<name>")]
+Account = Annotated[Optional[int], typer.Option("--account", "-a", help="devnet test-account index (ape test accounts)")]
+Roles = Annotated[str, typer.Option("--roles", help="comma list of solver, verifier, referee")]
+Stake = Annotated[float, typer.Option("--stake", help="VRT to keep staked")]
+
+
+def _config(name, account, roles="solver,verifier,referee", stake=1000.0, faults=None, sample_rate=1.0):
+    from verity.node.app import NodeConfig
+
+    return NodeConfig(name=name, roles=roles, account=account, stake=int(stake * 10**18),
+                      faults=list(faults or []), sample_rate=sample_rate, settings=settings())
+
+
+@app.command()
+def register(name: Name, account: Account = None, roles: Roles = "solver,verifier,referee", stake: Stake = 1000.0) -> None:
+    """Register the node (or update its roles) and top up its stake."""
+    from verity.node.app import connect, ensure_registered
+
+    try:
+        cfg = _config(name, account, roles, stake)
+        ctx = connect(cfg)
+        ensure_registered(ctx, cfg)
+        console.print(f"[green]registered[/green] {ctx.me} as {roles} with {stake:g} VRT staked")
+    except VerityError as exc:
+        fail(exc)
+
+
+@app.command()
+def run(
+    name: Name,
+    account: Account = None,
+    roles: Roles = "solver,verifier,referee",
+    stake: Stake = 1000.0,
+    fault: Annotated[Optional[list[str]], typer.Option("--fault", help="TEST ONLY: bitflip@step=N, lazy, silent-in-dispute, withhold-checkpoint")] = None,
+    sample_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="verifier: share of optimistic results re-executed")] = 1.0,
+    max_seconds: Annotated[Optional[float], typer.Option(help="stop after this long (default: run until Ctrl-C)")] = None,
+    log_level: Annotated[str, typer.Option()] = "info",
+) -> None:
+    """Run the node: register/stake if needed, then watch the chain and work until stopped."""
+    from verity.node.app import build_loop, connect, ensure_registered
+
+    cfg = _config(name, account, roles, stake, fault, sample_rate)
+    setup_logging(log_level, cfg.state_dir / "node.log", name)
+    try:
+        ctx = connect(cfg)
+        if ctx.faults:
+            console.print(f"[yellow]TEST-ONLY FAULTS ACTIVE[/yellow]: {', '.join(ctx.faults.specs)}")
+        ensure_registered(ctx, cfg)
+        loop = build_loop(ctx, cfg)
+        console.print(f"node {name} ({ctx.me}) running as {roles}; state in {cfg.state_dir}")
+        loop.run(max_seconds=max_seconds)
+    except VerityError as exc:
+        fail(exc)
+
+
+@app.command()
+def status(name: Name, account: Account = None) -> None:
+    """On-chain record (stake, reputation) and the node's in-flight work."""
+    from verity.chain.views import read
+    from verity.node.app import connect
+    from verity.node.snapshot import SnapshotStore
+
+    try:
+        cfg = _config(name, account)
+        ctx = connect(cfg)
+        c = ctx.chain
+        node = read(c, c.registry, "getNode", ctx.me)
+        rep = read(c, c.registry, "reputationOf", ctx.me)
+    except VerityError as exc:
+        fail(exc)
+    t = Table(title=f"node {name} {ctx.me}")
+    t.add_column("field")
+    t.add_column("value")
+    for k in ("roles", "deviceClass", "memoryMb", "stake", "locked", "pendingUnstake", "lastSeen", "multiaddr"):
+        v = getattr(node, k)
+        t.add_row(k, f"{v / 1e18:g} VRT" if k in ("stake", "locked", "pendingUnstake") else str(v))
+    for k in ("tasksCompleted", "tasksLate", "disputesWon", "disputesLost", "totalSlashed"):
+        v = getattr(rep, k)
+        t.add_row(k, f"{v / 1e18:g} VRT" if k == "totalSlashed" else str(v))
+    console.print(t)
+    snap = SnapshotStore(cfg.state_dir).load()
+    w = Table(title=f"work items (cursor at block {snap.next_block})")
+    for col in ("key", "phase", "updated"):
+        w.add_column(col)
+    for item in snap.items.values():
+        w.add_row(item.key, item.phase.value, f"{item.updated_at:.0f}")
+    console.print(w)
+
+
+@app.command()
+def unstake(name: Name, account: Account = None,
+            amount: Annotated[Optional[float], typer.Option(help="VRT to unbond (default: all free stake)")] = None,
+            withdraw: Annotated[bool, typer.Option(help="withdraw stake whose unbonding period has passed")] = False) -> None:
+    """Start unbonding stake, or withdraw stake that finished unbonding."""
+    from verity.node.app import connect
+
+    try:
+        ctx = connect(_config(name, account))
+        c = ctx.chain
+        if withdraw:
+            c.transact(c.registry.functions.withdraw())
+            console.print("[green]withdrawn[/green]")
+            return
+        wei = int(amount * 10**18) if amount is not None else c.call(c.registry.functions.freeStake(ctx.me))
+        c.transact(c.registry.functions.requestUnstake(wei))
+        period = c.call(c.registry.functions.unbondingPeriod())
+        console.print(f"unbonding {wei / 1e18:g} VRT; withdraw after {period} s with --withdraw")
+    except VerityError as exc:
+        fail(exc)

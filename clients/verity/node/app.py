@@ -1,0 +1,121 @@
+"""Build and run one node process: key, chain, storage, roles, loop."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from verity.chain import EventCursor
+from verity.chain.client import connect_chain, devnet_key
+from verity.chain.views import read
+from verity.errors import VerityError
+from verity.node.context import NodeContext
+from verity.node.dispute import PartyRole
+from verity.node.faults import Faults
+from verity.node.keeper import Keeper
+from verity.node.loop import NodeLoop
+from verity.node.referee import RefereeRole
+from verity.node.snapshot import SnapshotStore
+from verity.node.solver import SolverRole
+from verity.node.verifier import VerifierRole
+from verity.settings import Settings
+from verity.storage import Storage
+
+log = logging.getLogger("verity.node")
+
+ROLE_BITS = {"solver": 1, "verifier": 2, "referee": 4}
+MAX_UINT = 2**256 - 1
+
+
+class BadRoles(VerityError, ValueError):
+    def __init__(self, roles: str):
+        super().__init__(f"unknown roles {roles!r}: use a comma list of solver, verifier, referee")
+
+
+def role_mask(roles: str) -> int:
+    mask = 0
+    for r in roles.split(","):
+        if r.strip() not in ROLE_BITS:
+            raise BadRoles(roles)
+        mask |= ROLE_BITS[r.strip()]
+    return mask
+
+
+@dataclass
+class NodeConfig:
+    name: str
+    roles: str = "solver,verifier,referee"
+    account: int | None = None          # devnet test-account index
+    private_key: str | None = None      # elsewhere: from an ape account / key file (never logged)
+    stake: int = 1_000 * 10**18
+    memory_mb: int = 4096
+    sample_rate: float = 1.0
+    faults: list[str] = field(default_factory=list)
+    settings: Settings = field(default_factory=Settings)
+
+    @property
+    def state_dir(self) -> Path:
+        return Path(self.settings.state_dir) / "nodes" / self.name
+
+    def key(self) -> str:
+        if self.private_key:
+            return self.private_key
+        if self.account is None:
+            raise VerityError("a node needs --account N (devnet test account) or a private key")
+        return devnet_key(self.account)
+
+
+def connect(cfg: NodeConfig) -> NodeContext:
+    s = cfg.settings
+    chain = connect_chain(s.rpc_url, cfg.key())
+    storage = Storage.from_settings(s)
+    return NodeContext(chain, storage, cfg.state_dir, Faults.parse(cfg.faults))
+
+
+def ensure_registered(ctx: NodeContext, cfg: NodeConfig) -> None:
+    """Register (or update) the node and top its stake up to `cfg.stake`; idempotent."""
+    c = ctx.chain
+    mask = role_mask(cfg.roles)
+    device = 1 if torch.cuda.is_available() else 0
+    profiles = 1 | (2 if device else 0)
+    addr = ctx.storage.peer_multiaddr() if ctx.storage.is_up() else "/ip4/127.0.0.1/tcp/4001"
+    node = read(c, c.registry, "getNode", ctx.me)
+    if node.slot == 0:
+        c.transact(c.registry.functions.register(mask, device, cfg.memory_mb, 100, profiles, addr))
+        log.info("%s registered as %s", ctx.me, cfg.roles)
+    elif node.roles != mask:
+        c.transact(c.registry.functions.updateNode(mask, device, cfg.memory_mb, 100, profiles, addr))
+    node = read(c, c.registry, "getNode", ctx.me)
+    for spender in (c.registry.address, c.game.address):
+        if c.call(c.token.functions.allowance(ctx.me, spender)) < 2**255:
+            c.transact(c.token.functions.approve(spender, MAX_UINT))
+    if node.stake < cfg.stake:
+        need = cfg.stake - node.stake
+        balance = c.call(c.token.functions.balanceOf(ctx.me))
+        if balance < need:
+            raise VerityError(f"{ctx.me} holds {balance / 1e18:g} VRT, needs {need / 1e18:g} more to stake; "
+                              "on the devnet `verity devnet up` funds the test accounts")
+        c.transact(c.registry.functions.stake(need))
+        log.info("%s staked %g VRT", ctx.me, need / 1e18)
+
+
+def build_loop(ctx: NodeContext, cfg: NodeConfig) -> NodeLoop:
+    ctx.faults.install()
+    roles = set(r.strip() for r in cfg.roles.split(","))
+    handlers: list = [Keeper(ctx)]
+    if "solver" in roles:
+        handlers.append(SolverRole(ctx))
+    if "verifier" in roles:
+        handlers.append(VerifierRole(ctx, cfg.sample_rate))
+    if "referee" in roles:
+        handlers.append(RefereeRole(ctx))
+    handlers.append(PartyRole(ctx))  # anyone staked may end up a party
+    store = SnapshotStore(cfg.state_dir)
+    snap = store.load()
+    if snap.address and snap.address.lower() != ctx.me.lower():
+        raise VerityError(f"state dir {cfg.state_dir} belongs to {snap.address}, not {ctx.me}")
+    snap.address, snap.chain_id = ctx.me, ctx.chain.w3.eth.chain_id
+    cursor = EventCursor(ctx.chain.w3, ctx.chain.contracts, next_block=max(snap.next_block, ctx.chain.deployments.start_block))
+    return NodeLoop(cursor, store, snap, handlers, periodic=[handlers[0]])

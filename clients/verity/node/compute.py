@@ -1,0 +1,109 @@
+"""The work itself: compute a task's result, the per-step hashes of a segment, one step.
+
+Shared by solvers (their own results), verifiers (re-execution), parties in a
+dispute (per-step roots) and referees (the one disputed step).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from verity.chain.views import TaskKind
+from verity.engine import merkle
+from verity.engine.aggregate import run_aggregate
+from verity.engine.checkpoint import checkpoint_bytes
+from verity.engine.runner import checkpoint_path, replay_segment, run_task
+from verity.engine.state import TaskRef
+from verity.node.context import NodeContext
+from verity.errors import VerityError
+from verity.storage import cid_of_bytes, cid_of_file
+
+
+@dataclass
+class Result:
+    trace: list[bytes]
+    root: bytes
+    result_cid: str
+    k: int
+
+    @property
+    def n(self) -> int:
+        return len(self.trace) - 1
+
+    @property
+    def final(self) -> bytes:
+        return self.trace[-1]
+
+    def proofs(self) -> tuple[list[bytes], list[bytes]]:
+        return merkle.proof(self.trace, 0), merkle.proof(self.trace, self.n)
+
+
+def task_ref(task) -> TaskRef:
+    return TaskRef(int(task.jobId), int(task.round), int(task.index))
+
+
+def compute_result(ctx: NodeContext, task_id: int, task, *, label: str = "solve") -> Result:
+    """Run the task (TRAIN or AGGREGATE), store checkpoints and the bundle on IPFS."""
+    m = ctx.manifest(task.jobId)
+    workdir = ctx.workdir(label, task_id)
+    if TaskKind(task.kind) == TaskKind.AGGREGATE:
+        states, hashes = ctx.shard_finals(task)
+        agg = run_aggregate(m, states, hashes)
+        data = checkpoint_bytes(agg.state, m)
+        cid = ctx.storage.put_bytes(data) if not ctx.faults.withhold_checkpoint else cid_of_bytes(data)
+        trace, k, cids = agg.trace, 1, {1: cid}
+    else:
+        shard = ctx.shard(task.jobId, task.index)
+        cids: dict[int, str] = {}
+
+        def store(ck):
+            cids[ck.index] = cid_of_file(ck.path) if ctx.faults.withhold_checkpoint else ctx.storage.put_file(ck.path)
+
+        if ctx.faults.lazy:
+            trace = [bytes(task.inputHash)] * (int(task.n) + 1)
+            cids = {j: cid_of_bytes(b"lazy") for j in range(len(trace))}
+        else:
+            res = run_task(m, ctx.round_input(task), shard, task_ref(task), workdir,
+                           on_checkpoint=store, expected_input_hash=bytes(task.inputHash))
+            trace = res.trace
+        k = m.checkpoint_interval
+    bundle = {"version": 1, "job": int(task.jobId), "round": int(task.round), "index": int(task.index),
+              "k": k, "steps": k * (len(trace) - 1), "trace": ["0x" + h.hex() for h in trace],
+              "checkpoints": {str(j): c for j, c in sorted(cids.items())}, "final": cids[len(trace) - 1]}
+    return Result(trace, merkle.root(trace), ctx.storage.put_json(bundle), k)
+
+
+def segment_hashes(ctx: NodeContext, task_id: int, task, segment: int, own_trace: list[bytes],
+                   result_cid: bytes, label: str = "solve") -> list[bytes]:
+    """g_0…g_k of checkpoint segment `segment` of our own result (replayed, faults included)."""
+    if TaskKind(task.kind) == TaskKind.AGGREGATE:
+        return list(own_trace)  # k = 1: the segment is the whole trace
+    m = ctx.manifest(task.jobId)
+    if ctx.faults.lazy:
+        return [own_trace[segment]] * (m.checkpoint_interval + 1)
+    local = checkpoint_path(ctx.workdir(label, task_id), segment)
+    if local.exists():
+        start = local.read_bytes()
+    else:
+        start = ctx.state_bytes(ctx.bundle(result_cid).checkpoints[segment], own_trace[segment], m)
+    return replay_segment(m, start, ctx.shard(task.jobId, task.index), task_ref(task))
+
+
+def referee_vote(ctx: NodeContext, task, dispute) -> bytes:
+    """Recompute the disputed step from the agreed state: our h_{s+1}."""
+    if TaskKind(task.kind) == TaskKind.AGGREGATE:
+        states, hashes = ctx.shard_finals(task)
+        return run_aggregate(ctx.manifest(task.jobId), states, hashes).trace[1]
+    m = ctx.manifest(task.jobId)
+    segment, step = int(dispute.segment), int(dispute.step)
+    start = None
+    for cid_digest, root in zip(dispute.resultCids, dispute.roots):
+        try:
+            b = ctx.bundle(cid_digest, root)
+            start = ctx.state_bytes(b.checkpoints[segment], b.trace[segment], m)
+            break
+        except VerityError:  # that party withholds or lies: try the other one
+            continue
+    if start is None:
+        raise VerityError(f"no party's checkpoint {segment} is retrievable; cannot recompute the disputed step")
+    hashes = replay_segment(m, start, ctx.shard(task.jobId, task.index), task_ref(task))
+    return hashes[step + 1]

@@ -1,0 +1,78 @@
+"""TEST-ONLY fault switches, so adversarial behaviour runs through the real node.
+
+    --fault bitflip@step=N      flip one bit of the first parameter right after step N
+                                (the node stays self-consistent: it replays the same
+                                fault when asked for per-step hashes in a dispute)
+    --fault lazy                skip training: claim the input state as every checkpoint
+    --fault silent-in-dispute   never answer in a dispute (loses on its clock)
+    --fault withhold-checkpoint never upload checkpoints (only their CIDs are claimed)
+
+Honest nodes run with no faults. Nothing here is reachable without the flag.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import torch
+
+from verity.errors import VerityError
+
+_SPEC = re.compile(r"^(bitflip@step=(?P<step>\d+)|lazy|silent-in-dispute|withhold-checkpoint)$")
+
+
+class BadFault(VerityError, ValueError):
+    def __init__(self, spec: str):
+        super().__init__(f"unknown fault {spec!r}; expected bitflip@step=N, lazy, silent-in-dispute or withhold-checkpoint")
+
+
+@dataclass
+class Faults:
+    bitflip_step: int | None = None
+    lazy: bool = False
+    silent_in_dispute: bool = False
+    withhold_checkpoint: bool = False
+    specs: list[str] = field(default_factory=list)
+
+    @classmethod
+    def parse(cls, specs: list[str] | None) -> "Faults":
+        f = cls(specs=list(specs or []))
+        for spec in f.specs:
+            m = _SPEC.match(spec.strip())
+            if not m:
+                raise BadFault(spec)
+            if m.group("step") is not None:
+                f.bitflip_step = int(m.group("step"))
+            elif spec == "lazy":
+                f.lazy = True
+            elif spec == "silent-in-dispute":
+                f.silent_in_dispute = True
+            else:
+                f.withhold_checkpoint = True
+        return f
+
+    def __bool__(self) -> bool:
+        return bool(self.specs)
+
+    def install(self) -> None:
+        """Patch the trainer for this process only (bitflip)."""
+        if self.bitflip_step is None:
+            return
+        from verity.engine import trainer as trainer_mod
+
+        target = self.bitflip_step
+        original = trainer_mod.Trainer.train_step
+        if getattr(original, "_verity_fault", False):
+            return
+
+        def train_step(self):
+            loss = original(self)
+            if self.step == target:
+                with torch.no_grad():
+                    p = next(self.model.parameters())
+                    flat = p.view(-1).view(torch.int32)
+                    flat[0] ^= 1 << 22  # a mantissa bit: small, silent, wrong
+            return loss
+
+        train_step._verity_fault = True
+        trainer_mod.Trainer.train_step = train_step

@@ -1,0 +1,68 @@
+"""The node's persisted snapshot: event cursor and in-flight work.
+
+Written atomically after every transition, read on start. New fields must
+have defaults so an older snapshot still loads after an upgrade.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from verity.node.phases import Phase, TERMINAL, check_transition
+
+SNAPSHOT_VERSION = 1
+
+
+class WorkItem(BaseModel):
+    key: str                     # "task:<id>:<slot>", "watch:<id>", "dispute:<id>", "seat:<id>"
+    kind: str                    # solve | watch | dispute | seat
+    phase: Phase
+    task_id: int = 0
+    slot: int = 0
+    dispute_id: int = 0
+    data: dict = Field(default_factory=dict)   # phase-specific facts (root, salt, cids, …)
+    updated_at: float = Field(default_factory=time.time)
+    attempts: int = 0
+
+
+class Snapshot(BaseModel):
+    version: int = SNAPSHOT_VERSION
+    address: str = ""
+    chain_id: int = 0
+    next_block: int = 0
+    items: dict[str, WorkItem] = Field(default_factory=dict)
+    committed: list[str] = Field(default_factory=list)   # keys of items already committed on-chain
+    last_heartbeat: float = 0.0
+    active_tasks: list[int] = Field(default_factory=list)   # tasks the keeper watches for deadlines
+
+    def open_items(self) -> list[WorkItem]:
+        return [i for i in self.items.values() if i.phase not in TERMINAL]
+
+    def move(self, item: WorkItem, dst: Phase, **data) -> None:
+        check_transition(item.key, item.phase, dst)
+        item.phase = dst
+        item.data.update(data)
+        item.updated_at = time.time()
+        item.attempts = 0
+
+
+class SnapshotStore:
+    def __init__(self, state_dir: Path):
+        self.path = Path(state_dir) / "snapshot.json"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def load(self) -> Snapshot:
+        if not self.path.exists():
+            return Snapshot()
+        return Snapshot.model_validate_json(self.path.read_bytes())
+
+    def save(self, snap: Snapshot) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "wb") as fh:
+            fh.write(snap.model_dump_json(indent=1).encode())
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)

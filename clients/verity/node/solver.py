@@ -1,0 +1,109 @@
+"""Solver role: train assigned tasks, commit-reveal (or submit), see them accepted."""
+from __future__ import annotations
+
+import logging
+import secrets
+
+from eth_abi import encode
+from eth_utils import keccak
+
+from verity.chain.views import ReplicaStatus, TaskStatus
+from verity.node.compute import compute_result
+from verity.node.context import NodeContext
+from verity.node.dispute import open_dispute
+from verity.node.phases import Phase
+from verity.node.snapshot import Snapshot, WorkItem
+
+log = logging.getLogger("verity.node.solver")
+
+
+def commitment(root: bytes, final: bytes, salt: bytes, solver: str) -> bytes:
+    return keccak(encode(["bytes32", "bytes32", "bytes32", "address"], [root, final, salt, solver]))
+
+
+def _b(hexstr: str) -> bytes:
+    return bytes.fromhex(hexstr[2:] if hexstr.startswith("0x") else hexstr)
+
+
+def _h(b: bytes) -> str:
+    return "0x" + bytes(b).hex()
+
+
+class SolverRole:
+    kinds = ("solve",)
+
+    def __init__(self, ctx: NodeContext):
+        self.ctx = ctx
+
+    def on_event(self, snap: Snapshot, ev) -> None:
+        if ev.name == "TaskAssigned" and ev.args["node"].lower() == self.ctx.me.lower():
+            tid, slot = int(ev.args["taskId"]), int(ev.args["slot"])
+            key = f"task:{tid}:{slot}"
+            if key not in snap.items:
+                snap.items[key] = WorkItem(key=key, kind="solve", phase=Phase.ASSIGNED, task_id=tid, slot=slot)
+                log.info("assigned task %d slot %d", tid, slot)
+
+    def advance(self, snap: Snapshot, item: WorkItem) -> None:
+        ctx, c = self.ctx, self.ctx.chain
+        task = ctx.task(item.task_id)
+        rep = ctx.replicas(item.task_id)[item.slot]
+        status = ReplicaStatus(rep.status)
+        if rep.node.lower() != ctx.me.lower() or status in (ReplicaStatus.SLASHED, ReplicaStatus.LATE, ReplicaStatus.VOIDED):
+            snap.move(item, Phase.LOST, reason=f"replica {status.name.lower()}")
+            return
+        if status == ReplicaStatus.ACCEPTED:
+            snap.move(item, Phase.DONE)
+            log.info("task %d accepted", item.task_id)
+            return
+        replication = int(ctx.job(task.jobId).replication)
+
+        if item.phase == Phase.ASSIGNED:
+            if status != ReplicaStatus.ASSIGNED:
+                return  # on-chain state is ahead of ours only if data was lost: wait for the slot to resolve
+            res = compute_result(ctx, item.task_id, task)
+            snap.move(item, Phase.TRAINED, trace=[_h(h) for h in res.trace], root=_h(res.root),
+                      cid=res.result_cid, salt=_h(secrets.token_bytes(32)))
+            return
+
+        d = item.data
+        trace = [_b(h) for h in d["trace"]]
+        root, final, salt = _b(d["root"]), trace[-1], _b(d["salt"])
+        n = len(trace) - 1
+        from verity.cid import cid_to_digest
+        from verity.engine import merkle
+
+        cid = cid_to_digest(d["cid"])
+        if item.phase == Phase.TRAINED:
+            if replication == 1:
+                if status == ReplicaStatus.ASSIGNED:
+                    c.transact(c.jobs.functions.submitResult(item.task_id, root, final, n, cid,
+                                                             merkle.proof(trace, 0), merkle.proof(trace, n)))
+                snap.move(item, Phase.REVEALED)
+            else:
+                if status == ReplicaStatus.ASSIGNED:
+                    c.transact(c.jobs.functions.commit(item.task_id, commitment(root, final, salt, ctx.me)))
+                snap.move(item, Phase.COMMITTED)
+            return
+
+        if item.phase == Phase.COMMITTED:
+            if status == ReplicaStatus.REVEALED:
+                snap.move(item, Phase.REVEALED)
+                return
+            reps = ctx.replicas(item.task_id)
+            all_committed = all(ReplicaStatus(r.status) in (ReplicaStatus.COMMITTED, ReplicaStatus.REVEALED) for r in reps)
+            if all_committed or (rep.deadline and ctx.chain.now() > int(rep.deadline)):
+                c.transact(c.jobs.functions.reveal(item.task_id, root, final, n, cid, salt,
+                                                   merkle.proof(trace, 0), merkle.proof(trace, n)))
+                snap.move(item, Phase.REVEALED)
+            return
+
+        if item.phase in (Phase.REVEALED, Phase.DISPUTING):
+            tstatus = TaskStatus(task.status)
+            if tstatus == TaskStatus.CONTESTED and item.phase == Phase.REVEALED:
+                if replication > 1:
+                    open_dispute(ctx, item.task_id, trace)
+                snap.move(item, Phase.DISPUTING)  # the dispute work item (created from DisputeOpened) plays it
+            elif tstatus == TaskStatus.OPEN:
+                snap.move(item, Phase.LOST, reason="task reopened")
+            elif tstatus == TaskStatus.REVEALED and replication == 1 and ctx.chain.now() > int(task.challengeDeadline):
+                c.transact(c.jobs.functions.finalize(item.task_id))
