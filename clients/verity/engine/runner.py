@@ -17,6 +17,7 @@ import hashlib
 import json
 import queue
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -52,6 +53,9 @@ class TaskResult:
     root: bytes
     checkpoints: list[Path]
     final: TrainState | None = field(default=None, repr=False)
+    # seconds: train (the step loop), snapshot + blocked (engine work on the
+    # training thread), writer (hash + write + fsync + callback, background)
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def final_hash(self) -> bytes:
@@ -77,6 +81,7 @@ class _Writer:
                  on_checkpoint: Callable[[Checkpoint], None] | None):
         self.workdir, self.manifest, self.task, self.cb = workdir, manifest, task, on_checkpoint
         self.hashes: dict[int, bytes] = {}
+        self.busy = 0.0
         self.error: BaseException | None = None
         self.q: queue.Queue = queue.Queue(maxsize=2)  # back-pressure: at most 2 snapshots in flight
         self.thread = threading.Thread(target=self._run, name="verity-checkpoint-writer", daemon=True)
@@ -87,6 +92,7 @@ class _Writer:
             j, state = item
             if self.error is not None:
                 continue
+            t0 = time.perf_counter()
             try:
                 path = checkpoint_path(self.workdir, j)
                 atomic_write(path, lambda f: write_checkpoint(f, state, self.manifest))  # hashes the state
@@ -95,6 +101,7 @@ class _Writer:
                     self.cb(Checkpoint(self.task, j, state.step, state.hash, path, resumed=False))
             except BaseException as e:  # surfaced on the training thread
                 self.error = e
+            self.busy += time.perf_counter() - t0
 
     def submit(self, j: int, state: TrainState) -> None:
         self._raise()
@@ -164,19 +171,31 @@ def run_task(manifest: Manifest, input_state: bytes | TrainState, shard: Shard, 
     trainer.load(done[-1] if done else start)
     writer = _Writer(workdir, manifest, task, on_checkpoint)
     last = done[-1] if done else start
+    t = {"train": 0.0, "snapshot": 0.0, "blocked": 0.0}
     try:
         if not done:
             writer.submit(0, start)
         for j in range(max(len(done), 1), n + 1):
+            t0 = time.perf_counter()
             for _ in range(k):
                 trainer.train_step()
+            t1 = time.perf_counter()
             last = trainer.snapshot()
+            t2 = time.perf_counter()
             writer.submit(j, last)
+            t3 = time.perf_counter()
+            t["train"] += t1 - t0
+            t["snapshot"] += t2 - t1
+            t["blocked"] += t3 - t2
     finally:
+        t0 = time.perf_counter()
         hashes = writer.close()
+        t["blocked"] += time.perf_counter() - t0
+    t["writer"] = writer.busy
     trace += [hashes[j] for j in sorted(hashes)]
     result = TaskResult(task, k, manifest.steps_per_round, trace, merkle.root(trace),
-                        [checkpoint_path(workdir, j) for j in range(n + 1)], final=last)
+                        [checkpoint_path(workdir, j) for j in range(n + 1)], final=last,
+                        timings={key: round(v, 4) for key, v in t.items()})
     summary = {"trace": ["0x" + h.hex() for h in trace], "root": "0x" + result.root.hex()}
     atomic_write(workdir / "result.json", lambda f: f.write(json.dumps(summary).encode()))
     return result
