@@ -51,8 +51,9 @@ def array_pair(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
     if set(tensors) != {"x", "y"}:
         raise ShardInvalid(src, f"expected arrays x and y, found {sorted(tensors)}")
     x, y = tensors["x"], tensors["y"]
-    if x.is_floating_point():
-        x = x.to(torch.float32)
+    if x.dtype == torch.bool or x.is_complex():
+        raise ShardInvalid(src, f"x must hold numbers, found {x.dtype}")
+    x = x.to(torch.float32)  # features (uint8 pixels, float64, …) are float32 in a classification shard
     if y.is_floating_point() or y.dtype == torch.bool:
         raise ShardInvalid(src, f"y must hold integer class ids, found {y.dtype}")
     return x, y.to(torch.int64)
