@@ -1,0 +1,245 @@
+"""Builders for the on-chain integration tests (tests/chain) and scripts/gas_report.py.
+
+Plain Python over ape objects: no pytest here, so the gas script can reuse it.
+
+- `System`  — the four contracts deployed and wired by an owner, plus token accounting helpers.
+- `Nodes`   — funds, registers and stakes accounts with roles.
+- `Trace`   — a synthetic trace h_0..h_n (random 32-byte hashes) with its Merkle root and proofs.
+- `Poster`  — posts jobs (escrow approved), reads `TaskAssigned`, drives commit/reveal and submitResult.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from eth_abi import encode
+from eth_hash.auto import keccak
+
+from verity.engine import merkle
+
+E18 = 10**18
+ROLE_SOLVER, ROLE_VERIFIER, ROLE_REFEREE = 1, 2, 4
+PROFILE_CPU = 1
+
+# TaskStatus / ReplicaStatus / JobStatus / DisputePhase / DisputeOutcome (docs/protocol.md)
+T_OPEN, T_ASSIGNED, T_REVEALED, T_CONTESTED, T_ACCEPTED, T_CANCELLED = 1, 2, 3, 4, 5, 6
+R_ASSIGNED, R_COMMITTED, R_REVEALED, R_ACCEPTED, R_SLASHED, R_LATE, R_VOIDED = 1, 2, 3, 4, 5, 6, 7
+J_ACTIVE, J_COMPLETED, J_CANCELLED = 1, 2, 3
+P_BISECT0, P_STEPROOTS, P_BISECT1, P_AWAITING, P_VOTING, P_RESOLVED = 1, 2, 3, 4, 5, 6
+O_CHALLENGER, O_DEFENDER, O_BOTH, O_VOIDED = 1, 2, 3, 4
+
+
+def rand32() -> bytes:
+    return os.urandom(32)
+
+
+def h32(value) -> bytes:
+    """bytes32 from ape/web3 return values (HexBytes, str, bytes)."""
+    if isinstance(value, str):
+        return bytes.fromhex(value.removeprefix("0x")).rjust(32, b"\0")
+    return bytes(value).rjust(32, b"\0")
+
+
+def commitment(root: bytes, final: bytes, salt: bytes, solver: str) -> bytes:
+    return keccak(encode(["bytes32", "bytes32", "bytes32", "address"], [root, final, salt, solver]))
+
+
+def vote_commitment(vote: bytes, salt: bytes, referee: str) -> bytes:
+    return keccak(encode(["bytes32", "bytes32", "address"], [vote, salt, referee]))
+
+
+def aggregate_input(finals: list[bytes]) -> bytes:
+    """h_0 of a round's AGGREGATE task: keccak256(abi.encode(bytes32[] finals)) in shard order."""
+    return keccak(encode(["bytes32[]"], [finals]))
+
+
+# ---------------------------------------------------------------- traces
+
+
+@dataclass
+class Trace:
+    """h_0..h_n; Merkle levels computed once (verity.engine.merkle's encoding)."""
+
+    hashes: list[bytes]
+    _levels: list[list[bytes]] | None = field(default=None, repr=False)
+
+    @classmethod
+    def random(cls, h0: bytes, n: int) -> Trace:
+        return cls([h0] + [rand32() for _ in range(n)])
+
+    def diverging(self, at: int) -> Trace:
+        """A trace equal to this one up to index at-1 and different from `at` on."""
+        return Trace(self.hashes[:at] + [rand32() for _ in range(len(self.hashes) - at)])
+
+    @property
+    def n(self) -> int:
+        return len(self.hashes) - 1
+
+    @property
+    def levels(self) -> list[list[bytes]]:
+        if self._levels is None:
+            self._levels = merkle.levels(self.hashes)
+        return self._levels
+
+    @property
+    def root(self) -> bytes:
+        return self.levels[-1][0]
+
+    @property
+    def final(self) -> bytes:
+        return self.hashes[-1]
+
+    def proof(self, j: int) -> list[bytes]:
+        out = []
+        for level in self.levels[:-1]:
+            out.append(level[j ^ 1])
+            j //= 2
+        return out
+
+    def pinpoint(self, other: Trace, i: int) -> tuple:
+        """PinpointProof(index, agreed, claimA, claimB, proofs...) with self as party A."""
+        assert self.hashes[i] == other.hashes[i] and self.hashes[i + 1] != other.hashes[i + 1]
+        return (i, self.hashes[i], self.hashes[i + 1], other.hashes[i + 1],
+                self.proof(i), self.proof(i + 1), other.proof(i), other.proof(i + 1))
+
+
+# ---------------------------------------------------------------- system
+
+
+@dataclass
+class System:
+    owner: object
+    token: object
+    registry: object
+    jobs: object
+    game: object
+
+    @classmethod
+    def deploy(cls, project, owner, liveness: int = 30 * 24 * 3600) -> System:
+        token = owner.deploy(project.VerityToken)
+        registry = owner.deploy(project.NodeRegistry, token)
+        jobs = owner.deploy(project.JobRegistry, token, registry)
+        game = owner.deploy(project.DisputeGame, token, registry, jobs)
+        registry.setProtocol(jobs, True, sender=owner)
+        registry.setProtocol(game, True, sender=owner)
+        jobs.setDisputeGame(game, sender=owner)
+        # Tests move the clock by minutes; keep every node live unless a test says otherwise.
+        registry.setLivenessWindow(liveness, sender=owner)
+        return cls(owner, token, registry, jobs, game)
+
+    @property
+    def contracts(self) -> list:
+        return [self.token, self.registry, self.jobs, self.game]
+
+    def fund(self, account, amount: int) -> None:
+        self.token.mint(account, amount, sender=self.owner)
+
+    def conservation(self, holders) -> dict:
+        """Token accounting: balances of every holder + contract, supply, minted, burned."""
+        addrs = {a.address if hasattr(a, "address") else a for a in holders}
+        addrs |= {c.address for c in self.contracts}
+        total = sum(self.token.balanceOf(a) for a in addrs)
+        return {
+            "sum_balances": total,
+            "supply": self.token.totalSupply(),
+            "minted": self.token.totalMinted(),
+            "burned": self.token.totalBurned(),
+        }
+
+
+class Nodes:
+    """Builder: `nodes.add(accounts, roles=..., stake=...)` funds, registers and stakes each account."""
+
+    def __init__(self, system: System):
+        self.s = system
+        self.all: list = []
+
+    def add(self, accts, roles: int = ROLE_SOLVER | ROLE_VERIFIER | ROLE_REFEREE, stake: int = 1_000 * E18,
+            memory_mb: int = 4096, profiles: int = PROFILE_CPU, device: int = 0, extra: int = 0) -> list:
+        out = []
+        for a in accts:
+            self.s.fund(a, stake + extra)
+            self.s.token.approve(self.s.registry, 2**256 - 1, sender=a)
+            self.s.token.approve(self.s.game, 2**256 - 1, sender=a)  # optimistic challenger bonds
+            self.s.registry.register(roles, device, memory_mb, 100, profiles, f"/ip4/127.0.0.1/tcp/{4001 + len(self.all)}",
+                                     sender=a)
+            self.s.registry.stake(stake, sender=a)
+            self.all.append(a)
+            out.append(a)
+        return out
+
+
+@dataclass
+class Job:
+    id: int
+    params: tuple
+    receipt: object
+    replication: int
+    shards: int
+    rounds: int
+    n: int
+
+
+class Poster:
+    """Builder: posts jobs for one submitter and drives tasks through commit/reveal."""
+
+    def __init__(self, system: System, account, by_address: dict):
+        self.s = system
+        self.account = account
+        self.by_address = by_address  # address -> ape account (to send as the drawn node)
+        self.salts: dict[tuple[int, str], bytes] = {}
+
+    def params(self, shards=1, rounds=1, replication=2, steps=8, k=2, payment=10 * E18, stake=100 * E18,
+               initial: bytes | None = None, memory_mb=0, profile=PROFILE_CPU, windows=(0, 0, 0), device=0) -> tuple:
+        return (rand32(), rand32(), initial or rand32(), shards, rounds, steps, k, payment, replication, stake,
+                device, memory_mb, profile, *windows)
+
+    def post(self, **kw) -> Job:
+        p = self.params(**kw)
+        escrow = self.s.jobs.escrowFor(p[7], p[8], p[3], p[4])
+        self.s.fund(self.account, escrow)
+        self.s.token.approve(self.s.jobs, escrow, sender=self.account)
+        receipt = self.s.jobs.postJob(p, sender=self.account)
+        job_id = self.s.jobs.jobCount()
+        return Job(job_id, p, receipt, p[8], p[3], p[4], p[5] // p[6])
+
+    # -------------------------------------------------------- reading state
+
+    def replicas(self, task_id: int) -> list:
+        return list(self.s.jobs.getReplicas(task_id))
+
+    def node_of(self, task_id: int, slot: int):
+        return self.by_address[self.s.jobs.getReplica(task_id, slot).node]
+
+    def assigned(self, receipt) -> dict[int, dict[int, str]]:
+        """{taskId: {slot: node}} from a receipt's TaskAssigned events."""
+        out: dict[int, dict[int, str]] = {}
+        for ev in receipt.events.filter(self.s.jobs.TaskAssigned):
+            out.setdefault(ev.taskId, {})[ev.slot] = ev.node
+        return out
+
+    # -------------------------------------------------------- moves
+
+    def commit(self, task_id: int, slot: int, trace: Trace):
+        node = self.node_of(task_id, slot)
+        salt = rand32()
+        self.salts[(task_id, node.address)] = salt
+        return self.s.jobs.commit(task_id, commitment(trace.root, trace.final, salt, node.address), sender=node)
+
+    def reveal(self, task_id: int, slot: int, trace: Trace, cid: bytes | None = None):
+        node = self.node_of(task_id, slot)
+        salt = self.salts[(task_id, node.address)]
+        return self.s.jobs.reveal(task_id, trace.root, trace.final, trace.n, cid or rand32(), salt, trace.proof(0),
+                                  trace.proof(trace.n), sender=node)
+
+    def submit(self, task_id: int, trace: Trace, cid: bytes | None = None):
+        node = self.node_of(task_id, 0)
+        return self.s.jobs.submitResult(task_id, trace.root, trace.final, trace.n, cid or rand32(), trace.proof(0),
+                                        trace.proof(trace.n), sender=node)
+
+    def run_replicated(self, task_id: int, traces: list[Trace], cids: list[bytes] | None = None) -> list:
+        """Every slot commits its trace, then reveals; returns [commit receipts..., reveal receipts...]."""
+        cids = cids or [rand32()] * len(traces)
+        receipts = [self.commit(task_id, s, t) for s, t in enumerate(traces)]
+        receipts += [self.reveal(task_id, s, t, cids[s]) for s, t in enumerate(traces)]
+        return receipts

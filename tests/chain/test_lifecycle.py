@@ -1,0 +1,123 @@
+"""A whole job on a real anvil: 2 shards x 2 rounds, replication 2, driven by test accounts."""
+from __future__ import annotations
+
+import pytest
+
+from chain_builders import (
+    E18, J_COMPLETED, R_ACCEPTED, T_ACCEPTED, Trace, aggregate_input, h32, rand32,
+)
+
+pytestmark = pytest.mark.integration
+
+PAYMENT = 10 * E18
+STAKE = 100 * E18
+
+
+@pytest.fixture(scope="module")
+def eight_nodes(nodes, accounts):
+    return nodes.add(accounts[2:10])
+
+
+def _escrow_backed(system):
+    """JobRegistry holds exactly the open escrow plus the unwithdrawn credits."""
+    jobs = system.jobs
+    assert system.token.balanceOf(jobs) == jobs.totalEscrow() + jobs.totalCredits()
+
+
+def _run_task(poster, system, task_id: int, trace: Trace, cid: bytes):
+    assigned = {s: poster.node_of(task_id, s).address for s in range(2)}
+    assert assigned[0] != assigned[1]
+    receipts = poster.run_replicated(task_id, [trace, trace], [cid, cid])
+    last = receipts[-1]
+    accepted = list(last.events.filter(system.jobs.TaskAccepted))
+    assert [(e.taskId, h32(e.finalHash), h32(e.resultCid)) for e in accepted][:1] == [(task_id, trace.final, cid)]
+    credited = [e.to for e in last.events.filter(system.jobs.PaymentCredited)]
+    assert sorted(credited) == sorted(assigned.values())
+    t = system.jobs.getTask(task_id)
+    assert t.status == T_ACCEPTED and h32(t.finalHash) == trace.final
+    assert [r.status for r in system.jobs.getReplicas(task_id)] == [R_ACCEPTED, R_ACCEPTED]
+    _escrow_backed(system)
+    return last
+
+
+def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter, conserved):
+    jobs, registry, token = system.jobs, system.registry, system.token
+    initial = rand32()
+    job = poster.post(shards=2, rounds=2, replication=2, steps=8, k=2, payment=PAYMENT, stake=STAKE, initial=initial)
+    escrow = PAYMENT * 2 * 3 * 2
+    assert jobs.getJob(job.id).escrow == escrow and token.balanceOf(jobs) == escrow
+    posted = [e for e in job.receipt.events.filter(jobs.JobPosted)]
+    assert posted[0].escrow == escrow and posted[0].submitter == submitter.address
+    conserved()
+
+    round_input = initial
+    receipt = job.receipt
+    credits_expected: dict[str, int] = {}
+    for rnd in range(2):
+        created = {e.index: e for e in receipt.events.filter(jobs.TaskCreated)}
+        assert sorted(created) == [0, 1]
+        # Who got what comes from TaskAssigned, as a node would learn it.
+        assigned = poster.assigned(receipt)
+        shard_ids = [jobs.taskOf(job.id, rnd, i) for i in range(2)]
+        assert sorted(assigned) == sorted(shard_ids) and all(len(v) == 2 for v in assigned.values())
+        for i, tid in enumerate(shard_ids):
+            assert h32(created[i].inputHash) == round_input and created[i].kind == 1
+            assert h32(jobs.getTask(tid).inputHash) == round_input
+            for node in assigned[tid].values():
+                assert registry.getNode(node).locked >= STAKE
+
+        finals = []
+        last = None
+        for tid in shard_ids:
+            trace = Trace.random(round_input, 4)
+            for node in assigned[tid].values():
+                credits_expected[node] = credits_expected.get(node, 0) + PAYMENT
+            last = _run_task(poster, system, tid, trace, rand32())
+            finals.append(trace.final)
+
+        # The second shard's acceptance creates the AGGREGATE task over the finals in shard order.
+        agg_created = list(last.events.filter(jobs.TaskCreated))
+        agg_id = jobs.taskOf(job.id, rnd, 2)
+        assert [(e.taskId, e.index, e.kind) for e in agg_created] == [(agg_id, 2, 2)]
+        agg_in = aggregate_input(finals)
+        assert h32(agg_created[0].inputHash) == agg_in
+        agg_assigned = poster.assigned(last)[agg_id]
+        assert len(agg_assigned) == 2
+        for node in agg_assigned.values():
+            credits_expected[node] = credits_expected.get(node, 0) + PAYMENT
+
+        model_state, model_cid = rand32(), rand32()
+        receipt = _run_task(poster, system, agg_id, Trace([agg_in, model_state]), model_cid)
+        if rnd == 0:
+            adv = list(receipt.events.filter(jobs.RoundAdvanced))
+            assert [(e.jobId, e.round, h32(e.inputHash)) for e in adv] == [(job.id, 1, model_state)]
+            assert jobs.getJob(job.id).currentRound == 1
+            round_input = model_state
+        else:
+            done = list(receipt.events.filter(jobs.JobCompleted))
+            assert [(e.jobId, h32(e.modelHash), h32(e.modelCid)) for e in done] == [(job.id, model_state, model_cid)]
+        conserved()
+
+    j = jobs.getJob(job.id)
+    assert j.status == J_COMPLETED and h32(j.modelHash) == model_state and h32(j.modelCid) == model_cid
+    assert j.escrow == 0 and jobs.totalEscrow() == 0
+    assert sum(credits_expected.values()) == escrow  # every escrowed payment went to an accepted replica
+    for node, amount in credits_expected.items():
+        assert jobs.credits(node) == amount
+    assert jobs.totalCredits() == escrow
+
+    # Pull payments: every paid node withdraws exactly its credits.
+    for node, amount in credits_expected.items():
+        acct = poster.by_address[node]
+        before = token.balanceOf(node)
+        r = jobs.withdrawPayment(sender=acct)
+        assert [e.amount for e in r.events.filter(jobs.PaymentWithdrawn)] == [amount]
+        assert token.balanceOf(node) == before + amount and jobs.credits(node) == 0
+    assert jobs.totalCredits() == 0 and token.balanceOf(jobs) == 0
+
+    # Every lock released, reputation counts the 6 tasks x 2 replicas, nothing burned.
+    for n in eight_nodes:
+        assert registry.getNode(n).locked == 0
+    assert sum(registry.reputationOf(n).tasksCompleted for n in eight_nodes) == 12
+    acc = conserved()
+    assert acc["burned"] == 0
