@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from verity.chain.views import JobStatus, ReplicaStatus, TaskKind, TaskStatus, read
+from verity.chain import TxFailed
+from verity.chain.views import DisputeOutcome, DisputePhase, JobStatus, ReplicaStatus, TaskKind, TaskStatus, read
 from verity.cid import digest_to_cid
 from verity.engine.checkpoint import load_checkpoint
 from verity.engine.data import load_shard
@@ -57,7 +58,11 @@ class JobReader:
         return read(self.chain, self.chain.jobs, "getJob", self.job_id)
 
     def _task_id(self, rnd: int, index: int) -> int:
-        return self.chain.call(self.chain.jobs.functions.taskOf(self.job_id, rnd, index))
+        """The task id, or 0 while the task does not exist yet (taskOf reverts for those)."""
+        try:
+            return self.chain.call(self.chain.jobs.functions.taskOf(self.job_id, rnd, index))
+        except TxFailed:
+            return 0
 
     def tasks(self, job) -> list[TaskRow]:
         rows = []
@@ -73,7 +78,6 @@ class JobReader:
                 dispute = ""
                 if did:
                     d = read(c, c.game, "getDispute", did)
-                    from verity.chain.views import DisputeOutcome, DisputePhase
                     dispute = f"#{did} {DisputePhase(d.phase).name.lower()}"
                     if DisputeOutcome(d.outcome) != DisputeOutcome.NONE:
                         dispute += f" {DisputeOutcome(d.outcome).name.lower()}"
