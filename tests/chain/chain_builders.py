@@ -56,6 +56,18 @@ def aggregate_input(finals: list[bytes]) -> bytes:
 # ---------------------------------------------------------------- traces
 
 
+def fast_levels(hashes: list[bytes]) -> list[list[bytes]]:
+    """verity.engine.merkle.levels without eth_abi (abi.encode(uint256, bytes32) is two 32-byte words):
+    ~1 s per 2^20 leaves instead of ~10 s. tests/chain/test_merkle_encoding.py checks they agree."""
+    level = [keccak(j.to_bytes(32, "big") + h) for j, h in enumerate(hashes)]
+    level += [merkle.ZERO] * ((1 << (len(level) - 1).bit_length()) - len(level))
+    out = [level]
+    while len(level) > 1:
+        level = [keccak(level[i] + level[i + 1]) for i in range(0, len(level), 2)]
+        out.append(level)
+    return out
+
+
 @dataclass
 class Trace:
     """h_0..h_n; Merkle levels computed once (verity.engine.merkle's encoding)."""
@@ -78,7 +90,7 @@ class Trace:
     @property
     def levels(self) -> list[list[bytes]]:
         if self._levels is None:
-            self._levels = merkle.levels(self.hashes)
+            self._levels = fast_levels(self.hashes)
         return self._levels
 
     @property
@@ -243,3 +255,49 @@ class Poster:
         receipts = [self.commit(task_id, s, t) for s, t in enumerate(traces)]
         receipts += [self.reveal(task_id, s, t, cids[s]) for s, t in enumerate(traces)]
         return receipts
+
+
+# ---------------------------------------------------------------- disputes
+
+
+@dataclass
+class Contest:
+    """A Contested replicated task: slot 0 honest (trace H), slot 1 cheating (trace C, diverging at checkpoint
+    `diverge`), plus the per-step traces of segment diverge-1 that split at step `step` (leaf step+1 differs)."""
+
+    job: Job
+    task_id: int
+    honest: object
+    cheater: object
+    H: Trace
+    C: Trace
+    sH: Trace
+    sC: Trace
+    segment: int
+    step: int
+
+
+def contest(poster: Poster, n: int = 8, k: int = 4, diverge: int = 5, step: int = 2, **post) -> Contest:
+    """Posts a 1-shard, 1-round, replication-2 job and runs it to Contested."""
+    job = poster.post(shards=1, rounds=1, replication=2, steps=n * k, k=k, **post)
+    s = poster.s
+    task_id = s.jobs.taskOf(job.id, 0, 0)
+    initial = h32(s.jobs.getTask(task_id).inputHash)
+    H = Trace.random(initial, n)
+    C = H.diverging(diverge)
+    seg = diverge - 1
+    sH = Trace([H.hashes[seg]] + [rand32() for _ in range(k - 1)] + [H.hashes[seg + 1]])
+    sC = Trace(sH.hashes[: step + 1] + [rand32() for _ in range(k - 1 - step)] + [C.hashes[seg + 1]])
+    honest, cheater = poster.node_of(task_id, 0), poster.node_of(task_id, 1)
+    poster.run_replicated(task_id, [H, C])
+    return Contest(job, task_id, honest, cheater, H, C, sH, sC, seg, step)
+
+
+def vote(game, dispute_id: int, ballots: dict, reveal: bool | set = True) -> list:
+    """Seated referees commit `ballots[referee]`, then reveal (all, or only those in `reveal`). Receipts."""
+    salts = {r: rand32() for r in ballots}
+    out = [game.commitVote(dispute_id, vote_commitment(v, salts[r], r.address), sender=r) for r, v in ballots.items()]
+    for r, v in ballots.items():
+        if reveal is True or r in reveal:
+            out.append(game.revealVote(dispute_id, v, salts[r], sender=r))
+    return out
