@@ -26,7 +26,7 @@ from verity.storage import Storage
 MAX_BUNDLE_BYTES = 4 << 20
 
 
-class InputRejected(VerityError):
+class InputRejected(VerityError, ValueError):
     def __init__(self, what: str, why: str):
         super().__init__(f"rejected {what}: {why}")
 

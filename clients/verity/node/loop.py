@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from verity.errors import VerityError
+from verity.errors import ProfileUnsupported, VerityError
 from verity.node.snapshot import Snapshot, SnapshotStore, WorkItem
 
 log = logging.getLogger("verity.node")
@@ -40,6 +40,7 @@ class NodeLoop:
     handlers: list
     poll_interval: float = 0.5
     max_failures: int = 20
+    item_attempts: int = 8
     periodic: list = field(default_factory=list)   # callables run every tick (heartbeat, …)
     _stop: bool = False
 
@@ -55,7 +56,7 @@ class NodeLoop:
             try:
                 self.tick()
                 failures = 0
-            except VerityError as exc:
+            except (VerityError, OSError) as exc:  # OSError: the RPC or IPFS node went away
                 failures += 1
                 log.warning("tick failed (%d/%d): %s", failures, self.max_failures, exc)
                 if failures >= self.max_failures:
@@ -82,10 +83,17 @@ class NodeLoop:
                 if item.kind in handler.kinds:
                     try:
                         handler.advance(self.snap, item)
-                    except VerityError as exc:
-                        item.attempts += 1
-                        log.warning("%s: %s (attempt %d)", item.key, exc, item.attempts)
-                        if item.attempts >= self.max_failures:
-                            raise
+                    except (VerityError, OSError) as exc:
+                        self._item_failed(item, exc)
                     finally:
                         self.store.save(self.snap)
+
+    def _item_failed(self, item, exc: Exception) -> None:
+        """Bad inputs (a ValueError: malformed manifest, wrong hash, bad shard, …) or an
+        unsupported profile end the item at once; anything else is retried a bounded
+        number of times. Either way one bad job never stops the node."""
+        item.attempts += 1
+        permanent = isinstance(exc, (ValueError, ProfileUnsupported))
+        log.warning("%s: %s (attempt %d%s)", item.key, exc, item.attempts, ", giving up" if permanent else "")
+        if permanent or item.attempts >= self.item_attempts:
+            self.snap.abandon(item, f"{type(exc).__name__}: {exc}")

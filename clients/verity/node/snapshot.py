@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from verity.node.phases import Phase, TERMINAL, check_transition
+from verity.node.phases import Phase, TERMINAL, TRANSITIONS, check_transition
 
 SNAPSHOT_VERSION = 1
 
@@ -47,6 +47,12 @@ class Snapshot(BaseModel):
         item.data.update(data)
         item.updated_at = time.time()
         item.attempts = 0
+
+
+    def abandon(self, item: WorkItem, reason: str) -> None:
+        """Give an item up (inputs invalid, retries exhausted): LOST where the table allows it, else DONE."""
+        dst = Phase.LOST if Phase.LOST in TRANSITIONS[item.phase] else Phase.DONE
+        self.move(item, dst, abandoned=reason[:500])
 
 
 class SnapshotStore:

@@ -1,0 +1,4 @@
+"""`python -m verity …` is the `verity` command."""
+from verity.cli import app
+
+app()

@@ -1,0 +1,119 @@
+"""Who got paid, who was slashed, what the disputes decided, and whether every
+token is accounted for — read back from the chain's events and balances."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from rich.table import Table
+
+from verity.chain import EventCursor
+from verity.chain.views import DisputeOutcome, read
+
+ZERO = "0x0000000000000000000000000000000000000000"
+
+
+def _vrt(wei: int) -> str:
+    return f"{wei / 1e18:,.2f}"
+
+
+@dataclass
+class Ledger:
+    chain: object
+    names: dict                      # address -> name
+    paid: dict = field(default_factory=lambda: defaultdict(int))
+    rewards: dict = field(default_factory=lambda: defaultdict(int))
+    slashed: dict = field(default_factory=lambda: defaultdict(int))
+    late: dict = field(default_factory=lambda: defaultdict(int))
+    minted: int = 0
+    burned: int = 0
+    holders: set = field(default_factory=set)
+    disputes: dict = field(default_factory=dict)
+
+    def name(self, addr: str) -> str:
+        return self.names.get(addr, addr[:10] + "…")
+
+    def feed(self, ev) -> None:
+        a = ev.args
+        if ev.name == "Transfer":
+            if a["from"] == ZERO:
+                self.minted += a["value"]
+            if a["to"] == ZERO:
+                self.burned += a["value"]
+            self.holders.update(x for x in (a["from"], a["to"]) if x != ZERO)
+        elif ev.name == "PaymentCredited":
+            self.paid[a["to"]] += a["amount"]
+        elif ev.name == "Credited":
+            self.rewards[a["to"]] += a["amount"]
+        elif ev.name == "StakeSlashed":
+            self.slashed[a["node"]] += a["amount"]
+        elif ev.name == "ReplicaLate":
+            self.late[a["node"]] += 1
+        elif ev.name == "DisputeOpened":
+            self.disputes[a["disputeId"]] = {"task": a["taskId"], "challenger": a["challenger"], "defender": a["defender"],
+                                             "where": "", "votes": 0, "outcome": "open"}
+        elif ev.name == "CheckpointPinpointed":
+            self.disputes[a["disputeId"]]["where"] = f"checkpoint {a['index']}→{a['index'] + 1}"
+        elif ev.name == "StepPinpointed":
+            d = self.disputes[a["disputeId"]]
+            d["where"] += f", step {a['step']}"
+        elif ev.name == "VoteRevealed":
+            self.disputes[a["disputeId"]]["votes"] += 1
+        elif ev.name == "DisputeResolved":
+            self.disputes[a["disputeId"]]["outcome"] = DisputeOutcome(a["outcome"]).name.lower().replace("_", " ")
+
+    def disputes_table(self) -> Table:
+        t = Table(title="disputes (DESIGN §6: pinpoint the checkpoint, then the step, then referees recompute it)")
+        for col in ("dispute", "task", "challenger", "defender", "pinpointed", "referee votes", "outcome"):
+            t.add_column(col)
+        for did, d in sorted(self.disputes.items()):
+            t.add_row(str(did), str(d["task"]), self.name(d["challenger"]), self.name(d["defender"]), d["where"],
+                      str(d["votes"]), d["outcome"])
+        return t
+
+    def nodes_table(self) -> Table:
+        c = self.chain
+        t = Table(title="nodes: payments and slashes (VRT)")
+        for col in ("node", "paid for tasks", "dispute rewards", "slashed", "late", "stake now", "done/won/lost"):
+            t.add_column(col)
+        for addr, name in self.names.items():
+            n, r = read(c, c.registry, "getNode", addr), read(c, c.registry, "reputationOf", addr)
+            t.add_row(name, _vrt(self.paid[addr]), _vrt(self.rewards[addr]), _vrt(self.slashed[addr]), str(self.late[addr]),
+                      _vrt(n.stake), f"{r.tasksCompleted}/{r.disputesWon}/{r.disputesLost}")
+        return t
+
+    def balances(self) -> dict:
+        c = self.chain
+        contracts = {c.jobs.address: "JobRegistry (escrow + unpaid credits)", c.registry.address: "NodeRegistry (stake)",
+                     c.game.address: "DisputeGame (bonds + rewards)", c.token.address: "VerityToken"}
+        rows = defaultdict(int)
+        for h in self.holders:
+            rows[contracts.get(h, "accounts")] += c.call(c.token.functions.balanceOf(h))
+        return rows
+
+    def conservation_ok(self) -> bool:
+        supply = self.chain.call(self.chain.token.functions.totalSupply())
+        return sum(self.balances().values()) == supply and self.minted - self.burned == supply
+
+    def conservation_table(self) -> Table:
+        supply = self.chain.call(self.chain.token.functions.totalSupply())
+        t = Table(title="token conservation")
+        t.add_column("where")
+        t.add_column("VRT", justify="right")
+        rows = self.balances()
+        for k, v in sorted(rows.items()):
+            t.add_row(k, _vrt(v))
+        t.add_row("burned (slashes)", _vrt(self.burned))
+        t.add_row("[bold]sum[/bold]", _vrt(sum(rows.values()) + self.burned))
+        t.add_row("minted", _vrt(self.minted))
+        ok = sum(rows.values()) == supply and self.minted - self.burned == supply
+        t.caption = "conserved: every minted token is held or burned" if ok else "[red]NOT CONSERVED[/red]"
+        return t
+
+
+def ledger(chain, names: dict) -> Ledger:
+    led = Ledger(chain, names)
+    cursor = EventCursor(chain.w3, chain.contracts, next_block=chain.deployments.start_block)
+    for ev in cursor.poll():
+        led.feed(ev)
+    return led
