@@ -277,9 +277,10 @@ class Contest:
     step: int
 
 
-def contest(poster: Poster, n: int = 8, k: int = 4, diverge: int = 5, step: int = 2, **post) -> Contest:
-    """Posts a 1-shard, 1-round, replication-2 job and runs it to Contested."""
-    job = poster.post(shards=1, rounds=1, replication=2, steps=n * k, k=k, **post)
+def contest(poster: Poster, n: int = 8, k: int = 4, diverge: int = 5, step: int = 2, shards: int = 1,
+            **post) -> Contest:
+    """Posts a 1-round, replication-2 job and runs its shard 0 to Contested."""
+    job = poster.post(shards=shards, rounds=1, replication=2, steps=n * k, k=k, **post)
     s = poster.s
     task_id = s.jobs.taskOf(job.id, 0, 0)
     initial = h32(s.jobs.getTask(task_id).inputHash)

@@ -1,0 +1,368 @@
+"""Gas report: every protocol action on a fresh local anvil (ape's foundry provider), as a table and JSON.
+
+    .venv/bin/python scripts/gas_report.py [--out bench/out/gas.json] [--nodes 10,100,1000] [--depths 10,14,20]
+    make gas
+
+ape starts its own anvil on a free port (APE_FOUNDRY_HOST=auto, set below before ape is imported) and
+stops it at exit. Gas is `receipt.gas_used` (intrinsic 21k + calldata included). Synthetic traces:
+random 32-byte hashes, h_0 = the task's input hash; builders shared with tests/chain (chain_builders.py).
+Targets and their discussion: docs/gas.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("APE_FOUNDRY_HOST", "auto")
+os.environ.setdefault("SOLCX_BINARY_PATH", str(ROOT / "anvil" / "solc-bin"))
+os.environ["PATH"] = f"{ROOT / '.venv' / 'bin'}{os.pathsep}{ROOT / 'anvil' / 'node_modules' / '.bin'}{os.pathsep}" \
+    + os.environ.get("PATH", "")
+sys.path.insert(0, str(ROOT / "tests" / "chain"))
+
+import logging  # noqa: E402
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from chain_builders import (  # noqa: E402
+    E18, ROLE_REFEREE, ROLE_SOLVER, ROLE_VERIFIER, Nodes, Poster, System, Trace, contest, h32, rand32, vote,
+)
+
+STAKE = 100 * E18
+ALL_ROLES = ROLE_SOLVER | ROLE_VERIFIER | ROLE_REFEREE
+console = Console()
+
+
+class Book(dict):
+    def __init__(self, nodes: Nodes):
+        super().__init__()
+        self.nodes = nodes
+
+    def __missing__(self, address):
+        for a in self.nodes.all:
+            if a.address.lower() == str(address).lower():
+                return a
+        raise KeyError(address)
+
+
+class Report:
+    def __init__(self):
+        self.rows: dict[str, dict] = {}
+
+    def add(self, key: str, gas: int, note: str = "") -> int:
+        self.rows[key] = {"gas": int(gas), "note": note}
+        return int(gas)
+
+
+def fresh(project, accounts, n_nodes=8, roles=ALL_ROLES):
+    owner = accounts[0]
+    s = System.deploy(project, owner)
+    nodes = Nodes(s)
+    nodes.add(accounts[2:2 + n_nodes], roles=roles, extra=100 * E18)
+    return s, nodes, Poster(s, accounts[1], Book(nodes))
+
+
+# ---------------------------------------------------------------- sections
+
+
+def basics(rep: Report, project, accounts, chain):
+    s = System.deploy(project, accounts[0])
+    a = accounts[2]
+    s.fund(a, 1_000 * E18)
+    s.token.approve(s.registry, 2**256 - 1, sender=a)
+    rep.add("register", s.registry.register(ALL_ROLES, 0, 4096, 100, 1, "/ip4/127.0.0.1/tcp/4001", sender=a).gas_used,
+            "first registration (new slot, both sum trees)")
+    rep.add("stake", s.registry.stake(1_000 * E18, sender=a).gas_used, "first stake (weight written to 2 trees)")
+    rep.add("heartbeat", s.registry.heartbeat(sender=a).gas_used)
+
+
+def lifecycle(rep: Report, project, accounts, chain):
+    s, nodes, poster = fresh(project, accounts)
+    jobs = s.jobs
+    g = {}
+    for rep_, shards in ((1, 1), (2, 1), (2, 2), (2, 4), (2, 8)):
+        g[(rep_, shards)] = poster.post(shards=shards, replication=rep_, stake=STAKE).receipt.gas_used
+        rep.add(f"postJob (replication {rep_}, {shards} shard{'s' if shards > 1 else ''})", g[(rep_, shards)],
+                f"draws {rep_ * shards} replica(s)")
+    per_shard = (g[(2, 8)] - g[(2, 1)]) / 7
+    per_slot = g[(2, 1)] - g[(1, 1)]
+    rep.add("postJob: marginal cost per shard (replication 2)", per_shard, "task creation + 2 draws + 2 locks")
+    rep.add("postJob: marginal cost per replica slot (draw + lock)", per_slot, "postJob(r=2) - postJob(r=1), 1 shard")
+
+    # Replicated task: shard 0 of a 2-shard job (its acceptance does not create the AGGREGATE task).
+    job = poster.post(shards=2, replication=2, stake=STAKE)
+    tid = jobs.taskOf(job.id, 0, 0)
+    H = Trace.random(h32(jobs.getTask(tid).inputHash), job.n)
+    c0 = poster.commit(tid, 0, H).gas_used
+    c1 = poster.commit(tid, 1, H).gas_used
+    r0 = poster.reveal(tid, 0, H).gas_used
+    r1 = poster.reveal(tid, 1, H).gas_used
+    rep.add("commit (first)", c0)
+    rep.add("commit (last, opens reveal)", c1)
+    rep.add("reveal (first)", r0, f"2 Merkle proofs of depth {len(H.proof(0))}")
+    rep.add("reveal (last, accepts: 2 credits + unlocks)", r1)
+    node = poster.node_of(tid, 0)
+    w = rep.add("withdrawPayment", jobs.withdrawPayment(sender=node).gas_used)
+    per_replica = per_slot + (c0 + c1) / 2 + r0 + (r1 - r0) / 2 + w
+    rep.add("task lifecycle per replica (draw + commit + reveal + accept share + withdraw)", per_replica,
+            "target <= 300k")
+
+    # Second shard accepted -> AGGREGATE created in the same tx.
+    tid1 = jobs.taskOf(job.id, 0, 1)
+    H1 = Trace.random(h32(jobs.getTask(tid1).inputHash), job.n)
+    rs = poster.run_replicated(tid1, [H1, H1])
+    rep.add("reveal (last shard: accepts + creates AGGREGATE + 2 draws)", rs[-1].gas_used)
+
+    # Optimistic.
+    job = poster.post(shards=2, replication=1, stake=STAKE)
+    tid = jobs.taskOf(job.id, 0, 0)
+    H = Trace.random(h32(jobs.getTask(tid).inputHash), job.n)
+    rep.add("submitResult (optimistic)", poster.submit(tid, H).gas_used)
+    chain.mine(deltatime=jobs.getJob(job.id).challengeWindow + 1)
+    rep.add("finalize (optimistic)", jobs.finalize(tid, sender=poster.account).gas_used)
+
+    # assign() retry: a slot left empty, then a node becomes eligible.
+    s.registry.setLivenessWindow(1, sender=s.owner)
+    chain.mine(deltatime=5)
+    job = poster.post(shards=1, replication=2, stake=STAKE)
+    rep.add("postJob with no eligible node (2 slots x 16 rejected draws)", job.receipt.gas_used)
+    s.registry.setLivenessWindow(30 * 24 * 3600, sender=s.owner)
+    tid = jobs.taskOf(job.id, 0, 0)
+    rep.add("assign() retry (fills 2 slots)", jobs.assign(tid, sender=poster.account).gas_used)
+
+    # Late replica.
+    job = poster.post(shards=2, replication=2, stake=STAKE)
+    tid = jobs.taskOf(job.id, 0, 0)
+    chain.mine(deltatime=jobs.getJob(job.id).executionWindow + 1)
+    rep.add("reportLate (slash, burn, re-draw)", jobs.reportLate(tid, 1, sender=poster.account).gas_used)
+    # cancel (starved) for completeness
+    job = poster.post(shards=1, replication=2, stake=STAKE, memory_mb=1 << 30)
+    rep.add("cancelJob (never assigned)", jobs.cancelJob(job.id, sender=poster.account).gas_used)
+
+
+def optimistic_challenge(rep: Report, project, accounts, chain):
+    s, nodes, poster = fresh(project, accounts)
+    jobs, game = s.jobs, s.game
+    job = poster.post(shards=2, replication=1, stake=STAKE, steps=8, k=2)
+    tid = jobs.taskOf(job.id, 0, 0)
+    solver = poster.node_of(tid, 0)
+    H = Trace.random(h32(jobs.getTask(tid).inputHash), job.n)
+    C = H.diverging(3)
+    poster.submit(tid, C)
+    v = next(a for a in nodes.all if a.address != solver.address)
+    r = game.challengeOptimistic(tid, H.root, H.final, H.n, rand32(), H.proof(0), H.proof(H.n), sender=v)
+    rep.add("challengeOptimistic (lock + bond + open)", r.gas_used)
+
+
+def bisection_and_timeout(rep: Report, project, accounts, chain):
+    """Plain bisection (openDispute + revealLeaf) and a clock timeout, n = 16, k = 4."""
+    s, nodes, poster = fresh(project, accounts, n_nodes=4, roles=ROLE_SOLVER | ROLE_VERIFIER)
+    nodes.add(accounts[6:9], roles=ROLE_REFEREE)
+    game = s.game
+    c = contest(poster, n=16, k=4, diverge=11, step=1, shards=2, stake=STAKE)  # shard 0: no AGGREGATE on settle
+    r = game.openDispute(c.task_id, sender=c.honest)
+    did = [e.disputeId for e in r.events.filter(game.DisputeOpened)][0]
+    rep.add("openDispute (bisection path, requests mid)", r.gas_used)
+    gas, moves = [], 0
+    while game.getDispute(did).phase == 1:
+        mid = game.getDispute(did).mid
+        gas.append(game.revealLeaf(did, 0, mid, c.H.hashes[mid], c.H.proof(mid), sender=c.honest).gas_used)
+        gas.append(game.revealLeaf(did, 0, mid, c.C.hashes[mid], c.C.proof(mid), sender=c.cheater).gas_used)
+        moves += 1
+    rep.add("revealLeaf (first of a pair)", min(gas[0::2]), f"depth {len(c.H.proof(0))}")
+    rep.add("revealLeaf (second: narrows)", max(gas[1::2]))
+    rep.add("bisection level 0, n=16: both parties", sum(gas), f"{moves} rounds x 2 tx")
+    game.submitStepRoot(did, c.sH.root, c.sH.proof(0), c.sH.proof(c.sH.n), sender=c.honest)
+    chain.mine(deltatime=game.clockAllowance() + 1)
+    rep.add("timeout (silent party, no panel)", game.timeout(did, sender=c.honest).gas_used)
+
+
+def public_dispute(rep: Report, project, accounts, chain, n: int, k: int, label: str) -> dict:
+    """Public-trace path: A opens with pinpoint, both submit step roots, A pinpoints the step, panel of 3."""
+    s, nodes, poster = fresh(project, accounts, n_nodes=4, roles=ROLE_SOLVER | ROLE_VERIFIER)
+    nodes.add(accounts[6:9], roles=ROLE_REFEREE)
+    game, jobs = s.game, s.jobs
+    t0 = time.perf_counter()
+    job = poster.post(shards=2, rounds=1, replication=2, steps=n * k, k=k, stake=STAKE)  # shard 0: no AGGREGATE
+    tid = jobs.taskOf(job.id, 0, 0)
+    H = Trace.random(h32(jobs.getTask(tid).inputHash), n)
+    H.levels  # noqa: B018 — build the tree now, to time it
+    # Diverge at the last checkpoint: the second tree shares all but one path with the first.
+    C = Trace(H.hashes[:-1] + [rand32()])
+    C._levels = [lvl.copy() for lvl in H.levels]
+    _repath(C, n)
+    seg = n - 1
+    sH = Trace([H.hashes[seg]] + [rand32() for _ in range(k - 1)] + [H.hashes[n]])
+    step = k // 2
+    sC = Trace(sH.hashes[: step + 1] + [rand32() for _ in range(k - 1 - step)] + [C.hashes[n]])
+    tree_s = time.perf_counter() - t0
+    honest, cheater = poster.node_of(tid, 0), poster.node_of(tid, 1)
+    poster.run_replicated(tid, [H, C])
+    a, b, panel_g = [], [], []
+    r = game.openDisputeWithPinpoint(tid, H.pinpoint(C, seg), sender=honest)
+    did = [e.disputeId for e in r.events.filter(game.DisputeOpened)][0]
+    a.append(r.gas_used)
+    a.append(game.submitStepRoot(did, sH.root, sH.proof(0), sH.proof(k), sender=honest).gas_used)
+    b.append(game.submitStepRoot(did, sC.root, sC.proof(0), sC.proof(k), sender=cheater).gas_used)
+    a.append(game.pinpoint(did, sH.pinpoint(sC, step), sender=honest).gas_used)
+    refs = [poster.by_address[x] for x in game.panelOf(did)]
+    rs = vote(game, did, {x: sH.hashes[step + 1] for x in refs})
+    panel_g = [x.gas_used for x in rs]
+    res = game.resolve(did, sender=honest).gas_used
+    a.append(res)
+    depth0, depth1 = len(H.proof(0)), len(sH.proof(0))
+    out = {
+        "n": n, "k": k, "depth_checkpoints": depth0, "depth_steps": depth1,
+        "openDisputeWithPinpoint": a[0], "submitStepRoot": max(a[1], b[0]), "pinpoint_level1": a[2],
+        "commitVote": max(panel_g[:3]), "revealVote": max(panel_g[3:]), "resolve": res,
+        "party_A_gas": sum(a), "party_A_tx": len(a), "party_B_gas": sum(b), "party_B_tx": len(b),
+        "parties_total": sum(a) + sum(b), "panel_total": sum(panel_g), "dispute_total": sum(a) + sum(b) + sum(panel_g),
+        "tree_build_s": round(tree_s, 2),
+    }
+    rep.add(f"dispute {label}: openDisputeWithPinpoint", a[0], f"4 proofs, depth {depth0}")
+    rep.add(f"dispute {label}: submitStepRoot", out["submitStepRoot"], f"2 proofs, depth {depth1}")
+    rep.add(f"dispute {label}: pinpoint (level 1)", a[2], "4 proofs + panel draw + 3 locks")
+    rep.add(f"dispute {label}: commitVote / revealVote", out["commitVote"], f"reveal {out['revealVote']}")
+    rep.add(f"dispute {label}: resolve", res, "settle + accept task")
+    rep.add(f"dispute {label}: parties total (A {len(a)} tx, B {len(b)} tx)", out["parties_total"])
+    rep.add(f"dispute {label}: whole dispute incl. 3 referees", out["dispute_total"])
+    return out
+
+
+def _repath(t: Trace, j: int) -> None:
+    """Recompute the path of leaf j in t._levels after t.hashes[j] changed."""
+    from eth_hash.auto import keccak
+
+    lv = t._levels
+    lv[0][j] = keccak(j.to_bytes(32, "big") + t.hashes[j])
+    for d in range(1, len(lv)):
+        j //= 2
+        lv[d][j] = keccak(lv[d - 1][2 * j] + lv[d - 1][2 * j + 1])
+
+
+def node_scaling(rep: Report, project, accounts, chain, counts: list[int]) -> dict:
+    """postJob (1 shard, 2 draws) and assign() with 10 / 100 / 1000 registered nodes (raw txs from impersonated
+    addresses: anvil_autoImpersonateAccount + anvil_setBalance)."""
+    s = System.deploy(project, accounts[0])
+    nodes = Nodes(s)
+    poster = Poster(s, accounts[1], Book(nodes))
+    w3 = chain.provider.web3
+    w3.provider.make_request("anvil_autoImpersonateAccount", [True])
+    abi = {c: [i.model_dump(mode="json", by_alias=True, exclude_none=True) for i in getattr(project, c).contract_type.abi]
+           for c in ("VerityToken", "NodeRegistry")}
+    tok = w3.eth.contract(address=s.token.address, abi=abi["VerityToken"])
+    reg = w3.eth.contract(address=s.registry.address, abi=abi["NodeRegistry"])
+    owner = s.owner.address
+    amount = 1_000 * E18
+    registered = 0
+    out = {}
+    for count in counts:
+        t0 = time.perf_counter()
+        hashes = []
+        while registered < count:
+            addr = w3.to_checksum_address(f"0x{0xBEEF0000 + registered:040x}")
+            w3.provider.make_request("anvil_setBalance", [addr, hex(10**20)])
+            for frm, call in ((owner, tok.functions.mint(addr, amount)),
+                              (addr, tok.functions.approve(s.registry.address, amount)),
+                              (addr, reg.functions.register(ALL_ROLES, 0, 4096, 100, 1, f"/ip4/10.0.0.1/tcp/{registered}")),
+                              (addr, reg.functions.stake(amount))):
+                hashes.append(w3.eth.send_transaction(call.build_transaction({"from": frm, "gas": 600_000})))
+            registered += 1
+        for h in hashes[-4:]:
+            assert w3.eth.wait_for_transaction_receipt(h).status == 1
+        reg_s = time.perf_counter() - t0
+        assert s.registry.nodeCount() == count
+        post = poster.post(shards=1, replication=2, stake=STAKE).receipt.gas_used
+        s.registry.setLivenessWindow(1, sender=s.owner)
+        chain.mine(deltatime=5)
+        job = poster.post(shards=1, replication=2, stake=STAKE)
+        s.registry.setLivenessWindow(30 * 24 * 3600, sender=s.owner)
+        assign = s.jobs.assign(s.jobs.taskOf(job.id, 0, 0), sender=poster.account).gas_used
+        out[count] = {"postJob_1shard_r2": post, "assign_2slots": assign, "postJob_none_eligible": job.receipt.gas_used,
+                      "register_s": round(reg_s, 1)}
+        rep.add(f"{count} nodes: postJob (1 shard, 2 draws)", post)
+        rep.add(f"{count} nodes: assign() (2 draws)", assign)
+        rep.add(f"{count} nodes: postJob, no eligible node", job.receipt.gas_used, "2 x 16 rejections")
+    w3.provider.make_request("anvil_autoImpersonateAccount", [False])
+    return out
+
+
+# ---------------------------------------------------------------- main
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "gas.json")
+    ap.add_argument("--nodes", default="10,100,1000")
+    ap.add_argument("--depths", default="10,14,20", help="checkpoint trace depths d: n = 2^d - 1 checkpoints")
+    args = ap.parse_args()
+    logging.getLogger("ape").setLevel(logging.WARNING)
+    from ape import accounts, chain, networks, project
+    from ape.logging import logger
+
+    logger.set_level("WARNING")
+    rep = Report()
+    disputes, scaling = {}, {}
+    t0 = time.perf_counter()
+    with networks.parse_network_choice("ethereum:local:foundry"):
+        accs = accounts.test_accounts
+        basics(rep, project, accs, chain)
+        lifecycle(rep, project, accs, chain)
+        optimistic_challenge(rep, project, accs, chain)
+        bisection_and_timeout(rep, project, accs, chain)
+        disputes["1e6 steps (n=1000, k=1000)"] = public_dispute(rep, project, accs, chain, 1000, 1000, "n=1000 k=1000")
+        for d in (int(x) for x in args.depths.split(",") if x):
+            disputes[f"n=2^{d}-1, k=1000"] = public_dispute(rep, project, accs, chain, (1 << d) - 1, 1000,
+                                                            f"n=2^{d}-1 k=1000")
+        scaling = node_scaling(rep, project, accs, chain, [int(x) for x in args.nodes.split(",") if x])
+    elapsed = time.perf_counter() - t0
+
+    rows = rep.rows
+    per_replica = rows["task lifecycle per replica (draw + commit + reveal + accept share + withdraw)"]["gas"]
+    head = disputes["1e6 steps (n=1000, k=1000)"]
+    counts = sorted(scaling)
+    targets = []
+    if counts:
+        lo, hi = scaling[counts[0]], scaling[counts[-1]]
+        for key in ("postJob_1shard_r2", "assign_2slots"):
+            growth = hi[key] / lo[key] - 1
+            targets.append({"target": f"{key}: within +10% from {counts[0]} to {counts[-1]} nodes",
+                            "value": f"{growth:+.1%}", "met": growth <= 0.10})
+    targets.append({"target": "task lifecycle per replica <= 300k gas", "value": per_replica,
+                    "met": per_replica <= 300_000})
+    targets.append({"target": "dispute over 1e6 steps (k=1000) <= 1.5M gas (parties)", "value": head["parties_total"],
+                    "met": head["parties_total"] <= 1_500_000})
+    targets.append({"target": "dispute over 1e6 steps (k=1000) <= 1.5M gas (incl. 3 referees)",
+                    "value": head["dispute_total"], "met": head["dispute_total"] <= 1_500_000})
+    targets.append({"target": "<= 4 tx per party (public-trace path)",
+                    "value": f"A {head['party_A_tx']}, B {head['party_B_tx']}",
+                    "met": max(head["party_A_tx"], head["party_B_tx"]) <= 4})
+
+    table = Table(title="Verity gas (receipt.gas_used)")
+    table.add_column("action")
+    table.add_column("gas", justify="right")
+    table.add_column("note")
+    for k_, v in rows.items():
+        table.add_row(k_, f"{v['gas']:,}", v["note"])
+    console.print(table)
+    tt = Table(title="targets")
+    for c in ("target", "value", "met"):
+        tt.add_column(c)
+    for t in targets:
+        tt.add_row(t["target"], f"{t['value']:,}" if isinstance(t["value"], int) else str(t["value"]),
+                   "[green]met[/]" if t["met"] else "[red]missed[/]")
+    console.print(tt)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"rows": rows, "disputes": disputes, "node_scaling": scaling, "targets": targets,
+                                    "elapsed_s": round(elapsed, 1)}, indent=2))
+    console.print(f"wrote {args.out} ({elapsed:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
