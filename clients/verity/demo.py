@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.live import Live
-from rich.table import Table
 
 from verity.cli.common import console
 from verity.errors import VerityError

@@ -35,8 +35,10 @@ def ape_run(script: str, args: list[str], *, rpc_url: str, env: dict | None = No
                           stdout=subprocess.PIPE if capture else None, stderr=subprocess.STDOUT if capture else None)
 
 
-def deploy(rpc_url: str, deployments_dir: Path) -> str:
-    proc = ape_run("deploy", ["--out", str(deployments_dir / "31337.json")], rpc_url=rpc_url)
+def deploy(rpc_url: str, deployments_dir: Path, *, chain_id: int = 31337, force: bool = False) -> str:
+    """Deploy (unless a live deployment is recorded there already) and write `<dir>/<chain id>.json`."""
+    args = ["--out", str(deployments_dir / f"{chain_id}.json")] + (["--force"] if force else [])
+    proc = ape_run("deploy", args, rpc_url=rpc_url)
     if proc.returncode != 0:
         raise DeployFailed(proc.returncode, "\n".join(proc.stdout.splitlines()[-15:]))
     return proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""

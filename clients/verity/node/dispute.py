@@ -12,7 +12,6 @@ import logging
 
 from verity.chain import TxFailed
 from verity.chain.views import DisputeOutcome, DisputePhase, ReplicaStatus, read
-from verity.cid import cid_to_digest
 from verity.engine import merkle
 from verity.errors import VerityError
 from verity.node.compute import segment_hashes

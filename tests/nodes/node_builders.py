@@ -1,0 +1,130 @@
+"""Builders for node tests: a real devnet (anvil + ticker + js-ipfs via `verity.devnet.services`),
+a fresh deployment per test through `ape run deploy`, and real `verity node run` processes."""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from verity.chain import ChainClient, EventCursor
+from verity.chain.client import devnet_key
+from verity.chain.deployments import load_deployments
+from verity.chain.views import JobStatus, read
+from verity.storage import Storage
+from verity.submit import JobSpec, post_job_web3, prepare_job
+
+SUBMITTER = 9  # test account that posts jobs (funded by the deploy script)
+
+
+@dataclass
+class Node:
+    name: str
+    account: int
+    proc: subprocess.Popen
+    log: Path
+    args: list
+
+    @property
+    def address(self) -> str:
+        from eth_account import Account
+
+        return Account.from_key(devnet_key(self.account)).address
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+@dataclass
+class Net:
+    """One fresh deployment on the shared devnet, plus the node processes of one test."""
+    rpc_url: str
+    ipfs_api: str
+    root: Path
+    env: dict
+    nodes: list = field(default_factory=list)
+
+    def client(self, account: int | None = None) -> ChainClient:
+        dep = load_deployments(31337, self.root / "deployments" / "31337.json")
+        return ChainClient(self.rpc_url, devnet_key(account) if account is not None else None, dep)
+
+    def storage(self) -> Storage:
+        return Storage(self.ipfs_api, timeout=10, retries=1)
+
+    def start_node(self, name: str, account: int, roles: str = "solver,referee", faults=(), extra_env=None) -> Node:
+        args = [sys.executable, "-m", "verity", "node", "run", "--name", name, "--account", str(account), "--roles", roles]
+        for f in faults:
+            args += ["--fault", f]
+        log = self.root / f"{name}.log"
+        env = dict(self.env, **(extra_env or {}))
+        proc = subprocess.Popen(args, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
+        node = Node(name, account, proc, log, args)
+        self.nodes.append(node)
+        return node
+
+    def restart(self, node: Node) -> Node:
+        node.proc = subprocess.Popen(node.args, env=self.env, stdout=open(node.log, "ab"), stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        return node
+
+    def wait_registered(self, count: int, timeout: float = 120) -> None:
+        c = self.client()
+        deadline = time.monotonic() + timeout
+        while c.call(c.registry.functions.nodeCount()) < count:
+            dead = [n.name for n in self.nodes if n.proc.poll() is not None]
+            assert not dead, f"node(s) {dead} exited:\n" + "\n".join(n.text()[-2000:] for n in self.nodes if n.name in dead)
+            assert time.monotonic() < deadline, "nodes did not register in time"
+            time.sleep(0.5)
+
+    def post(self, **spec) -> int:
+        prepared = prepare_job(JobSpec(**spec), self.storage())
+        return post_job_web3(self.client(SUBMITTER), prepared)
+
+    def wait_job(self, job_id: int, timeout: float = 240, status=JobStatus.COMPLETED):
+        c = self.client()
+        deadline = time.monotonic() + timeout
+        while True:
+            job = read(c, c.jobs, "getJob", job_id)
+            if JobStatus(job.status) == status:
+                return job
+            assert JobStatus(job.status) == JobStatus.ACTIVE, f"job {job_id} ended {JobStatus(job.status).name}"
+            if time.monotonic() > deadline:
+                logs = "\n".join(f"--- {n.name}\n{n.text()[-3000:]}" for n in self.nodes)
+                raise AssertionError(f"job {job_id} still {JobStatus(job.status).name} after {timeout} s\n{logs}")
+            time.sleep(1.0)
+
+    def events(self) -> list:
+        c = self.client()
+        return EventCursor(c.w3, c.contracts, next_block=c.deployments.start_block).poll()
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            if n.proc.poll() is None:
+                n.proc.send_signal(signal.SIGTERM)
+        for n in self.nodes:
+            try:
+                n.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                n.proc.kill()
+
+
+def conserved(c: ChainClient, events) -> tuple[int, int, int]:
+    """(sum of balances of every holder, minted, burned) from Transfer events; sum must equal minted − burned."""
+    zero = "0x" + "00" * 20
+    holders, minted, burned = set(), 0, 0
+    for ev in events:
+        if ev.name != "Transfer":
+            continue
+        a = ev.args
+        minted += a["value"] if a["from"] == zero else 0
+        burned += a["value"] if a["to"] == zero else 0
+        holders.update(x for x in (a["from"], a["to"]) if x != zero)
+    total = sum(c.call(c.token.functions.balanceOf(h)) for h in holders)
+    assert total == c.call(c.token.functions.totalSupply())
+    return total, minted, burned
