@@ -20,3 +20,12 @@ def mlp_task(digits_bytes):
     m = build_manifest("mlp")
     return (m, load_shard(digits_bytes["shard-000"], m.data, samples=539),
             load_shard(digits_bytes["eval"], m.data), initial_state(m))
+
+
+@pytest.fixture(autouse=True)
+def _restore_torch_settings():
+    """run_task pins process-wide torch settings; leave other test folders as found."""
+    from verity.engine.determinism import _restore, _snapshot
+    saved = _snapshot()
+    yield
+    _restore(saved)

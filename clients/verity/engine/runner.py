@@ -3,9 +3,10 @@
     result = run_task(manifest, input_state, shard, TaskRef(job, round, index), workdir,
                       on_checkpoint=upload)
 
-Checkpoints are snapshotted on the training thread (one memcpy) and hashed,
-written (tmp + fsync + rename) and handed to `on_checkpoint` on a background
-thread, so hashing, disk and uploads stay off the critical path. After a
+Checkpoints are snapshotted on the training thread (one memcpy), then hashed
+and written (tmp + fsync + rename) on a writer thread and handed to
+`on_checkpoint` on a callback thread, so hashing, disk and uploads stay off
+the critical path. After a
 crash (even `kill -9`) the same call resumes from the last complete
 checkpoint in `workdir` and ends with the same trace. `replay_segment` and
 `recompute_step` serve disputes: the per-step hashes g_0…g_k of one segment,
@@ -75,7 +76,11 @@ def checkpoint_path(workdir: Path, j: int) -> Path:
 
 
 class _Writer:
-    """One background thread: hash, write atomically, call back; in order."""
+    """Two background threads. The writer hashes and writes snapshots
+    atomically, in order, holding at most two in memory (back-pressure on the
+    training thread). The notifier calls `on_checkpoint` for each written file,
+    in order, from an unbounded queue of small records, so a slow upload never
+    stalls training; `close` waits for both."""
 
     def __init__(self, workdir: Path, manifest: Manifest, task: TaskRef,
                  on_checkpoint: Callable[[Checkpoint], None] | None):
@@ -83,11 +88,14 @@ class _Writer:
         self.hashes: dict[int, bytes] = {}
         self.busy = 0.0
         self.error: BaseException | None = None
-        self.q: queue.Queue = queue.Queue(maxsize=2)  # back-pressure: at most 2 snapshots in flight
-        self.thread = threading.Thread(target=self._run, name="verity-checkpoint-writer", daemon=True)
-        self.thread.start()
+        self.q: queue.Queue = queue.Queue(maxsize=2)
+        self.notes: queue.Queue = queue.Queue()
+        self.threads = [threading.Thread(target=self._write, name="verity-checkpoint-writer", daemon=True),
+                        threading.Thread(target=self._notify, name="verity-checkpoint-callback", daemon=True)]
+        for t in self.threads:
+            t.start()
 
-    def _run(self) -> None:
+    def _write(self) -> None:
         while (item := self.q.get()) is not None:
             j, state = item
             if self.error is not None:
@@ -97,11 +105,19 @@ class _Writer:
                 path = checkpoint_path(self.workdir, j)
                 atomic_write(path, lambda f: write_checkpoint(f, state, self.manifest))  # hashes the state
                 self.hashes[j] = state.hash
-                if self.cb is not None:
-                    self.cb(Checkpoint(self.task, j, state.step, state.hash, path, resumed=False))
+                self.notes.put(Checkpoint(self.task, j, state.step, state.hash, path, resumed=False))
             except BaseException as e:  # surfaced on the training thread
                 self.error = e
             self.busy += time.perf_counter() - t0
+        self.notes.put(None)
+
+    def _notify(self) -> None:
+        while (ckpt := self.notes.get()) is not None:
+            if self.error is None and self.cb is not None:
+                try:
+                    self.cb(ckpt)
+                except BaseException as e:
+                    self.error = e
 
     def submit(self, j: int, state: TrainState) -> None:
         self._raise()
@@ -109,7 +125,8 @@ class _Writer:
 
     def close(self) -> dict[int, bytes]:
         self.q.put(None)
-        self.thread.join()
+        for t in self.threads:
+            t.join()
         self._raise()
         return self.hashes
 
