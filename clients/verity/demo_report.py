@@ -29,6 +29,7 @@ class Ledger:
     burned: int = 0
     holders: set = field(default_factory=set)
     disputes: dict = field(default_factory=dict)
+    block: int = 0                   # every balance is read at this height (nodes keep working)
 
     def name(self, addr: str) -> str:
         return self.names.get(addr, addr[:10] + "…")
@@ -88,15 +89,15 @@ class Ledger:
                      c.game.address: "DisputeGame (bonds + rewards)", c.token.address: "VerityToken"}
         rows = defaultdict(int)
         for h in self.holders:
-            rows[contracts.get(h, "accounts")] += c.call(c.token.functions.balanceOf(h))
+            rows[contracts.get(h, "accounts")] += c.call(c.token.functions.balanceOf(h), self.block)
         return rows
 
     def conservation_ok(self) -> bool:
-        supply = self.chain.call(self.chain.token.functions.totalSupply())
+        supply = self.chain.call(self.chain.token.functions.totalSupply(), self.block)
         return sum(self.balances().values()) == supply and self.minted - self.burned == supply
 
     def conservation_table(self) -> Table:
-        supply = self.chain.call(self.chain.token.functions.totalSupply())
+        supply = self.chain.call(self.chain.token.functions.totalSupply(), self.block)
         t = Table(title="token conservation")
         t.add_column("where")
         t.add_column("VRT", justify="right")
@@ -112,8 +113,8 @@ class Ledger:
 
 
 def ledger(chain, names: dict) -> Ledger:
-    led = Ledger(chain, names)
+    led = Ledger(chain, names, block=chain.block_number())
     cursor = EventCursor(chain.w3, chain.contracts, next_block=chain.deployments.start_block)
-    for ev in cursor.poll():
+    for ev in cursor.poll(head=led.block):
         led.feed(ev)
     return led

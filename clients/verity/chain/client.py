@@ -131,9 +131,10 @@ class ChainClient:
     def block_number(self) -> int:
         return int(self.w3.eth.block_number)
 
-    def call(self, fn) -> Any:
+    def call(self, fn, block: int | str = "latest") -> Any:
+        """A view call; pass `block` to read several values at one consistent height."""
         try:
-            return fn.call({"from": self.address})
+            return fn.call({"from": self.address}, block_identifier=block)
         except ContractCustomError as exc:
             name, args = self.errors.decode(exc.data)
             raise TxFailed(fn.fn_name, name, args) from None

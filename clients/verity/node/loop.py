@@ -94,6 +94,7 @@ class NodeLoop:
         number of times. Either way one bad job never stops the node."""
         item.attempts += 1
         permanent = isinstance(exc, (ValueError, ProfileUnsupported))
-        log.warning("%s: %s (attempt %d%s)", item.key, exc, item.attempts, ", giving up" if permanent else "")
+        log.warning("%s: %s: %s (attempt %d%s)", item.key, type(exc).__name__, exc, item.attempts,
+                    ", giving up" if permanent else "")
         if permanent or item.attempts >= self.item_attempts:
             self.snap.abandon(item, f"{type(exc).__name__}: {exc}")

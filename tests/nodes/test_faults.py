@@ -1,0 +1,129 @@
+"""Adversarial and broken behaviour, run through the real node code with TEST-ONLY fault switches."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+
+import pytest
+
+from node_builders import SUBMITTER, conserved, post_raw, wait_for
+from verity.chain import TxFailed
+from verity.chain.views import DisputeOutcome, JobStatus, read
+from verity.engine.checkpoint import initial_state
+from verity.engine.manifest import load_manifest
+from verity.storage import cid_of_bytes
+
+pytestmark = pytest.mark.integration
+
+
+def _resolved(net):
+    return [e for e in net.events() if e.name == "DisputeResolved"]
+
+
+def test_verifier_catches_lazy_solver_in_optimistic_mode(net):
+    lazy = net.start_node("lazy", 1, roles="solver", faults=["lazy"])
+    verifier = net.start_node("verifier", 2, roles="verifier")
+    for i in (3, 4, 5):
+        net.start_node(f"referee-{i}", i, roles="referee")
+    net.wait_registered(5)
+    job_id = net.post(shards=1, rounds=1, steps=20, k=10, replication=1, challenge_window=30, execution_window=60)
+    net.wait_job(job_id, timeout=240)
+    resolved = _resolved(net)
+    assert len(resolved) == 1
+    ev = resolved[0].args
+    assert DisputeOutcome(ev["outcome"]) == DisputeOutcome.CHALLENGER_WINS
+    assert ev["winner"] == verifier.address and ev["loser"] == lazy.address
+    c = net.client()
+    assert read(c, c.registry, "reputationOf", lazy.address).disputesLost == 1
+    conserved(c, net.events())
+
+
+def test_silent_party_loses_on_its_clock(net):
+    honest = net.start_node("honest", 1)
+    silent = net.start_node("silent", 2, faults=["bitflip@step=15", "silent-in-dispute"])
+    for i in (3, 4, 5):
+        net.start_node(f"referee-{i}", i, roles="referee")
+    net.wait_registered(5)
+    job_id = net.post(shards=1, rounds=1, steps=20, k=10, replication=2, execution_window=60)
+    net.wait_job(job_id, timeout=240)
+    events = net.events()
+    resolved = [e.args for e in events if e.name == "DisputeResolved"]
+    assert resolved and all(r["loser"] == silent.address and r["winner"] == honest.address for r in resolved)
+    assert not any(e.name == "RefereesDrawn" for e in events)  # decided by the clock, not by a vote
+    assert not any(e.name == "StepRootSubmitted" and e.args["party"] == silent.address for e in events)
+    conserved(net.client(), events)
+
+
+def test_sigkilled_solver_restarts_and_finishes_without_double_commits(net):
+    a = net.start_node("solver-a", 1)
+    net.start_node("solver-b", 2)
+    net.wait_registered(2)
+    job_id = net.post(shards=1, rounds=1, steps=3000, k=100, replication=2, execution_window=90)
+    wait_for(lambda: "assigned task" in a.text(), 60, "solver-a to be assigned")
+    a.kill()  # SIGKILL mid-task: no chance to save anything beyond what is already on disk
+    net.restart(a)
+    net.wait_job(job_id, timeout=240)
+    events = net.events()
+    commits = Counter((e.args["taskId"], e.args["slot"]) for e in events if e.name == "ResultCommitted")
+    assert max(commits.values()) == 1
+    paid = Counter(e.args["to"] for e in events if e.name == "PaymentCredited")
+    assert paid[a.address] == 2  # its TRAIN and AGGREGATE replicas, each paid exactly once
+    total, minted, burned = conserved(net.client(), events)
+    assert burned == 0
+
+
+def test_killed_solver_is_reported_late_and_its_task_reassigned(net):
+    for i in (1, 2, 3):
+        net.start_node(f"solver-{i}", i)
+    net.wait_registered(3)
+    job_id = net.post(shards=1, rounds=1, steps=20, k=10, replication=2, execution_window=15)
+    c = net.client()
+    assigned = lambda: [e for e in net.events() if e.name == "TaskAssigned"]  # noqa: E731
+    wait_for(assigned, 30, "the first assignment")
+    victim = next(n for n in net.nodes if n.address in {e.args["node"] for e in assigned()})
+    victim.kill()  # and never comes back
+    net.wait_job(job_id, timeout=240)
+    events = net.events()
+    late = [e.args for e in events if e.name == "ReplicaLate"]
+    assert late and all(x["node"] == victim.address for x in late)
+    assert read(c, c.registry, "reputationOf", victim.address).tasksLate >= 1
+    conserved(c, events)
+
+
+def test_unreachable_cid_and_malformed_manifest_end_in_a_refund(net):
+    env = {"VERITY_IPFS_TIMEOUT": "2"}
+    net.start_node("solver-a", 1, roles="solver", extra_env=env)
+    net.start_node("solver-b", 2, roles="solver", extra_env=env)
+    net.wait_registered(2)
+    nowhere = cid_of_bytes(os.urandom(64))  # a valid CID that no node has
+    doc = {"schema_version": 1, "model": {"arch": "mlp", "config": {"in_features": 64, "hidden": [16], "out_features": 10}},
+           "init": {"seed": 0}, "data": {"task": "classification", "x_shape": [64], "x_dtype": "float32", "num_classes": 10},
+           "shards": [{"cid": nowhere, "samples": 100}], "optimizer": {"name": "adam", "lr": 0.01}, "batch_size": 8,
+           "steps_per_round": 20, "rounds": 1, "checkpoint_interval": 10}
+    good_json_bad_data = json.dumps(doc).encode()
+    initial = initial_state(load_manifest(good_json_bad_data)).hash
+    malformed = b'{"schema_version": 1, "model": "not an object"}'
+    common = dict(shards=1, rounds=1, steps=20, k=10, replication=1, execution_window=10)
+    jobs = [post_raw(net, good_json_bad_data, initial, **common),
+            post_raw(net, malformed, hashlib.sha256(b"y").digest(), **common)]
+    submitter = net.client(SUBMITTER)
+    before = submitter.call(submitter.token.functions.balanceOf(submitter.address))
+
+    def cancelled(job_id):
+        try:
+            submitter.transact(submitter.jobs.functions.cancelJob(job_id))
+        except TxFailed:
+            return False
+        return True
+
+    for job_id in jobs:
+        wait_for(lambda: cancelled(job_id), 180, f"job {job_id} to become cancellable (no eligible node left)", poll=2)
+        assert JobStatus(read(submitter, submitter.jobs, "getJob", job_id).status) == JobStatus.CANCELLED
+    after = submitter.call(submitter.token.functions.balanceOf(submitter.address))
+    assert after - before == 2 * 2 * 10**18  # each job's escrow: 1 VRT x 1 replica x 2 tasks, none spent
+    logs = "".join(n.text() for n in net.nodes)
+    assert "CidNotFound" in logs or "not found" in logs
+    assert "ManifestInvalid" in logs
+    conserved(submitter, net.events())
