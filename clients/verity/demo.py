@@ -100,6 +100,7 @@ def run_demo(keep: bool = False, directory: Path = DEMO_DIR) -> int:
         job = Timer()
         job_id = _submit(directory, record["rpc_url"])
         report = _watch(chain, job_id)
+        _reclaim(record["rpc_url"], job_id)
         job_s = job()
         return _summary(chain, job_id, report, setup_s, job_s, total())
     except VerityError as exc:
@@ -154,15 +155,32 @@ def _watch(chain, job_id: int, timeout: float = 600.0):
     from verity.storage import Storage
 
     reader = JobReader(chain, Storage.from_settings(settings()), job_id)
+    names = {addr_of(a): n for n, a, *_ in NODES}
     deadline = time.monotonic() + timeout
-    with Live(render(rep := reader.report()), console=console, refresh_per_second=2, transient=False) as live:
+    with Live(render(rep := reader.report(), names), console=console, refresh_per_second=2, transient=False) as live:
         while rep.status == "active":
             if time.monotonic() > deadline:
                 raise VerityError(f"job {job_id} not finished after {timeout:.0f} s")
             time.sleep(1.0)
             rep = reader.report()
-            live.update(render(rep))
+            live.update(render(rep, names))
     return rep
+
+
+def _reclaim(rpc_url: str, job_id: int) -> None:
+    """The submitter (test account 0, as `ape run submit` used) takes back the escrow nobody earned."""
+    from verity.chain import TxFailed
+    from verity.chain.client import connect_chain, devnet_key
+    from verity.chain.views import read
+
+    submitter = connect_chain(rpc_url, devnet_key(0))
+    left = read(submitter, submitter.jobs, "getJob", job_id).escrow
+    if left:
+        try:
+            submitter.transact(submitter.jobs.functions.reclaimEscrow(job_id))
+            console.print(f"submitter reclaimed {left / 1e18:g} VRT of unspent escrow (payments of slashed replicas)")
+        except TxFailed as exc:
+            console.print(f"[yellow]could not reclaim escrow:[/yellow] {exc}")
 
 
 def _summary(chain, job_id: int, report, setup_s: float, job_s: float, total_s: float) -> int:

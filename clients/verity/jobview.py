@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from verity.chain import TxFailed
-from verity.chain.views import DisputeOutcome, DisputePhase, JobStatus, ReplicaStatus, TaskKind, TaskStatus, read
+from verity.chain import EventCursor, TxFailed
+from verity.chain.views import DisputeOutcome, JobStatus, ReplicaStatus, TaskKind, TaskStatus, read
 from verity.cid import digest_to_cid
 from verity.engine.checkpoint import load_checkpoint
 from verity.engine.data import load_shard
@@ -53,6 +53,8 @@ class JobReader:
         self.manifest = load_manifest(self.manifest_raw)
         self._eval = None
         self._metrics: dict[int, RoundMetric] = {}
+        self._disputes: dict[int, str] = {}
+        self._dispute_events = EventCursor(chain.w3, {"DisputeGame": chain.game}, next_block=chain.deployments.start_block)
 
     def job(self):
         return read(self.chain, self.chain.jobs, "getJob", self.job_id)
@@ -64,9 +66,25 @@ class JobReader:
         except TxFailed:
             return 0
 
+    def _follow_disputes(self) -> None:
+        """Dispute id and outcome per task, from DisputeGame events (the on-chain pointer is cleared on settlement)."""
+        for ev in self._dispute_events.poll():
+            a = ev.args
+            if ev.name == "DisputeOpened":
+                self._disputes[a["taskId"]] = f"#{a['disputeId']} open"
+            elif ev.name == "StepPinpointed":
+                self._disputes[self._task_of_dispute(a["disputeId"])] = f"#{a['disputeId']} step {a['step']}"
+            elif ev.name == "DisputeResolved":
+                outcome = DisputeOutcome(a["outcome"]).name.lower().replace("_", " ")
+                self._disputes[a["taskId"]] = f"#{a['disputeId']} {outcome}"
+
+    def _task_of_dispute(self, dispute_id: int) -> int:
+        return int(read(self.chain, self.chain.game, "getDispute", dispute_id).taskId)
+
     def tasks(self, job) -> list[TaskRow]:
         rows = []
         c = self.chain
+        self._follow_disputes()
         for rnd in range(int(job.currentRound) + 1 if JobStatus(job.status) == JobStatus.ACTIVE else int(job.rounds)):
             for index in range(int(job.shards) + 1):
                 tid = self._task_id(rnd, index)
@@ -74,13 +92,7 @@ class JobReader:
                     continue
                 t = read(c, c.jobs, "getTask", tid)
                 reps = [(r.node, ReplicaStatus(r.status).name.lower()) for r in read(c, c.jobs, "getReplicas", tid)]
-                did = c.call(c.game.functions.disputeOfTask(tid))
-                dispute = ""
-                if did:
-                    d = read(c, c.game, "getDispute", did)
-                    dispute = f"#{did} {DisputePhase(d.phase).name.lower()}"
-                    if DisputeOutcome(d.outcome) != DisputeOutcome.NONE:
-                        dispute += f" {DisputeOutcome(d.outcome).name.lower()}"
+                dispute = self._disputes.get(tid, "")
                 rows.append(TaskRow(tid, rnd, index, TaskKind(t.kind).name.lower(), TaskStatus(t.status).name.lower(), reps, dispute))
         return rows
 

@@ -27,13 +27,15 @@ def reader(job_id: int):
     return JobReader(connect_chain(s.rpc_url), Storage.from_settings(s), job_id)
 
 
-def render(rep) -> Group:
+def render(rep, names: dict | None = None) -> Group:
+    """The task table and the per-round metrics; `names` maps addresses to node names."""
+    names = names or {}
     head = f"job {rep.job_id}: {rep.status}, round {min(rep.current_round + 1, rep.rounds)}/{rep.rounds}, {rep.shards} shards"
     t = Table(title=head)
     for col in ("task", "round", "index", "kind", "status", "replicas", "dispute"):
         t.add_column(col)
     for row in rep.tasks:
-        reps = ", ".join(f"{n[:8]}…:{s}" for n, s in row.replicas if int(n, 16))
+        reps = ", ".join(f"{names.get(n, n[:8] + '…')}:{s}" for n, s in row.replicas if int(n, 16))
         t.add_row(str(row.task_id), str(row.round), str(row.index), row.kind, row.status, reps, row.dispute)
     m = Table(title="global model per round (held-out eval shard)")
     for col in ("round", "loss", "accuracy", "curve"):
