@@ -5,6 +5,7 @@ import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
 import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 
 import {INodeRegistry} from "./interfaces/INodeRegistry.sol";
 import {SumTree} from "./lib/SumTree.sol";
@@ -31,6 +32,36 @@ import "./errors/NodeRegistryErrors.sol";
 contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     using SafeERC20 for IERC20;
     using SumTree for SumTree.Tree;
+    using SafeCast for uint256;
+
+    /// @dev Storage form of a node (getNode / reputationOf rebuild the public Node and Reputation structs).
+    ///      Packed so that the hot paths write slots that are already nonzero: lock/unlock touch the stake slot,
+    ///      recordCompleted one slot (lastSeen + tasksCompleted), recordDispute the registeredAt slot. Amounts are
+    ///      uint128 (checked on stake), far above any token supply.
+    struct NodeRecord {
+        // slot 0: declaration, liveness, task counters
+        uint8 roles;
+        uint8 deviceClass;
+        uint32 memoryMb;
+        uint32 throughput;
+        uint32 profiles;
+        uint16 slot; // 1-based position in the selection trees (0 = not registered)
+        uint64 lastSeen;
+        uint32 tasksCompleted;
+        uint32 tasksLate;
+        // slot 1: times, dispute counters
+        uint64 registeredAt;
+        uint64 unbondingEnds;
+        uint32 disputesWon;
+        uint32 disputesLost;
+        // slot 2: stake and its locked part
+        uint128 stake;
+        uint128 locked;
+        // slot 3
+        uint128 pendingUnstake;
+        uint128 totalSlashed;
+        string multiaddr;
+    }
 
     /// @notice Maximum random draws (without replacement) per selection.
     uint256 public constant MAX_DRAWS = 16;
@@ -58,8 +89,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     /// @notice Registered nodes, in slot order (slot i+1 holds nodeList[i]).
     address[] public nodeList;
 
-    mapping(address => Node) internal _nodes;
-    mapping(address => Reputation) internal _reputation;
+    mapping(address => NodeRecord) internal _nodes;
     SumTree.Tree internal _solverTree;
     SumTree.Tree internal _refereeTree;
 
@@ -119,7 +149,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint32 profiles,
         string calldata multiaddr
     ) external {
-        Node storage n = _nodes[msg.sender];
+        NodeRecord storage n = _nodes[msg.sender];
         if (n.slot != 0) revert NodeAlreadyRegistered(msg.sender);
         if (nodeList.length >= CAPACITY) revert RegistryFull(CAPACITY);
         _validateDeclaration(roles, deviceClass, multiaddr);
@@ -150,8 +180,8 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     /// @notice Adds `amount` tokens (pulled with transferFrom) to the caller's stake.
     function stake(uint256 amount) external nonReentrant onlyRegistered {
         if (amount == 0) revert ZeroAmount();
-        Node storage n = _nodes[msg.sender];
-        n.stake += amount;
+        NodeRecord storage n = _nodes[msg.sender];
+        n.stake = (uint256(n.stake) + amount).toUint128();
         _syncWeight(msg.sender);
         emit Staked(msg.sender, amount, n.stake);
         token.safeTransferFrom(msg.sender, address(this), amount);
@@ -160,10 +190,10 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     /// @notice Starts unbonding `amount` of free stake; restarts the unbonding clock for the whole pending amount.
     function requestUnstake(uint256 amount) external onlyRegistered {
         if (amount == 0) revert ZeroAmount();
-        Node storage n = _nodes[msg.sender];
+        NodeRecord storage n = _nodes[msg.sender];
         uint256 free = _free(n);
         if (amount > free) revert InsufficientFreeStake(msg.sender, free, amount);
-        n.pendingUnstake += amount;
+        n.pendingUnstake += uint128(amount); // amount <= free stake < 2^128
         uint64 availableAt = uint64(block.timestamp) + unbondingPeriod;
         n.unbondingEnds = availableAt;
         _syncWeight(msg.sender);
@@ -172,13 +202,13 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
 
     /// @notice Withdraws all unbonded stake once the unbonding period has passed.
     function withdraw() external nonReentrant onlyRegistered {
-        Node storage n = _nodes[msg.sender];
+        NodeRecord storage n = _nodes[msg.sender];
         uint256 amount = n.pendingUnstake;
         if (amount == 0) revert NothingUnbonding(msg.sender);
         if (block.timestamp < n.unbondingEnds) revert StillUnbonding(msg.sender, n.unbondingEnds);
         // INVARIANT: pendingUnstake <= stake - locked, so locked stake never leaves.
         n.pendingUnstake = 0;
-        n.stake -= amount;
+        n.stake -= uint128(amount);
         n.unbondingEnds = 0;
         _syncWeight(msg.sender);
         emit Withdrawn(msg.sender, amount);
@@ -196,30 +226,30 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
 
     /// @inheritdoc INodeRegistry
     function lock(address node, uint256 amount) external onlyProtocol {
-        Node storage n = _nodes[node];
+        NodeRecord storage n = _nodes[node];
         if (n.slot == 0) revert NodeNotRegistered(node);
         uint256 free = _free(n);
         if (amount > free) revert InsufficientFreeStake(node, free, amount);
-        n.locked += amount;
+        n.locked += uint128(amount); // amount <= free stake < 2^128
         emit StakeLocked(node, msg.sender, amount);
     }
 
     /// @inheritdoc INodeRegistry
     function unlock(address node, uint256 amount) external onlyProtocol {
-        Node storage n = _nodes[node];
+        NodeRecord storage n = _nodes[node];
         if (amount > n.locked) revert InsufficientLockedStake(node, n.locked, amount);
-        n.locked -= amount;
+        n.locked -= uint128(amount); // amount <= locked
         emit StakeUnlocked(node, msg.sender, amount);
     }
 
     /// @inheritdoc INodeRegistry
     function slash(address node, uint256 amount, address to) external nonReentrant onlyProtocol {
         if (to == address(0)) revert ZeroAddress("to");
-        Node storage n = _nodes[node];
+        NodeRecord storage n = _nodes[node];
         if (amount > n.locked) revert InsufficientLockedStake(node, n.locked, amount);
-        n.locked -= amount;
-        n.stake -= amount;
-        _reputation[node].totalSlashed += amount;
+        n.locked -= uint128(amount); // amount <= locked <= stake
+        n.stake -= uint128(amount);
+        n.totalSlashed += uint128(amount);
         _syncWeight(node);
         emit StakeSlashed(node, to, amount);
         token.safeTransfer(to, amount);
@@ -227,31 +257,31 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
 
     /// @inheritdoc INodeRegistry
     function recordCompleted(address node) external onlyProtocol {
-        Reputation storage r = _reputation[node];
-        ++r.tasksCompleted;
+        NodeRecord storage n = _nodes[node];
+        ++n.tasksCompleted;
         // Accepted work counts as liveness; the weight is refreshed on the next heartbeat.
-        _nodes[node].lastSeen = uint64(block.timestamp);
-        emit ReputationUpdated(node, r.tasksCompleted, r.tasksLate, r.disputesWon, r.disputesLost);
+        n.lastSeen = uint64(block.timestamp);
+        _emitReputation(node, n);
     }
 
     /// @inheritdoc INodeRegistry
     function recordLate(address node) external onlyProtocol {
-        Reputation storage r = _reputation[node];
-        ++r.tasksLate;
+        NodeRecord storage n = _nodes[node];
+        ++n.tasksLate;
         _syncWeight(node);
-        emit ReputationUpdated(node, r.tasksCompleted, r.tasksLate, r.disputesWon, r.disputesLost);
+        _emitReputation(node, n);
     }
 
     /// @inheritdoc INodeRegistry
     function recordDispute(address node, bool won) external onlyProtocol {
-        Reputation storage r = _reputation[node];
+        NodeRecord storage n = _nodes[node];
         if (won) {
-            ++r.disputesWon;
+            ++n.disputesWon;
         } else {
-            ++r.disputesLost;
+            ++n.disputesLost;
             _syncWeight(node);
         }
-        emit ReputationUpdated(node, r.tasksCompleted, r.tasksLate, r.disputesWon, r.disputesLost);
+        _emitReputation(node, n);
     }
 
     // ---------------------------------------------------------------- selection
@@ -289,7 +319,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint32 profileBit,
         uint256 minFreeStake
     ) public view returns (bool) {
-        Node storage n = _nodes[node];
+        NodeRecord storage n = _nodes[node];
         if (n.slot == 0 || (n.roles & role) == 0) return false;
         if (deviceClass != DEVICE_CPU && n.deviceClass != deviceClass) return false;
         if (n.memoryMb < minMemoryMb) return false;
@@ -312,12 +342,28 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
 
     /// @inheritdoc INodeRegistry
     function getNode(address node) external view returns (Node memory) {
-        return _nodes[node];
+        NodeRecord storage n = _nodes[node];
+        return Node({
+            roles: n.roles,
+            deviceClass: n.deviceClass,
+            memoryMb: n.memoryMb,
+            throughput: n.throughput,
+            profiles: n.profiles,
+            slot: n.slot,
+            registeredAt: n.registeredAt,
+            lastSeen: n.lastSeen,
+            unbondingEnds: n.unbondingEnds,
+            stake: n.stake,
+            locked: n.locked,
+            pendingUnstake: n.pendingUnstake,
+            multiaddr: n.multiaddr
+        });
     }
 
     /// @inheritdoc INodeRegistry
     function reputationOf(address node) external view returns (Reputation memory) {
-        return _reputation[node];
+        NodeRecord storage n = _nodes[node];
+        return Reputation(n.tasksCompleted, n.tasksLate, n.disputesWon, n.disputesLost, n.totalSlashed);
     }
 
     /// @notice Number of registered nodes.
@@ -327,9 +373,9 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
 
     /// @notice Reputation factor of `node` in basis points: (c+1)/(c+1+late+4*lost), floored at MIN_REPUTATION_BPS.
     function reputationFactorBps(address node) public view returns (uint256) {
-        Reputation storage r = _reputation[node];
-        uint256 good = uint256(r.tasksCompleted) + 1;
-        uint256 f = (good * BPS) / (good + r.tasksLate + 4 * uint256(r.disputesLost));
+        NodeRecord storage n = _nodes[node];
+        uint256 good = uint256(n.tasksCompleted) + 1;
+        uint256 f = (good * BPS) / (good + n.tasksLate + 4 * uint256(n.disputesLost));
         return f < MIN_REPUTATION_BPS ? MIN_REPUTATION_BPS : f;
     }
 
@@ -346,8 +392,12 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
 
     // ---------------------------------------------------------------- internals
 
-    function _free(Node storage n) internal view returns (uint256) {
-        return n.stake - n.locked - n.pendingUnstake;
+    function _free(NodeRecord storage n) internal view returns (uint256) {
+        return uint256(n.stake) - n.locked - n.pendingUnstake;
+    }
+
+    function _emitReputation(address node, NodeRecord storage n) internal {
+        emit ReputationUpdated(node, n.tasksCompleted, n.tasksLate, n.disputesWon, n.disputesLost);
     }
 
     function _validateDeclaration(uint8 roles, uint8 deviceClass, string calldata multiaddr) internal pure {
@@ -358,7 +408,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     }
 
     function _declare(
-        Node storage n,
+        NodeRecord storage n,
         uint8 roles,
         uint8 deviceClass,
         uint32 memoryMb,
@@ -376,10 +426,10 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
 
     /// @dev Recomputes the node's weight in both trees from its stake, pending unstake, roles and reputation.
     function _syncWeight(address node) internal {
-        Node storage n = _nodes[node];
+        NodeRecord storage n = _nodes[node];
         uint256 slot = n.slot;
         if (slot == 0) return;
-        uint256 w = ((n.stake - n.pendingUnstake) * reputationFactorBps(node)) / BPS;
+        uint256 w = ((uint256(n.stake) - n.pendingUnstake) * reputationFactorBps(node)) / BPS;
         _solverTree.set(slot, (n.roles & ROLE_SOLVER) != 0 ? w : 0);
         _refereeTree.set(slot, (n.roles & ROLE_REFEREE) != 0 ? w : 0);
     }
