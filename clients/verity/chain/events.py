@@ -61,7 +61,6 @@ class EventCursor:
         return out
 
     def _decode(self, logs: Iterable) -> Iterable[DecodedEvent]:
-        codec = self.w3.codec
         for log in logs:
             if not log["topics"]:
                 continue
@@ -69,5 +68,5 @@ class EventCursor:
             if entry is None:
                 continue
             name, abi = entry
-            data = get_event_data(codec, abi, log)
+            data = get_event_data(self.w3.codec, abi, log)
             yield DecodedEvent(name, data["event"], dict(data["args"]), int(log["blockNumber"]), int(log["logIndex"]), log["transactionHash"].hex())

@@ -1,6 +1,7 @@
 """`verity node …`: register, run, inspect and unstake one node (one process, one key)."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -13,24 +14,27 @@ app = typer.Typer(no_args_is_help=True, help="Run a solver / verifier / referee 
 
 Name = Annotated[str, typer.Option("--name", "-n", help="node name: its state lives in <state dir>/nodes/<name>")]
 Account = Annotated[Optional[int], typer.Option("--account", "-a", help="devnet test-account index (ape test accounts)")]
+KeyFile = Annotated[Optional[Path], typer.Option("--key-file", help="file holding the node's hex private key (mode 600); for non-devnet chains")]
 Roles = Annotated[str, typer.Option("--roles", help="comma list of solver, verifier, referee")]
 Stake = Annotated[float, typer.Option("--stake", help="VRT to keep staked")]
 
 
-def _config(name, account, roles="solver,verifier,referee", stake=1000.0, faults=None, sample_rate=1.0):
-    from verity.node.app import NodeConfig
+def _config(name, account, roles="solver,verifier,referee", stake=1000.0, faults=None, sample_rate=1.0, key_file=None):
+    from verity.node.app import NodeConfig, read_key_file
 
     return NodeConfig(name=name, roles=roles, account=account, stake=int(stake * 10**18),
+                      private_key=read_key_file(key_file) if key_file else None,
                       faults=list(faults or []), sample_rate=sample_rate, settings=settings())
 
 
 @app.command()
-def register(name: Name, account: Account = None, roles: Roles = "solver,verifier,referee", stake: Stake = 1000.0) -> None:
+def register(name: Name, account: Account = None, roles: Roles = "solver,verifier,referee", stake: Stake = 1000.0,
+             key_file: KeyFile = None) -> None:
     """Register the node (or update its roles) and top up its stake."""
     from verity.node.app import connect, ensure_registered
 
     try:
-        cfg = _config(name, account, roles, stake)
+        cfg = _config(name, account, roles, stake, key_file=key_file)
         ctx = connect(cfg)
         ensure_registered(ctx, cfg)
         console.print(f"[green]registered[/green] {ctx.me} as {roles} with {stake:g} VRT staked")
@@ -48,11 +52,15 @@ def run(
     sample_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="verifier: share of optimistic results re-executed")] = 1.0,
     max_seconds: Annotated[Optional[float], typer.Option(help="stop after this long (default: run until Ctrl-C)")] = None,
     log_level: Annotated[str, typer.Option()] = "info",
+    key_file: KeyFile = None,
 ) -> None:
     """Run the node: register/stake if needed, then watch the chain and work until stopped."""
     from verity.node.app import build_loop, connect, ensure_registered
 
-    cfg = _config(name, account, roles, stake, fault, sample_rate)
+    try:
+        cfg = _config(name, account, roles, stake, fault, sample_rate, key_file)
+    except VerityError as exc:
+        fail(exc)
     setup_logging(log_level, cfg.state_dir / "node.log", name)
     try:
         ctx = connect(cfg)
@@ -67,14 +75,14 @@ def run(
 
 
 @app.command()
-def status(name: Name, account: Account = None) -> None:
+def status(name: Name, account: Account = None, key_file: KeyFile = None) -> None:
     """On-chain record (stake, reputation) and the node's in-flight work."""
     from verity.chain.views import read
     from verity.node.app import connect
     from verity.node.snapshot import SnapshotStore
 
     try:
-        cfg = _config(name, account)
+        cfg = _config(name, account, key_file=key_file)
         ctx = connect(cfg)
         c = ctx.chain
         node = read(c, c.registry, "getNode", ctx.me)
@@ -101,14 +109,14 @@ def status(name: Name, account: Account = None) -> None:
 
 
 @app.command()
-def unstake(name: Name, account: Account = None,
+def unstake(name: Name, account: Account = None, key_file: KeyFile = None,
             amount: Annotated[Optional[float], typer.Option(help="VRT to unbond (default: all free stake)")] = None,
             withdraw: Annotated[bool, typer.Option(help="withdraw stake whose unbonding period has passed")] = False) -> None:
     """Start unbonding stake, or withdraw stake that finished unbonding."""
     from verity.node.app import connect
 
     try:
-        ctx = connect(_config(name, account))
+        ctx = connect(_config(name, account, key_file=key_file))
         c = ctx.chain
         if withdraw:
             c.transact(c.registry.functions.withdraw())

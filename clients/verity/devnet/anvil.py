@@ -8,12 +8,11 @@ fresh chain per session.
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-from verity.devnet.process import ProcessId, ServiceError, free_port, port_is_free, spawn
+from verity.devnet.process import ManagedProcess, free_port
 from verity.devnet.ticker import BlockTicker, rpc_call
 from verity.devnet.tools import anvil_bin, tool_env
 
@@ -21,12 +20,17 @@ DEV_MNEMONIC = "test test test test test test test test test test test junk"
 CHAIN_ID = 31337
 
 
-class Anvil:
+class Anvil(ManagedProcess):
     """anvil on 127.0.0.1:`port` (a free one if not given), auto-mine, fixed mnemonic.
 
     block_interval: if set, a `BlockTicker` thread mines an empty block that
     often while this object runs the chain; `stop()` stops both.
     """
+
+    _kind = "anvil"
+    _endpoint = "RPC"
+    _log_file = "anvil.log"
+    _pid_file = "anvil.pid"
 
     def __init__(
         self,
@@ -43,34 +47,24 @@ class Anvil:
         stop_timeout: float = 10.0,
         die_with_parent: bool = True,
     ) -> None:
-        self.state_dir = Path(state_dir).resolve()
+        super().__init__(state_dir, start_timeout=start_timeout, stop_timeout=stop_timeout,
+                         die_with_parent=die_with_parent)
         self.port = port or free_port()
         self.accounts, self.mnemonic, self.chain_id = accounts, mnemonic, chain_id
         self.balance_eth, self.persist, self.block_interval = balance_eth, persist, block_interval
-        self.start_timeout, self.stop_timeout, self.die_with_parent = start_timeout, stop_timeout, die_with_parent
         self.ticker: BlockTicker | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._pid: ProcessId | None = None
+
+    @property
+    def state_dir(self) -> Path:
+        return self.directory
 
     @property
     def rpc_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     @property
-    def log_path(self) -> Path:
-        return self.state_dir / "anvil.log"
-
-    @property
     def state_path(self) -> Path:
         return self.state_dir / "anvil-state.json"
-
-    @property
-    def _pid_path(self) -> Path:
-        return self.state_dir / "anvil.pid"
-
-    @property
-    def pid(self) -> int | None:
-        return self._pid.pid if self._pid else None
 
     def __repr__(self) -> str:
         return f"Anvil({self.rpc_url!r}, pid={self.pid})"
@@ -85,52 +79,23 @@ class Anvil:
             cmd += ["--state", str(self.state_path)]
         return cmd
 
-    def running(self) -> bool:
-        return self._pid is not None and self._pid.alive()
+    def _env(self) -> dict[str, str]:
+        return tool_env()
 
-    def _recorded(self) -> ProcessId | None:
+    def _ports(self) -> list[int]:
+        return [self.port]
+
+    def _answers(self) -> bool:
         try:
-            pid, started = map(int, self._pid_path.read_text().split())
-        except (OSError, ValueError):
-            return None
-        return ProcessId(pid, started)
+            return int(rpc_call(self.rpc_url, "eth_chainId", timeout=2), 16) == self.chain_id
+        except (OSError, ValueError, RuntimeError):
+            return False
 
     def start(self) -> Anvil:
-        if not self.running():
-            previous = self._recorded()
-            if previous is not None and previous.alive():
-                raise ServiceError(f"anvil {self.state_dir}", f"already running as pid {previous.pid}")
-            if not port_is_free(self.port):
-                raise ServiceError(f"anvil {self.state_dir}", f"port {self.port} already in use")
-            self.state_dir.mkdir(parents=True, exist_ok=True)
-            self._proc = spawn(self.command(), self.log_path, env=tool_env(), die_with_parent=self.die_with_parent)
-            self._pid = ProcessId.of(self._proc.pid) if self._proc.poll() is None else None
-            if self._pid is not None:
-                self._pid_path.write_text(f"{self._pid.pid} {self._pid.started}\n")
-            try:
-                self._wait_ready()
-            except BaseException:
-                self.stop()
-                raise
+        super().start()
         if self.block_interval and (self.ticker is None or not self.ticker.running):
             self.ticker = BlockTicker(self.rpc_url, self.block_interval).start()
         return self
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        while True:
-            if self._proc is not None and self._proc.poll() is not None:
-                raise ServiceError(f"anvil {self.state_dir}", f"exited with code {self._proc.returncode}",
-                                   self.log_path)
-            try:
-                if int(rpc_call(self.rpc_url, "eth_chainId", timeout=2), 16) == self.chain_id:
-                    return
-            except (OSError, ValueError, RuntimeError):
-                pass
-            if time.monotonic() > deadline:
-                raise ServiceError(f"anvil {self.state_dir}", f"RPC did not answer within {self.start_timeout:g} s",
-                                   self.log_path)
-            time.sleep(0.1)
 
     def rpc(self, method: str, params: list[Any] | None = None) -> Any:
         return rpc_call(self.rpc_url, method, params)
@@ -142,22 +107,7 @@ class Anvil:
         if self.ticker is not None:
             self.ticker.stop()
             self.ticker = None
-        target = self._pid or self._recorded()
-        if target is not None:
-            target.stop(self.stop_timeout, self._proc)  # SIGTERM lets anvil write --state
-        self._proc, self._pid = None, None
-        self._pid_path.unlink(missing_ok=True)
-
-    def detach(self) -> None:
-        if self._proc is not None:
-            self._proc.returncode = 0
-        self._proc = None
-
-    def __enter__(self) -> Anvil:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        super().stop()  # SIGTERM lets anvil write --state
 
     def info(self) -> dict[str, Any]:
         return {
@@ -168,16 +118,10 @@ class Anvil:
             "accounts": self.accounts,
             "mnemonic": self.mnemonic,
             "persist": self.persist,
-            "pid": self.pid,
-            "started": self._pid.started if self._pid else None,
-            "log": str(self.log_path),
+            **self._process_info(),
         }
 
     @classmethod
     def from_info(cls, info: dict[str, Any], **kwargs: Any) -> Anvil:
-        node = cls(info["dir"], info["port"], accounts=info["accounts"], mnemonic=info["mnemonic"],
-                   chain_id=info["chain_id"], persist=info.get("persist", False), **kwargs)
-        if info.get("pid") and info.get("started"):
-            pid = ProcessId(int(info["pid"]), int(info["started"]))
-            node._pid = pid if pid.alive() else None
-        return node
+        return cls(info["dir"], info["port"], accounts=info["accounts"], mnemonic=info["mnemonic"],
+                   chain_id=info["chain_id"], persist=info.get("persist", False), **kwargs)._adopt(info)

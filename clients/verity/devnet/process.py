@@ -11,6 +11,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Self
 
 from verity.errors import VerityError
 
@@ -142,3 +143,132 @@ class ProcessId:
                 pass
         if self.alive():
             raise ServiceError(f"pid {self.pid}", "still running after SIGKILL")
+
+
+class ManagedProcess:
+    """A service process in `directory` with a pid file, so a later command can find and stop it.
+
+    Subclasses name their files (`_log_file`, `_pid_file`) and provide
+    `command()`, `_env()`, `_answers()` (the readiness probe), and optionally
+    `_ports()`, `_prepare()` (just before spawning) and `_cleanup()` (after stopping).
+    """
+
+    _kind = "service"  # in error messages: "<kind> <directory>: ..."
+    _endpoint = "API"
+    _log_file = "service.log"
+    _pid_file = "service.pid"
+
+    def __init__(self, directory: str | Path, *, start_timeout: float, stop_timeout: float,
+                 die_with_parent: bool) -> None:
+        self.directory = Path(directory).resolve()
+        self.start_timeout, self.stop_timeout, self.die_with_parent = start_timeout, stop_timeout, die_with_parent
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._pid: ProcessId | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / self._log_file
+
+    @property
+    def _pid_path(self) -> Path:
+        return self.directory / self._pid_file
+
+    @property
+    def pid(self) -> int | None:
+        return self._pid.pid if self._pid else None
+
+    @property
+    def _label(self) -> str:
+        return f"{self._kind} {self.directory}"
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def _env(self) -> dict[str, str] | None:
+        return None
+
+    def _ports(self) -> list[int]:
+        return []
+
+    def _prepare(self) -> None:
+        pass
+
+    def _answers(self) -> bool:
+        raise NotImplementedError
+
+    def _cleanup(self) -> None:
+        self._pid_path.unlink(missing_ok=True)
+
+    def running(self) -> bool:
+        return self._pid is not None and self._pid.alive()
+
+    def _recorded(self) -> ProcessId | None:
+        try:
+            pid, started = map(int, self._pid_path.read_text().split())
+        except (OSError, ValueError):
+            return None
+        return ProcessId(pid, started)
+
+    def start(self) -> Self:
+        if self.running():
+            return self
+        previous = self._recorded()
+        if previous is not None and previous.alive():
+            raise ServiceError(self._label, f"already running as pid {previous.pid}")
+        busy = [port for port in self._ports() if not port_is_free(port)]
+        if busy:
+            raise ServiceError(self._label, f"port(s) {busy} already in use")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._prepare()
+        self._proc = spawn(self.command(), self.log_path, env=self._env(), die_with_parent=self.die_with_parent)
+        self._pid = ProcessId.of(self._proc.pid) if self._proc.poll() is None else None
+        if self._pid is not None:
+            self._pid_path.write_text(f"{self._pid.pid} {self._pid.started}\n")
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            if self._proc is not None and self._proc.poll() is not None:
+                raise ServiceError(self._label, f"exited with code {self._proc.returncode}", self.log_path)
+            if self._answers():
+                return
+            if time.monotonic() > deadline:
+                raise ServiceError(self._label, f"{self._endpoint} did not answer within {self.start_timeout:g} s",
+                                   self.log_path)
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """SIGTERM, SIGKILL after `stop_timeout`; finds the process by pid file if this object did not start it."""
+        target = self._pid or self._recorded()
+        if target is not None:
+            target.stop(self.stop_timeout, self._proc)
+        self._proc, self._pid = None, None
+        self._cleanup()
+
+    def detach(self) -> None:
+        """Forget the child handle (the process keeps running; `stop()` still finds it by pid file)."""
+        if self._proc is not None:
+            self._proc.returncode = 0  # suppress "still running" warnings; we no longer reap it
+        self._proc = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _process_info(self) -> dict[str, Any]:
+        return {"pid": self.pid, "started": self._pid.started if self._pid else None, "log": str(self.log_path)}
+
+    def _adopt(self, info: dict[str, Any]) -> Self:
+        """Take over the process `info` (from `info()`) names, if it is still that process."""
+        if info.get("pid") and info.get("started"):
+            pid = ProcessId(int(info["pid"]), int(info["started"]))
+            self._pid = pid if pid.alive() else None
+        return self

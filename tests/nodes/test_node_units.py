@@ -1,0 +1,115 @@
+"""Unit tests of the node's pure parts (no chain, no IPFS)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from verity.chain.events import MAX_RANGE, EventCursor
+from verity.errors import VerityError
+from verity.node.app import read_key_file, role_mask
+from verity.node.dispute import first_divergence
+from verity.node.faults import BadFault, Faults
+from verity.node.phases import IllegalTransition, Phase
+from verity.node.snapshot import Snapshot, SnapshotStore, WorkItem
+from verity.node.verifier import catch_probability, sampled
+
+
+def _item(phase=Phase.ASSIGNED):
+    return WorkItem(key="task:1:0", kind="solve", phase=phase, task_id=1)
+
+
+def test_phase_table_allows_the_solver_path_and_refuses_going_back():
+    snap = Snapshot()
+    item = _item()
+    for dst in (Phase.TRAINED, Phase.COMMITTED, Phase.REVEALED, Phase.DONE):
+        snap.move(item, dst)
+    assert item.phase == Phase.DONE
+    with pytest.raises(IllegalTransition, match="done -> committed"):
+        snap.move(item, Phase.COMMITTED)
+
+
+def test_abandon_prefers_lost_and_falls_back_to_done():
+    snap = Snapshot()
+    solve, watch = _item(), WorkItem(key="watch:1", kind="watch", phase=Phase.WATCHING, task_id=1)
+    snap.abandon(solve, "ManifestInvalid: bad")
+    snap.abandon(watch, "CidNotFound")
+    assert (solve.phase, watch.phase) == (Phase.LOST, Phase.DONE)
+    assert solve.data["abandoned"].startswith("ManifestInvalid")
+
+
+def test_snapshot_round_trips_and_old_snapshots_load_with_defaults(tmp_path):
+    store = SnapshotStore(tmp_path)
+    snap = Snapshot(address="0xabc", next_block=42)
+    snap.items["task:1:0"] = _item()
+    store.save(snap)
+    assert store.load() == snap
+    (tmp_path / "snapshot.json").write_text('{"version": 1, "next_block": 7}')  # written by an older node
+    old = store.load()
+    assert old.next_block == 7 and old.items == {} and old.active_tasks == []
+
+
+def test_faults_parse_and_reject_unknown_specs():
+    f = Faults.parse(["bitflip@step=15", "silent-in-dispute"])
+    assert f.bitflip_step == 15 and f.silent_in_dispute and not f.lazy and bool(f)
+    assert not Faults.parse([])
+    with pytest.raises(BadFault, match="unknown fault"):
+        Faults.parse(["flip-everything"])
+
+
+def test_role_mask():
+    assert role_mask("solver,verifier,referee") == 7 and role_mask("referee") == 4
+    with pytest.raises(VerityError, match="unknown roles"):
+        role_mask("miner")
+
+
+def test_first_divergence_finds_the_first_agreeing_then_differing_pair():
+    a = [b"\x00", b"\x01", b"\x02", b"\x03"]
+    b = [b"\x00", b"\x01", b"\xff", b"\xfe"]
+    assert first_divergence(a, b, 0, 3) == 1
+    assert first_divergence(a, a, 0, 3) is None
+
+
+def test_sampling_is_fixed_per_task_and_matches_its_rate():
+    v = "0x" + "11" * 20
+    assert sampled(v, 5, 0.3) == sampled(v, 5, 0.3)
+    share = sum(sampled(v, t, 0.3) for t in range(4000)) / 4000
+    assert 0.27 < share < 0.33
+    assert all(sampled(v, t, 1.0) for t in range(50)) and not any(sampled(v, t, 0.0) for t in range(50))
+    assert catch_probability(0.5, 4) == pytest.approx(0.9375)
+
+
+def test_key_file_must_be_private_and_hex(tmp_path):
+    key = tmp_path / "key"
+    key.write_text("0x" + "ab" * 32)
+    os.chmod(key, 0o644)
+    with pytest.raises(VerityError, match="readable by others"):
+        read_key_file(key)
+    os.chmod(key, 0o600)
+    assert read_key_file(key) == "0x" + "ab" * 32
+    key.write_text("not a key")
+    with pytest.raises(VerityError, match="32-byte hex"):
+        read_key_file(key)
+
+
+class _FakeEth:
+    def __init__(self, head):
+        self.block_number, self.ranges = head, []
+
+    def get_logs(self, params):
+        self.ranges.append((params["fromBlock"], params["toBlock"]))
+        return []
+
+
+class _FakeW3:
+    def __init__(self, head):
+        self.eth = _FakeEth(head)
+
+
+def test_event_cursor_reads_bounded_ranges_and_advances():
+    w3 = _FakeW3(head=2 * MAX_RANGE + 10)
+    cursor = EventCursor(w3, {}, next_block=5)
+    assert cursor.poll() == []
+    assert w3.eth.ranges == [(5, MAX_RANGE + 4), (MAX_RANGE + 5, 2 * MAX_RANGE + 4), (2 * MAX_RANGE + 5, 2 * MAX_RANGE + 10)]
+    assert cursor.next_block == 2 * MAX_RANGE + 11
+    assert cursor.poll() == [] and len(w3.eth.ranges) == 3  # nothing new: no request
