@@ -78,7 +78,24 @@ contract JobRegistry is IJobRegistry, Ownable, ReentrancyGuard {
 
     mapping(uint256 => Job) internal _jobs;
     mapping(uint256 => Task) internal _tasks;
-    mapping(uint256 => Replica[MAX_REPLICATION]) internal _replicas;
+    /// @dev Storage form of a replica slot (getReplicas / getReplica rebuild the public Replica struct).
+    ///      `sharesTrace` / `sharesCid`: this slot revealed the same (root, finalHash) / resultCid as the other slot,
+    ///      which stores them; this one leaves them zero (saves fresh slots when replicas agree). Set only when the
+    ///      other slot has already revealed, i.e. on a task's last reveal; with equal finals the task is then accepted
+    ///      at once and neither slot is ever drawn again, so the other slot's values stay in place.
+    struct ReplicaRecord {
+        address node;
+        ReplicaStatus status;
+        uint64 deadline;
+        bool sharesTrace;
+        bool sharesCid;
+        bytes32 commitment;
+        bytes32 root;
+        bytes32 finalHash;
+        bytes32 resultCid;
+    }
+
+    mapping(uint256 => ReplicaRecord[MAX_REPLICATION]) internal _replicas;
     mapping(uint256 => mapping(uint32 => mapping(uint32 => uint256))) internal _taskIds;
     mapping(uint256 => address[MAX_BANNED]) internal _banned;
     mapping(uint256 => uint8) internal _bannedCount;
@@ -234,7 +251,7 @@ contract JobRegistry is IJobRegistry, Ownable, ReentrancyGuard {
             revert UnexpectedTaskStatus(taskId, t.status);
         }
         uint8 slot = _slotOf(taskId, msg.sender, ReplicaStatus.Assigned, job.replication);
-        Replica storage r = _replicas[taskId][slot];
+        ReplicaRecord storage r = _replicas[taskId][slot];
         if (block.timestamp > r.deadline) revert DeadlinePassed(taskId, slot, r.deadline);
         r.commitment = commitment;
         r.status = ReplicaStatus.Committed;
@@ -281,7 +298,7 @@ contract JobRegistry is IJobRegistry, Ownable, ReentrancyGuard {
         Job storage job = _jobs[t.jobId];
         if (job.replication != 1) revert WrongVerificationMode(taskId, job.replication);
         if (t.status != TaskStatus.Assigned) revert UnexpectedTaskStatus(taskId, t.status);
-        Replica storage r = _replicas[taskId][0];
+        ReplicaRecord storage r = _replicas[taskId][0];
         if (r.node != msg.sender || r.status != ReplicaStatus.Assigned) {
             revert NotReplica(taskId, msg.sender, ReplicaStatus.Assigned);
         }
@@ -296,8 +313,8 @@ contract JobRegistry is IJobRegistry, Ownable, ReentrancyGuard {
         Task storage t = _activeTask(taskId);
         if (t.status != TaskStatus.Revealed) revert UnexpectedTaskStatus(taskId, t.status);
         if (block.timestamp <= t.challengeDeadline) revert ChallengeWindowOpen(taskId, t.challengeDeadline);
-        Replica storage r = _replicas[taskId][_revealedSlot(taskId)];
-        _accept(taskId, r.finalHash, r.resultCid);
+        uint8 s = _revealedSlot(taskId);
+        _accept(taskId, _traceOf(taskId, s).finalHash, _cidOf(taskId, s));
     }
 
     /// @notice Reports a replica past its commit/submit/reveal deadline (anyone): burns `lateSlashBps` of its task
@@ -310,7 +327,7 @@ contract JobRegistry is IJobRegistry, Ownable, ReentrancyGuard {
         if (t.status != TaskStatus.Open && t.status != TaskStatus.Assigned) {
             revert UnexpectedTaskStatus(taskId, t.status);
         }
-        Replica storage r = _replicas[taskId][slot];
+        ReplicaRecord storage r = _replicas[taskId][slot];
         bool pending = r.status == ReplicaStatus.Assigned || r.status == ReplicaStatus.Committed;
         if (!pending || r.deadline == 0 || block.timestamp <= r.deadline) {
             revert SlotNotLate(taskId, slot, r.status, r.deadline);
@@ -329,7 +346,7 @@ contract JobRegistry is IJobRegistry, Ownable, ReentrancyGuard {
 
         bool otherRevealed = false;
         for (uint8 s = 0; s < job.replication; ++s) {
-            Replica storage o = _replicas[taskId][s];
+            ReplicaRecord storage o = _replicas[taskId][s];
             if (o.status == ReplicaStatus.Revealed) otherRevealed = true;
             // A partner still inside its reveal window waits for the new replica to commit.
             if (o.status == ReplicaStatus.Committed && o.deadline >= block.timestamp) o.deadline = 0;
@@ -372,7 +389,7 @@ contract JobRegistry is IJobRegistry, Ownable, ReentrancyGuard {
         Job storage job = _jobs[t.jobId];
         bool winnerIsReplica = false;
         for (uint8 s = 0; s < job.replication; ++s) {
-            Replica storage r = _replicas[taskId][s];
+            ReplicaRecord storage r = _replicas[taskId][s];
             if (r.status != ReplicaStatus.Revealed) continue;
             if (r.node == loser) {
                 r.status = ReplicaStatus.Slashed;
@@ -407,8 +424,9 @@ contract JobRegistry is IJobRegistry, Ownable, ReentrancyGuard {
     }
 
     /// @inheritdoc IJobRegistry
-    function getTask(uint256 taskId) external view returns (Task memory) {
-        return _tasks[taskId];
+    function getTask(uint256 taskId) external view returns (Task memory t) {
+        t = _tasks[taskId];
+        (t.finalHash, t.resultCid) = _taskResult(taskId);
     }
 
     /// @inheritdoc IJobRegistry
@@ -416,13 +434,13 @@ contract JobRegistry is IJobRegistry, Ownable, ReentrancyGuard {
         uint8 replication = _jobs[_tasks[taskId].jobId].replication;
         reps = new Replica[](replication);
         for (uint8 s = 0; s < replication; ++s) {
-            reps[s] = _replicas[taskId][s];
+            reps[s] = _replicaView(taskId, s);
         }
     }
 
     /// @notice One replica slot of a task.
     function getReplica(uint256 taskId, uint8 slot) external view returns (Replica memory) {
-        return _replicas[taskId][slot];
+        return _replicaView(taskId, slot);
     }
 
     /// @notice The task id of (jobId, round, index); index == shards is the round's AGGREGATE task.
@@ -515,7 +533,7 @@ contract JobRegistry is IJobRegistry, Ownable, ReentrancyGuard {
         if (replication < 2) revert WrongVerificationMode(taskId, replication);
         if (t.status != TaskStatus.Assigned) revert UnexpectedTaskStatus(taskId, t.status);
         slot = _slotOf(taskId, msg.sender, ReplicaStatus.Committed, replication);
-        Replica storage r = _replicas[taskId][slot];
+        ReplicaRecord storage r = _replicas[taskId][slot];
         if (r.deadline == 0) revert RevealNotOpen(taskId);
         if (block.timestamp > r.deadline) revert DeadlinePassed(taskId, slot, r.deadline);
         bytes32 expected = keccak256(abi.encode(root, finalHash, salt, msg.sender));
@@ -549,7 +567,7 @@ contract JobRegistry is IJobRegistry, Ownable, ReentrancyGuard {
         returns (uint8)
     {
         for (uint8 s = 0; s < replication; ++s) {
-            Replica storage r = _replicas[taskId][s];
+            ReplicaRecord storage r = _replicas[taskId][s];
             if (r.node == node && r.status == expected) return s;
         }
         revert NotReplica(taskId, node, expected);
@@ -583,7 +601,7 @@ contract JobRegistry is IJobRegistry, Ownable, ReentrancyGuard {
         Job storage job = _jobs[t.jobId];
         bool anyEmpty = false;
         for (uint8 s = 0; s < job.replication; ++s) {
-            Replica storage r = _replicas[taskId][s];
+            ReplicaRecord storage r = _replicas[taskId][s];
             if (!_isEmpty(r.status)) continue;
             address node = _drawSolver(taskId, s);
             if (node == address(0)) {
@@ -591,7 +609,13 @@ contract JobRegistry is IJobRegistry, Ownable, ReentrancyGuard {
                 continue;
             }
             uint64 deadline = uint64(block.timestamp) + job.executionWindow;
-            _replicas[taskId][s] = Replica(node, ReplicaStatus.Assigned, deadline, 0, 0, 0, 0);
+            if (r.status != ReplicaStatus.None) {
+                // A slot drawn again: forget the previous holder's data (a fresh slot is all zero already).
+                delete _replicas[taskId][s];
+            }
+            r.node = node;
+            r.status = ReplicaStatus.Assigned;
+            r.deadline = deadline;
             job.everAssigned = true;
             ++filled;
             emit TaskAssigned(taskId, node, s, deadline);
@@ -638,7 +662,7 @@ contract JobRegistry is IJobRegistry, Ownable, ReentrancyGuard {
     /// @dev Unlocks every replica still holding the task's stake and marks it Voided (job cancelled).
     function _releaseAll(uint256 taskId, uint8 replication, uint256 stakeAmount) internal {
         for (uint8 s = 0; s < replication; ++s) {
-            Replica storage r = _replicas[taskId][s];
+            ReplicaRecord storage r = _replicas[taskId][s];
             ReplicaStatus st = r.status;
             if (st == ReplicaStatus.Assigned || st == ReplicaStatus.Committed || st == ReplicaStatus.Revealed) {
                 r.status = ReplicaStatus.Voided;
@@ -649,14 +673,61 @@ contract JobRegistry is IJobRegistry, Ownable, ReentrancyGuard {
 
     // ---------------------------------------------------------------- internals: results
 
+    /// @dev The record that holds slot `s`'s revealed root and finalHash: its own, or the other slot's if shared.
+    function _traceOf(uint256 taskId, uint8 s) internal view returns (ReplicaRecord storage r) {
+        r = _replicas[taskId][s];
+        if (r.sharesTrace) r = _replicas[taskId][s ^ 1];
+    }
+
+    /// @dev Slot `s`'s revealed resultCid: its own, or the other slot's if shared.
+    function _cidOf(uint256 taskId, uint8 s) internal view returns (bytes32) {
+        ReplicaRecord storage r = _replicas[taskId][s];
+        return r.sharesCid ? _replicas[taskId][s ^ 1].resultCid : r.resultCid;
+    }
+
+    function _replicaView(uint256 taskId, uint8 s) internal view returns (Replica memory) {
+        ReplicaRecord storage r = _replicas[taskId][s];
+        ReplicaRecord storage tr = _traceOf(taskId, s);
+        return Replica(r.node, r.status, r.deadline, r.commitment, tr.root, tr.finalHash, _cidOf(taskId, s));
+    }
+
+    /// @dev An accepted task's result: that of an Accepted replica, else the task record's (set when an optimistic
+    ///      challenger won, zero before acceptance).
+    function _taskResult(uint256 taskId) internal view returns (bytes32, bytes32) {
+        uint8 replication = _jobs[_tasks[taskId].jobId].replication;
+        for (uint8 s = 0; s < replication; ++s) {
+            if (_replicas[taskId][s].status != ReplicaStatus.Accepted) continue;
+            return (_traceOf(taskId, s).finalHash, _cidOf(taskId, s));
+        }
+        return (_tasks[taskId].finalHash, _tasks[taskId].resultCid);
+    }
+
     function _recordResult(uint256 taskId, uint8 slot, bytes32 root, bytes32 finalHash, bytes32 resultCid) internal {
-        Replica storage r = _replicas[taskId][slot];
-        r.root = root;
-        r.finalHash = finalHash;
-        r.resultCid = resultCid;
+        ReplicaRecord storage r = _replicas[taskId][slot];
+        // slot ^ 1 is the other slot (replication <= 2; with replication 1 it is never Revealed).
+        _storeResult(r, _replicas[taskId][slot ^ 1], root, finalHash, resultCid);
         r.status = ReplicaStatus.Revealed;
         r.deadline = 0;
         emit ResultRevealed(taskId, msg.sender, slot, root, finalHash, resultCid, _tasks[taskId].n);
+    }
+
+    /// @dev Writes r's result, or only marks it shared where it equals that of the already revealed other slot `o`.
+    function _storeResult(
+        ReplicaRecord storage r,
+        ReplicaRecord storage o,
+        bytes32 root,
+        bytes32 finalHash,
+        bytes32 resultCid
+    ) internal {
+        bool otherRevealed = o.status == ReplicaStatus.Revealed;
+        if (otherRevealed && o.root == root && o.finalHash == finalHash) {
+            r.sharesTrace = true;
+        } else {
+            r.root = root;
+            r.finalHash = finalHash;
+        }
+        if (otherRevealed && o.resultCid == resultCid) r.sharesCid = true;
+        else r.resultCid = resultCid;
     }
 
     function _openChallengeWindow(uint256 taskId, uint64 window) internal {
@@ -669,17 +740,16 @@ contract JobRegistry is IJobRegistry, Ownable, ReentrancyGuard {
 
     /// @dev After a reveal: once every replica revealed, accept (finals agree) or contest.
     function _settleReveals(uint256 taskId, uint8 replication) internal {
-        bytes32 first = _replicas[taskId][0].finalHash;
+        bytes32 first = _traceOf(taskId, 0).finalHash;
         for (uint8 s = 0; s < replication; ++s) {
-            Replica storage r = _replicas[taskId][s];
-            if (r.status != ReplicaStatus.Revealed) return;
-            if (r.finalHash != first) {
+            if (_replicas[taskId][s].status != ReplicaStatus.Revealed) return;
+            if (_traceOf(taskId, s).finalHash != first) {
                 _tasks[taskId].status = TaskStatus.Contested;
                 emit TaskContested(taskId);
                 return;
             }
         }
-        _accept(taskId, first, _replicas[taskId][0].resultCid);
+        _accept(taskId, first, _cidOf(taskId, 0));
     }
 
     function _credit(Job storage job, address to) internal {
@@ -696,18 +766,22 @@ contract JobRegistry is IJobRegistry, Ownable, ReentrancyGuard {
         Task storage t = _tasks[taskId];
         Job storage job = _jobs[t.jobId];
         t.status = TaskStatus.Accepted;
-        t.finalHash = finalHash;
-        t.resultCid = resultCid;
         emit TaskAccepted(taskId, finalHash, resultCid);
+        bool inReplica = false;
         for (uint8 s = 0; s < job.replication; ++s) {
-            Replica storage r = _replicas[taskId][s];
-            if (r.status != ReplicaStatus.Revealed || r.finalHash != finalHash) continue;
+            ReplicaRecord storage r = _replicas[taskId][s];
+            if (r.status != ReplicaStatus.Revealed || _traceOf(taskId, s).finalHash != finalHash) continue;
             r.status = ReplicaStatus.Accepted;
+            inReplica = true;
             _credit(job, r.node);
-            registry.unlock(r.node, job.stakePerReplica);
-            registry.recordCompleted(r.node);
+            registry.unlockCompleted(r.node, job.stakePerReplica);
         }
-        _advance(t);
+        // The result is read from an Accepted replica (_taskResult); only an optimistic challenger's is stored here.
+        if (!inReplica) {
+            t.finalHash = finalHash;
+            t.resultCid = resultCid;
+        }
+        _advance(t, finalHash, resultCid);
     }
 
     function _reopen(uint256 taskId, ReplicaStatus mark) internal {
@@ -715,7 +789,7 @@ contract JobRegistry is IJobRegistry, Ownable, ReentrancyGuard {
         if (t.status != TaskStatus.Contested) revert UnexpectedTaskStatus(taskId, t.status);
         Job storage job = _jobs[t.jobId];
         for (uint8 s = 0; s < job.replication; ++s) {
-            Replica storage r = _replicas[taskId][s];
+            ReplicaRecord storage r = _replicas[taskId][s];
             if (r.status != ReplicaStatus.Revealed) continue;
             r.status = mark;
             _ban(taskId, r.node);
@@ -757,14 +831,14 @@ contract JobRegistry is IJobRegistry, Ownable, ReentrancyGuard {
 
     /// @dev Called on every acceptance: completes a round's shards into an AGGREGATE, or an AGGREGATE into the next
     ///      round or the job's end.
-    function _advance(Task storage t) internal {
+    function _advance(Task storage t, bytes32 finalHash, bytes32 resultCid) internal {
         uint256 jobId = t.jobId;
         Job storage job = _jobs[jobId];
         if (t.kind == TaskKind.Train) {
             if (++job.acceptedInRound < job.shards) return;
             bytes32[] memory finals = new bytes32[](job.shards);
             for (uint32 i = 0; i < job.shards; ++i) {
-                finals[i] = _tasks[_taskIds[jobId][t.round][i]].finalHash;
+                (finals[i],) = _taskResult(_taskIds[jobId][t.round][i]);
             }
             _createTask(jobId, t.round, job.shards, TaskKind.Aggregate, keccak256(abi.encode(finals)), 1);
             return;
@@ -772,14 +846,14 @@ contract JobRegistry is IJobRegistry, Ownable, ReentrancyGuard {
         if (t.round + 1 < job.rounds) {
             job.currentRound = t.round + 1;
             job.acceptedInRound = 0;
-            job.roundInput = t.finalHash;
-            emit RoundAdvanced(jobId, job.currentRound, t.finalHash);
+            job.roundInput = finalHash;
+            emit RoundAdvanced(jobId, job.currentRound, finalHash);
             _createRoundTasks(jobId);
         } else {
             job.status = JobStatus.Completed;
-            job.modelHash = t.finalHash;
-            job.modelCid = t.resultCid;
-            emit JobCompleted(jobId, t.finalHash, t.resultCid);
+            job.modelHash = finalHash;
+            job.modelCid = resultCid;
+            emit JobCompleted(jobId, finalHash, resultCid);
         }
     }
 }

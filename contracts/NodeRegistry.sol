@@ -236,10 +236,13 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
 
     /// @inheritdoc INodeRegistry
     function unlock(address node, uint256 amount) external onlyProtocol {
-        NodeRecord storage n = _nodes[node];
-        if (amount > n.locked) revert InsufficientLockedStake(node, n.locked, amount);
-        n.locked -= uint128(amount); // amount <= locked
-        emit StakeUnlocked(node, msg.sender, amount);
+        _unlock(node, amount);
+    }
+
+    /// @inheritdoc INodeRegistry
+    function unlockCompleted(address node, uint256 amount) external onlyProtocol {
+        _unlock(node, amount);
+        _recordCompleted(node);
     }
 
     /// @inheritdoc INodeRegistry
@@ -257,6 +260,10 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
 
     /// @inheritdoc INodeRegistry
     function recordCompleted(address node) external onlyProtocol {
+        _recordCompleted(node);
+    }
+
+    function _recordCompleted(address node) internal {
         NodeRecord storage n = _nodes[node];
         ++n.tasksCompleted;
         // Accepted work counts as liveness; the weight is refreshed on the next heartbeat.
@@ -394,6 +401,13 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
 
     function _free(NodeRecord storage n) internal view returns (uint256) {
         return uint256(n.stake) - n.locked - n.pendingUnstake;
+    }
+
+    function _unlock(address node, uint256 amount) internal {
+        NodeRecord storage n = _nodes[node];
+        if (amount > n.locked) revert InsufficientLockedStake(node, n.locked, amount);
+        n.locked -= uint128(amount); // amount <= locked
+        emit StakeUnlocked(node, msg.sender, amount);
     }
 
     function _emitReputation(address node, NodeRecord storage n) internal {

@@ -55,6 +55,8 @@ interface INodeRegistry {
     function unlock(address node, uint256 amount) external;
     /// @notice Slashes `amount` of `node`'s locked stake and transfers it to `to` (protocol only).
     function slash(address node, uint256 amount, address to) external;
+    /// @notice unlock(node, amount) then recordCompleted(node), in one call (protocol only).
+    function unlockCompleted(address node, uint256 amount) external;
     /// @notice Counts an accepted task and refreshes liveness (protocol only).
     function recordCompleted(address node) external;
     /// @notice Counts a missed deadline (protocol only).
