@@ -8,7 +8,6 @@ fresh chain per session.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 

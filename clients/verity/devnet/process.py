@@ -148,15 +148,15 @@ class ProcessId:
 class ManagedProcess:
     """A service process in `directory` with a pid file, so a later command can find and stop it.
 
-    Subclasses name their files (`_log_file`, `_pid_file`) and provide
-    `command()`, `_env()`, `_answers()` (the readiness probe), and optionally
-    `_ports()`, `_prepare()` (just before spawning) and `_cleanup()` (after stopping).
+    Subclasses set the class attributes below and provide `command()`,
+    `_answers()` (the readiness probe), and where needed `_env()`, `_ports()`,
+    `_prepare()` (just before spawning) and `_cleanup()` (after stopping).
     """
 
-    _kind = "service"  # in error messages: "<kind> <directory>: ..."
-    _endpoint = "API"
-    _log_file = "service.log"
-    _pid_file = "service.pid"
+    _kind: str  # error messages read "<kind> <directory>: <reason>"
+    _endpoint: str  # what `_answers()` probes, for the timeout message
+    _log_file: str
+    _pid_file: str
 
     def __init__(self, directory: str | Path, *, start_timeout: float, stop_timeout: float,
                  die_with_parent: bool) -> None:
