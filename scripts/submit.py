@@ -109,4 +109,4 @@ def _wait(job_id: int, timeout: float) -> None:
     path = Settings().state_dir / "jobs" / str(job_id) / "model.safetensors"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(model)
-    click.echo(f"final model {rep.model_cid} verified and saved to {path}")
+    click.echo(f"final model (result bundle {rep.model_cid}) verified against the on-chain hash, saved to {path}")

@@ -49,6 +49,10 @@ class JobReader:
     def __init__(self, chain, storage, job_id: int):
         self.chain, self.storage, self.job_id = chain, storage, job_id
         job = self.job()
+        if JobStatus(job.status) == JobStatus.NONE:
+            from verity.errors import VerityError
+
+            raise VerityError(f"no job {job_id} on this deployment (jobs 1..{chain.call(chain.jobs.functions.jobCount())})")
         self.manifest_raw = storage.get_bytes(digest_to_cid(job.manifestCid), max_bytes=1 << 20)
         self.manifest = load_manifest(self.manifest_raw)
         self._eval = None
