@@ -1,11 +1,13 @@
 """Whole jobs through real node processes, a real anvil and a real IPFS node."""
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
 
 from verity.chain.views import DisputeOutcome, read
+from verity.devnet.deploy import ape_run
 from verity.jobview import JobReader
 
 from node_builders import conserved
@@ -18,7 +20,11 @@ def test_job_trains_settles_and_conserves_tokens(net):
     for i in (1, 2, 3):
         net.start_node(f"solver-{i}", i)
     net.wait_registered(3)
-    job_id = net.post(shards=2, rounds=2, steps=20, k=10, replication=2, execution_window=60)
+    out = net.root / "job.json"  # posted the way users do: `ape run submit`
+    proc = ape_run("submit", ["--shards", "2", "--rounds", "2", "--steps", "20", "-k", "10", "--replication", "2",
+                              "--test-account", "9", "--out", str(out)], rpc_url=net.rpc_url, env=net.env)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    job_id = json.loads(out.read_text())["job_id"]
     job = net.wait_job(job_id)
     assert int.from_bytes(bytes(job.modelHash), "big") != 0
 

@@ -19,11 +19,11 @@ class DeployFailed(VerityError):
 def tool_env(rpc_url: str | None = None, extra: dict | None = None) -> dict:
     """Environment for ape and forge: solc-js front, node binaries, the devnet's anvil."""
     env = dict(os.environ)
+    env.update(extra or {})
     env["SOLCX_BINARY_PATH"] = str(REPO / "anvil" / "solc-bin")
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), str(REPO / "anvil" / "node_modules" / ".bin"), env.get("PATH", "")])
     if rpc_url:
         env["APE_FOUNDRY_HOST"] = rpc_url  # ape connects to the devnet's anvil instead of starting one
-    env.update(extra or {})
     return env
 
 
