@@ -61,7 +61,10 @@ class Ledger:
         elif ev.name == "VoteRevealed":
             self.disputes[a["disputeId"]]["votes"] += 1
         elif ev.name == "DisputeResolved":
-            self.disputes[a["disputeId"]]["outcome"] = DisputeOutcome(a["outcome"]).name.lower().replace("_", " ")
+            outcome = DisputeOutcome(a["outcome"])
+            won = outcome in (DisputeOutcome.CHALLENGER_WINS, DisputeOutcome.DEFENDER_WINS)
+            self.disputes[a["disputeId"]]["outcome"] = (f"{self.name(a['winner'])} wins" if won
+                                                        else outcome.name.lower().replace("_", " "))
 
     def disputes_table(self) -> Table:
         t = Table(title="disputes (DESIGN §6: pinpoint the checkpoint, then the step, then referees recompute it)")
