@@ -26,6 +26,7 @@ class Node:
     proc: subprocess.Popen
     log: Path
     args: list
+    killed: bool = False  # set when a test kills it on purpose
 
     @property
     def address(self) -> str:
@@ -34,6 +35,7 @@ class Node:
         return Account.from_key(devnet_key(self.account)).address
 
     def kill(self) -> None:
+        self.killed = True
         self.proc.kill()
         self.proc.wait(timeout=10)
 
@@ -69,6 +71,7 @@ class Net:
         return node
 
     def restart(self, node: Node) -> Node:
+        node.killed = False
         node.proc = subprocess.Popen(node.args, env=self.env, stdout=open(node.log, "ab"), stderr=subprocess.STDOUT,
                                      start_new_session=True)
         return node
@@ -94,6 +97,8 @@ class Net:
             if JobStatus(job.status) == status:
                 return job
             assert JobStatus(job.status) == JobStatus.ACTIVE, f"job {job_id} ended {JobStatus(job.status).name}"
+            crashed = [n for n in self.nodes if not n.killed and n.proc.poll() is not None]
+            assert not crashed, "node process(es) died:\n" + "\n".join(f"--- {n.name}\n{n.text()[-3000:]}" for n in crashed)
             if time.monotonic() > deadline:
                 logs = "\n".join(f"--- {n.name}\n{n.text()[-3000:]}" for n in self.nodes)
                 raise AssertionError(f"job {job_id} still {JobStatus(job.status).name} after {timeout} s\n{logs}")

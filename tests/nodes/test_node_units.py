@@ -113,3 +113,60 @@ def test_event_cursor_reads_bounded_ranges_and_advances():
     assert w3.eth.ranges == [(5, MAX_RANGE + 4), (MAX_RANGE + 5, 2 * MAX_RANGE + 4), (2 * MAX_RANGE + 5, 2 * MAX_RANGE + 10)]
     assert cursor.next_block == 2 * MAX_RANGE + 11
     assert cursor.poll() == [] and len(w3.eth.ranges) == 3  # nothing new: no request
+
+
+class _Cursor:
+    def __init__(self, fail: bool):
+        self.fail, self.next_block = fail, 0
+
+    def poll(self):
+        if self.fail:
+            raise ConnectionError("RPC went away")
+        return []
+
+
+class _Handler:
+    kinds = ("solve",)
+
+    def __init__(self, exc):
+        self.exc, self.calls = exc, 0
+
+    def on_event(self, snap, ev):
+        pass
+
+    def advance(self, snap, item):
+        self.calls += 1
+        raise self.exc
+
+
+def _loop(tmp_path, cursor, handler, snap=None):
+    from verity.node.loop import NodeLoop
+
+    return NodeLoop(cursor, SnapshotStore(tmp_path), snap or Snapshot(), [handler], poll_interval=0, max_failures=3)
+
+
+def test_loop_stops_with_a_clear_message_after_n_failed_ticks(tmp_path):
+    from verity.node.loop import NodeHalted
+
+    with pytest.raises(NodeHalted, match="3 consecutive failed ticks; last error: RPC went away"):
+        _loop(tmp_path, _Cursor(fail=True), _Handler(None)).run(max_seconds=5)
+
+
+def test_loop_abandons_an_item_with_bad_inputs_at_once_and_retries_others_a_bounded_number_of_times(tmp_path):
+    from verity.errors import ManifestInvalid
+
+    snap = Snapshot()
+    snap.items["task:1:0"] = _item()
+    bad = _Handler(ManifestInvalid("model", "not an object"))
+    loop = _loop(tmp_path, _Cursor(fail=False), bad, snap)
+    loop.tick()
+    assert snap.items["task:1:0"].phase == Phase.LOST and bad.calls == 1
+
+    snap2 = Snapshot()
+    snap2.items["task:2:0"] = _item()
+    flaky = _Handler(RuntimeError("unexpected"))
+    loop2 = _loop(tmp_path / "b", _Cursor(fail=False), flaky, snap2)
+    for _ in range(loop2.item_attempts + 2):
+        loop2.tick()  # never raises: the node keeps running
+    assert snap2.items["task:2:0"].phase == Phase.LOST and flaky.calls == loop2.item_attempts
+    assert SnapshotStore(tmp_path / "b").load().items["task:2:0"].phase == Phase.LOST  # persisted

@@ -56,9 +56,11 @@ class NodeLoop:
             try:
                 self.tick()
                 failures = 0
-            except (VerityError, OSError) as exc:  # OSError: the RPC or IPFS node went away
+            except Exception as exc:  # noqa: BLE001 — a daemon survives a bad tick; N in a row stop it
                 failures += 1
-                log.warning("tick failed (%d/%d): %s", failures, self.max_failures, exc)
+                expected = isinstance(exc, (VerityError, OSError))  # OSError: the RPC or IPFS node went away
+                log.warning("tick failed (%d/%d): %s: %s", failures, self.max_failures, type(exc).__name__, exc,
+                            exc_info=not expected)
                 if failures >= self.max_failures:
                     raise NodeHalted(failures, exc) from exc
             if until is not None and until(self.snap):
@@ -83,7 +85,7 @@ class NodeLoop:
                 if item.kind in handler.kinds:
                     try:
                         handler.advance(self.snap, item)
-                    except (VerityError, OSError) as exc:
+                    except Exception as exc:  # noqa: BLE001 — one bad item must not take the node down
                         self._item_failed(item, exc)
                     finally:
                         self.store.save(self.snap)
@@ -95,6 +97,6 @@ class NodeLoop:
         item.attempts += 1
         permanent = isinstance(exc, (ValueError, ProfileUnsupported))
         log.warning("%s: %s: %s (attempt %d%s)", item.key, type(exc).__name__, exc, item.attempts,
-                    ", giving up" if permanent else "")
+                    ", giving up" if permanent else "", exc_info=not isinstance(exc, (VerityError, OSError)))
         if permanent or item.attempts >= self.item_attempts:
             self.snap.abandon(item, f"{type(exc).__name__}: {exc}")
