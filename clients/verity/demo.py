@@ -164,6 +164,7 @@ def _watch(chain, job_id: int, timeout: float = 600.0):
             time.sleep(1.0)
             rep = reader.report()
             live.update(render(rep, names))
+    console.print()  # Live leaves the cursor on the table's last line
     return rep
 
 
