@@ -94,6 +94,7 @@ def watch(job_id: JobId, plot_to: Plot = None,
                 time.sleep(interval)
                 rep = r.report()
                 live.update(render(rep))
+        console.print()
     except VerityError as exc:
         fail(exc)
     if plot_to:
