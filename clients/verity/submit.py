@@ -7,6 +7,7 @@ the demo and by the tests (signing with web3). The chain side is a single
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,8 +17,10 @@ from web3.logs import DISCARD
 from verity.cid import cid_to_digest
 from verity.engine import datasets
 from verity.engine.checkpoint import initial_state
+from verity.engine.data import MAX_SHARD_ELEMENTS, ShardMeta
+from verity.engine.tensorfile import read_safetensors
 from verity.engine.manifest import load_manifest
-from verity.errors import VerityError
+from verity.errors import ShardInvalid, VerityError
 from verity.storage import Storage
 
 PROFILE_BITS = {"cpu-f32-strict": 1, "cuda-f32-strict": 2}
@@ -96,41 +99,44 @@ def _default_model(spec: JobSpec, data: dict) -> dict:
     if spec.model_config is not None:
         return {"arch": spec.model, "config": spec.model_config}
     if spec.model == "mlp":
-        import math
         return {"arch": "mlp", "config": {"in_features": math.prod(data["x_shape"]), "hidden": [64], "out_features": data["num_classes"]}}
     if spec.model == "cnn":
         c, h, w = data["x_shape"]
         return {"arch": "cnn", "config": {"in_channels": c, "height": h, "width": w, "channels": [8, 16], "num_classes": data["num_classes"]}}
-    if spec.model == "gpt":
-        return {"arch": "gpt", "config": {"vocab_size": data["vocab_size"], "block_size": data["x_shape"][0],
-                                          "n_layer": 2, "n_head": 2, "n_embd": 64}}
-    raise BadJobSpec("model", f"{spec.model!r} is not in the zoo (mlp, cnn, gpt)")
+    return {"arch": "gpt", "config": {"vocab_size": data["vocab_size"], "block_size": data["x_shape"][0],
+                                      "n_layer": 2, "n_head": 2, "n_embd": 64}}
+
+
+def _shard_meta(name: str, data: bytes) -> ShardMeta:
+    """The metadata `make_shards` embedded (it validated every shard already)."""
+    header = read_safetensors(data, name, ShardInvalid, max_bytes=len(data), max_elements=MAX_SHARD_ELEMENTS * 4)[1]
+    return ShardMeta.model_validate_json(header["verity"])
 
 
 def prepare_job(spec: JobSpec, storage: Storage) -> PreparedJob:
     """Shard the data, upload shards and manifest; nothing touches the chain."""
     if spec.replication not in (1, 2):
         raise BadJobSpec("replication", f"{spec.replication} (v1 supports 1 = optimistic, 2 = commit-reveal)")
+    if spec.model not in ("mlp", "cnn", "gpt"):
+        raise BadJobSpec("model", f"{spec.model!r} is not in the zoo (mlp, cnn, gpt)")
     x, y, task, vocab = _load_dataset(spec)
     built = datasets.make_shards(x, y, task=task, n_shards=spec.shards, eval_fraction=spec.eval_fraction,
                                  seed=spec.seed, vocab=vocab, source=Path(spec.dataset).name)
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        index = datasets.write_shards(Path(tmp) / "shards", built)
+    metas = {name: _shard_meta(name, data) for name, data in built.items()}
+    data_section = metas["shard-000"].spec().model_dump(mode="json", exclude_none=True)
     shard_cids = [storage.put_bytes(built[f"shard-{i:03d}"]) for i in range(spec.shards)]
     eval_cid = storage.put_bytes(built["eval"]) if "eval" in built else None
     doc = {
         "schema_version": 1, "name": spec.name or f"{spec.model} on {Path(spec.dataset).name}",
-        "model": _default_model(spec, index["data"]), "init": {"seed": spec.seed}, "data": index["data"],
-        "shards": [{"cid": c, "samples": e["samples"]} for c, e in zip(shard_cids, index["shards"])],
+        "model": _default_model(spec, data_section), "init": {"seed": spec.seed}, "data": data_section,
+        "shards": [{"cid": c, "samples": metas[f"shard-{i:03d}"].samples} for i, c in enumerate(shard_cids)],
         "optimizer": {"name": spec.optimizer, "lr": spec.lr}, "batch_size": spec.batch_size,
         "steps_per_round": spec.steps, "rounds": spec.rounds, "checkpoint_interval": spec.k,
         "aggregation": {"rule": spec.aggregation, "trim": spec.trim},
         "verification": {"replication": spec.replication, "challenge_window": max(60, spec.challenge_window)},
     }
     if eval_cid:
-        doc["eval_shard"] = {"cid": eval_cid, "samples": index["eval"]["samples"]}
+        doc["eval_shard"] = {"cid": eval_cid, "samples": metas["eval"].samples}
     raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
     manifest = load_manifest(raw)  # the same validation every node applies
     initial = initial_state(manifest)
