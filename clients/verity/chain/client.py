@@ -1,7 +1,6 @@
 """A small, explicit web3 client for one node: one key, local signing, decoded errors."""
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,14 +172,3 @@ class ChainClient:
         if self._nonce is None:
             self._nonce = self.w3.eth.get_transaction_count(self.address, "pending")
         return self._nonce
-
-    def wait_until(self, predicate, *, timeout: float, poll: float = 0.25, what: str = "condition"):
-        """Poll `predicate()` until truthy, bounded by `timeout` seconds of wall time."""
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise VerityError(f"timed out after {timeout:.0f} s waiting for {what}")
-            time.sleep(poll)

@@ -13,9 +13,6 @@ from pydantic import BaseModel, ConfigDict
 
 from verity.errors import VerityError
 
-CONTRACT_NAMES = ("VerityToken", "NodeRegistry", "JobRegistry", "DisputeGame")
-
-
 class DeploymentMissing(VerityError, FileNotFoundError):
     def __init__(self, path: Path, chain_id: int | None = None):
         where = f" for chain {chain_id}" if chain_id is not None else ""

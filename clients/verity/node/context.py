@@ -6,14 +6,13 @@ bundles against the revealed roots. Nothing fetched is ever unpickled.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from eth_utils import keccak
 
 from verity.chain import ChainClient
-from verity.chain.views import TaskKind, read
+from verity.chain.views import read
 from verity.cid import digest_to_cid
 from verity.engine import merkle
 from verity.engine.checkpoint import checkpoint_bytes, initial_state
@@ -139,10 +138,3 @@ class NodeContext:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-
-def task_kind(task) -> TaskKind:
-    return TaskKind(task.kind)
-
-
-def dump(obj) -> str:
-    return json.dumps(obj, sort_keys=True)

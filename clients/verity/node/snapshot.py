@@ -34,7 +34,6 @@ class Snapshot(BaseModel):
     chain_id: int = 0
     next_block: int = 0
     items: dict[str, WorkItem] = Field(default_factory=dict)
-    committed: list[str] = Field(default_factory=list)   # keys of items already committed on-chain
     last_heartbeat: float = 0.0
     active_tasks: list[int] = Field(default_factory=list)   # tasks the keeper watches for deadlines
 
