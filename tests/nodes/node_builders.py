@@ -119,10 +119,12 @@ class Net:
                 n.proc.kill()
 
 
-def conserved(c: ChainClient, events) -> tuple[int, int, int]:
-    """(sum of balances of every holder, minted, burned) from Transfer events; sum must equal minted − burned."""
+def conserved(c: ChainClient) -> tuple[int, int, int]:
+    """(sum of balances of every holder, minted, burned), all read at one block height (nodes keep moving
+    tokens meanwhile); the sum must equal totalSupply = minted − burned."""
     zero = "0x" + "00" * 20
-    events = [e for e in events if e.block <= c.block_number()]
+    block = c.block_number()
+    events = EventCursor(c.w3, {"VerityToken": c.token}, next_block=c.deployments.start_block).poll(head=block)
     holders, minted, burned = set(), 0, 0
     for ev in events:
         if ev.name != "Transfer":
@@ -131,9 +133,9 @@ def conserved(c: ChainClient, events) -> tuple[int, int, int]:
         minted += a["value"] if a["from"] == zero else 0
         burned += a["value"] if a["to"] == zero else 0
         holders.update(x for x in (a["from"], a["to"]) if x != zero)
-    block = c.block_number()  # one height for every read: nodes keep moving tokens meanwhile
     total = sum(c.call(c.token.functions.balanceOf(h), block) for h in holders)
     assert total == c.call(c.token.functions.totalSupply(), block)
+    assert total == minted - burned
     return total, minted, burned
 
 

@@ -41,7 +41,7 @@ def test_job_trains_settles_and_conserves_tokens(net):
     assert len(accepted) == 2 * (2 + 1)                 # every task of every round, once
     paid = sum(e.args["amount"] for e in events if e.name == "PaymentCredited")
     assert paid == 3 * 2 * 2 * 10**18                   # 3 tasks x 2 rounds x 2 replicas x 1 VRT
-    total, minted, burned = conserved(c, events)
+    total, minted, burned = conserved(c)
     assert total == minted - burned and burned == 0
 
 
@@ -69,4 +69,4 @@ def test_bitflip_solver_loses_the_dispute(net):
     c = net.client()
     rep = read(c, c.registry, "reputationOf", flipper)
     assert rep.disputesLost == len(resolved) and rep.totalSlashed == len(resolved) * 10 * 10**18
-    conserved(c, events)
+    conserved(c)

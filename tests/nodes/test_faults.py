@@ -37,7 +37,7 @@ def test_verifier_catches_lazy_solver_in_optimistic_mode(net):
     assert ev["winner"] == verifier.address and ev["loser"] == lazy.address
     c = net.client()
     assert read(c, c.registry, "reputationOf", lazy.address).disputesLost == 1
-    conserved(c, net.events())
+    conserved(c)
 
 
 def test_silent_party_loses_on_its_clock(net):
@@ -53,7 +53,7 @@ def test_silent_party_loses_on_its_clock(net):
     assert resolved and all(r["loser"] == silent.address and r["winner"] == honest.address for r in resolved)
     assert not any(e.name == "RefereesDrawn" for e in events)  # decided by the clock, not by a vote
     assert not any(e.name == "StepRootSubmitted" and e.args["party"] == silent.address for e in events)
-    conserved(net.client(), events)
+    conserved(net.client())
 
 
 def test_sigkilled_solver_restarts_and_finishes_without_double_commits(net):
@@ -70,7 +70,7 @@ def test_sigkilled_solver_restarts_and_finishes_without_double_commits(net):
     assert max(commits.values()) == 1
     paid = Counter(e.args["to"] for e in events if e.name == "PaymentCredited")
     assert paid[a.address] == 2  # its TRAIN and AGGREGATE replicas, each paid exactly once
-    total, minted, burned = conserved(net.client(), events)
+    total, minted, burned = conserved(net.client())
     assert burned == 0
 
 
@@ -89,7 +89,7 @@ def test_killed_solver_is_reported_late_and_its_task_reassigned(net):
     late = [e.args for e in events if e.name == "ReplicaLate"]
     assert late and all(x["node"] == victim.address for x in late)
     assert read(c, c.registry, "reputationOf", victim.address).tasksLate >= 1
-    conserved(c, events)
+    conserved(c)
 
 
 def test_unreachable_cid_and_malformed_manifest_end_in_a_refund(net):
@@ -126,4 +126,4 @@ def test_unreachable_cid_and_malformed_manifest_end_in_a_refund(net):
     logs = "".join(n.text() for n in net.nodes)
     assert "CidNotFound" in logs or "not found" in logs
     assert "ManifestInvalid" in logs
-    conserved(submitter, net.events())
+    conserved(submitter)
