@@ -30,7 +30,7 @@ test: setup
 	$(MAKE) test-py
 
 test-forge:
-	forge test
+	scripts/forge_test.sh
 
 test-py:
 	$(BIN)/pytest
