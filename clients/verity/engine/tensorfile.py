@@ -26,11 +26,44 @@ CODES = {v: k for k, v in DTYPES.items()}
 MAX_HEADER_BYTES = 1 << 20
 
 
+def _safetensors_shaped(data: bytes) -> bool:
+    """An 8-byte little-endian header length that fits the buffer, then a JSON object."""
+    if len(data) < 9:
+        return False
+    n = int.from_bytes(data[:8], "little")
+    return 0 < n <= min(MAX_HEADER_BYTES, len(data) - 8) and data[8:9] == b"{"
+
+
 def _sniff(data: bytes) -> str | None:
+    """Name a known non-safetensors format, for a clearer refusal. Only consulted when
+    the buffer is not safetensors-shaped: a valid header of 640, 896, 1,152 … bytes
+    starts with `80 02`, `80 03` … — the bytes a pickle starts with."""
+    if _safetensors_shaped(data):
+        return None
     if data[:1] == b"\x80" and data[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
         return "pickle data refused (Verity never unpickles)"
     if data[:4] == b"PK\x03\x04":
         return "zip archive (torch.save / npz?) refused: only safetensors is accepted"
+    return None
+
+
+def _is_count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _entry_error(info) -> str | None:
+    """Why a header entry is malformed (types checked before any arithmetic), or None."""
+    if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
+        return "malformed header entry (needs exactly dtype, shape, data_offsets)"
+    if not isinstance(info["dtype"], str):
+        return f"dtype must be a string, not {type(info['dtype']).__name__}"
+    shape, offsets = info["shape"], info["data_offsets"]
+    if not isinstance(shape, list) or len(shape) > 8 or not all(_is_count(d) for d in shape):
+        return f"bad shape {shape!r} (a list of at most 8 non-negative integers)"
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_count(o) for o in offsets):
+        return f"bad data_offsets {offsets!r} (a list of two non-negative integers)"
+    if offsets[0] > offsets[1]:
+        return f"data_offsets {offsets} run backwards"
     return None
 
 
@@ -64,13 +97,11 @@ def read_safetensors(
         raise error(source, "__metadata__ must map strings to strings")
     spans, elements = [], 0
     for name, info in header.items():
-        if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
-            raise error(source, f"tensor {name!r}: malformed header entry")
+        if (why := _entry_error(info)) is not None:
+            raise error(source, f"tensor {name!r}: {why}")
         dt, shape, (start, end) = info["dtype"], info["shape"], info["data_offsets"]
         if dt not in dtypes:
             raise error(source, f"tensor {name!r}: dtype {dt} not allowed (allowed: {sorted(dtypes)})")
-        if not all(isinstance(d, int) and d >= 0 for d in shape):
-            raise error(source, f"tensor {name!r}: bad shape {shape}")
         count = math.prod(shape)
         elements += count
         if elements > max_elements:
