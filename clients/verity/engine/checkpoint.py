@@ -69,6 +69,11 @@ def _caps(lay: dict) -> tuple[int, int]:
     return elements * 8 + (1 << 20), elements  # bytes: generous for header and dtypes
 
 
+def checkpoint_cap(manifest: Manifest) -> int:
+    """The byte cap of one checkpoint (or initial weights file) of this manifest's model."""
+    return _caps(layout(manifest))[0]
+
+
 def _check_tensors(tensors: dict[str, torch.Tensor], lay: dict, source: str, fresh: bool) -> None:
     for name, t in tensors.items():
         if name not in lay:

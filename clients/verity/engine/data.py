@@ -9,6 +9,7 @@ writes anything; `shard_bytes` is the only writer.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -17,12 +18,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verity.errors import ShardInvalid
 from verity.engine.manifest import DataSpec
-from verity.engine.tensorfile import read_safetensors, safetensors_bytes
+from verity.engine.tensorfile import MAX_HEADER_BYTES, read_safetensors, safetensors_bytes
 
 SHARD_FORMAT = "verity-shard"
 SHARD_VERSION = 1
 MAX_SHARD_BYTES = 512 * 1024 * 1024
 MAX_SHARD_ELEMENTS = 128 * 1024 * 1024
+SHARD_HEADER_BYTES = 16 * 1024  # tensor entries and ShardMeta, vocabulary aside
 _TORCH = {"float32": torch.float32, "int64": torch.int64}
 
 
@@ -58,6 +60,16 @@ class Shard:
 def shard_bytes(x: torch.Tensor, y: torch.Tensor, meta: ShardMeta) -> bytes:
     return safetensors_bytes({"x": x.contiguous(), "y": y.contiguous()},
                              {"format": SHARD_FORMAT, "verity": meta.model_dump_json()})
+
+
+def shard_cap(spec: DataSpec, samples: int) -> int:
+    """The most bytes a valid shard of `samples` samples under `spec` can take: its tensor
+    data exactly, plus the largest header the reader accepts. Downloads use it as their cap,
+    so an oversized object is refused before a byte of it is fetched."""
+    x_item = _TORCH[spec.x_dtype].itemsize
+    per_sample = math.prod(spec.x_shape) * x_item + math.prod(spec.y_shape) * _TORCH[spec.y_dtype].itemsize
+    header = SHARD_HEADER_BYTES + 12 * (spec.vocab_size or 0)  # a vocabulary symbol is at most 12 JSON bytes
+    return min(MAX_SHARD_BYTES, samples * per_sample + 8 + min(header, MAX_HEADER_BYTES))
 
 
 def load_shard(data: bytes, spec: DataSpec, *, samples: int | None = None, source: str = "<bytes>",

@@ -15,8 +15,8 @@ from verity.chain import ChainClient
 from verity.chain.views import read
 from verity.cid import digest_to_cid
 from verity.engine import merkle
-from verity.engine.checkpoint import checkpoint_bytes, initial_state
-from verity.engine.data import Shard, load_shard
+from verity.engine.checkpoint import checkpoint_bytes, checkpoint_cap, initial_state
+from verity.engine.data import Shard, load_shard, shard_cap
 from verity.engine.manifest import Manifest, load_manifest
 from verity.errors import VerityError
 from verity.node.faults import Faults
@@ -84,7 +84,7 @@ class NodeContext:
         if key not in self._shards:
             m = self.manifest(job_id)
             ref = m.shards[index]
-            data = self.storage.get_bytes(ref.cid)
+            data = self.storage.get_bytes(ref.cid, max_bytes=shard_cap(m.data, ref.samples))
             self._shards[key] = load_shard(data, m.data, samples=ref.samples, source=f"shard {index} of job {job_id}")
         return self._shards[key]
 
@@ -105,7 +105,7 @@ class NodeContext:
     def state_bytes(self, cid: str, expected_hash: bytes, manifest: Manifest) -> bytes:
         from verity.engine.checkpoint import load_checkpoint
 
-        data = self.storage.get_bytes(cid)
+        data = self.storage.get_bytes(cid, max_bytes=checkpoint_cap(manifest))
         load_checkpoint(data, manifest, expected_hash=bytes(expected_hash), source=cid)  # validates shape/dtype/hash
         return data
 
@@ -113,7 +113,7 @@ class NodeContext:
         """The step-0 state every shard task of `task.round` starts from, checked against `task.inputHash`."""
         m = self.manifest(task.jobId)
         if task.round == 0:
-            weights = self.storage.get_bytes(m.init.weights) if m.init.weights else None
+            weights = self.storage.get_bytes(m.init.weights, max_bytes=checkpoint_cap(m)) if m.init.weights else None
             state = initial_state(m, weights)
             if state.hash != bytes(task.inputHash):
                 raise InputRejected(f"round 0 input of job {task.jobId}", "initial state hash differs from the chain's")

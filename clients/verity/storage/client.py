@@ -9,6 +9,7 @@ content that differs from what the CID names.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import time
@@ -311,9 +312,14 @@ class Storage:
     def get_bytes(self, cid: str, max_bytes: int | None = None, *, timeout: float | None = None) -> bytes:
         """Fetch and verify the content of `cid`, at most `max_bytes` (default: `self.max_bytes`)."""
         validate_cid(cid)
-        buf = bytearray()
-        self._fetch(cid, self.max_bytes if max_bytes is None else max_bytes, timeout, buf.extend, buf.clear)
-        return bytes(buf)
+        buf = io.BytesIO()
+
+        def reset() -> None:
+            buf.seek(0)
+            buf.truncate()
+
+        self._fetch(cid, self.max_bytes if max_bytes is None else max_bytes, timeout, buf.write, reset)
+        return buf.getvalue()  # CPython hands over BytesIO's own buffer: no second copy of the download
 
     def get_file(self, cid: str, dest: str | os.PathLike[str], max_bytes: int | None = None, *,
                  timeout: float | None = None) -> Path:
