@@ -1,112 +1,157 @@
 """`ape run submit`: post a training job — shards and manifest to IPFS, escrow on-chain.
 
-    ape run submit --network ethereum:local:foundry                 # digits MLP, 4 shards x 3 rounds
+    ape run submit                                             # digits MLP, 4 shards x 3 rounds, on the devnet
     ape run submit --dataset corpus.txt --model gpt --steps 100 --wait
+    ape run submit --dataset shards/                           # a directory written by `verity data shard`
 
+On the devnet network (ethereum:local:foundry, the default) it talks to the anvil
+that `verity devnet up` recorded, whatever its port ($VERITY_RPC_URL overrides).
 Signs with an ape account (--account ALIAS), or ape test account N on the devnet
-(--test-account N, default 0). With --wait, follows the job until the final
-model is downloaded and verified.
+(--test-account N, default 0). Every option is checked, and the shards and manifest
+built and validated, before anything is uploaded or any token approved. Without
+ape: `verity job submit` takes the same job options.
 """
-import json
-import time
+import os
 from pathlib import Path
 
 import click
-from ape import Contract, accounts, chain
-from ape.cli import ConnectedProviderCommand
 
-from verity.chain.deployments import load_deployments
 from verity.errors import VerityError
-from verity.settings import Settings
-from verity.storage import Storage
-from verity.submit import JobSpec, prepare_job
+from verity.submit import JobSpec, check_funds, plan_job, upload_job
+from verity.submit_options import HELP, BadJobSpec, check_writable, parse_model_config
+
+D = JobSpec()  # the defaults, shared with `verity job submit` and `verity data shard`
+DEVNET_NETWORK = "ethereum:local:foundry"
 
 
-def _contract(dep, name):
-    c = dep.contracts[name]
-    return Contract(c.address, abi=c.abi)
-
-
-def _storage() -> Storage:
+def _devnet_rpc(network: str) -> str | None:
+    """The devnet's RPC URL when `network` is the local foundry network, else None (ape's own settings)."""
+    parts = (network.split(":") + ["", "", ""])[:3]
+    if (parts[0] or "ethereum", parts[1] or "local", parts[2] or "foundry") != ("ethereum", "local", "foundry"):
+        return None
+    from verity.chain.client import ChainUnreachable, connect_chain
+    from verity.chain.deployments import DeploymentMissing
     from verity.cli.common import settings
 
-    return Storage.from_settings(settings())
-
-
-@click.command(cls=ConnectedProviderCommand)
-@click.option("--model", default="mlp", show_default=True, type=click.Choice(["mlp", "cnn", "gpt"]))
-@click.option("--model-config", default=None, help="JSON model config (default: sized to the data)")
-@click.option("--dataset", default="digits", show_default=True, help="'digits' (bundled), an .npz/.safetensors (x, y) pair, or a .txt corpus")
-@click.option("--shards", default=4, show_default=True)
-@click.option("--rounds", default=3, show_default=True)
-@click.option("--steps", default=40, show_default=True, help="training steps per round")
-@click.option("-k", "--checkpoint-interval", "k", default=10, show_default=True)
-@click.option("--replication", default=2, show_default=True, type=click.IntRange(1, 2))
-@click.option("--payment", default=1.0, show_default=True, help="VRT per accepted replica of each task")
-@click.option("--stake", default=10.0, show_default=True, help="VRT each replica locks")
-@click.option("--aggregation", default="mean", show_default=True, type=click.Choice(["mean", "median", "trimmed_mean"]))
-@click.option("--trim", default=0.0, show_default=True)
-@click.option("--batch-size", default=32, show_default=True)
-@click.option("--optimizer", default="adam", show_default=True, type=click.Choice(["sgd", "adam", "adamw"]))
-@click.option("--lr", default=0.01, show_default=True)
-@click.option("--seed", default=0, show_default=True)
-@click.option("--challenge-window", default=60, show_default=True, help="seconds (replication 1)")
-@click.option("--account", "alias", default=None, help="ape account alias")
-@click.option("--test-account", default=0, show_default=True, help="ape test account index (devnet)")
-@click.option("--wait/--no-wait", default=False, help="follow the job until the final model is downloaded")
-@click.option("--timeout", default=1800.0, show_default=True, help="--wait gives up after this many seconds")
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="write {job_id, manifest_cid, …} as JSON here")
-def cli(network, model, model_config, dataset, shards, rounds, steps, k, replication, payment, stake, aggregation,
-        trim, batch_size, optimizer, lr, seed, challenge_window, alias, test_account, wait, timeout, out):
-    spec = JobSpec(model=model, model_config=json.loads(model_config) if model_config else None, dataset=dataset,
-                   shards=shards, rounds=rounds, steps=steps, k=k, replication=replication, payment=payment,
-                   stake=stake, aggregation=aggregation, trim=trim, batch_size=batch_size, optimizer=optimizer,
-                   lr=lr, seed=seed, challenge_window=challenge_window)
-    sender = accounts.load(alias) if alias else accounts.test_accounts[test_account]
+    rpc_url = settings().rpc_url
     try:
-        storage = _storage()
-        prepared = prepare_job(spec, storage)
-        dep = load_deployments(chain.chain_id)
+        connect_chain(rpc_url)  # answers, and a deployment is recorded for its chain id
+    except (ChainUnreachable, DeploymentMissing) as exc:
+        raise BadJobSpec("network", str(exc)) from None
+    return rpc_url
+
+
+def _sender(alias: str | None, test_account: int):
+    from ape import accounts
+
+    if alias:
+        if alias not in list(accounts.aliases):
+            known = ", ".join(accounts.aliases) or "none; add one with `ape accounts import`"
+            raise BadJobSpec("alias", f"no ape account {alias!r} (known: {known})")
+        return accounts.load(alias)
+    test_accounts = accounts.test_accounts
+    if not 0 <= test_account < len(test_accounts):
+        raise BadJobSpec("test_account", f"{test_account} is not in 0..{len(test_accounts) - 1}")
+    return test_accounts[test_account]
+
+
+def _contracts(chain_id: int, provider):
+    """Token and JobRegistry of the deployment recorded for this chain, which must hold their code."""
+    from ape import Contract
+
+    from verity.chain.deployments import load_deployments
+
+    dep = load_deployments(chain_id)
+    for name in ("VerityToken", "JobRegistry"):
+        if not provider.get_code(dep.contracts[name].address):
+            raise BadJobSpec("network", f"chain {chain_id} at {provider.connection_str} has no {name} at "
+                                        f"{dep.contracts[name].address}: not the devnet's chain (`verity devnet status`)")
+    return tuple(Contract(dep.contracts[n].address, abi=dep.contracts[n].abi) for n in ("VerityToken", "JobRegistry"))
+
+
+@click.command()
+@click.option("--network", default=DEVNET_NETWORK, show_default=True,
+              help="ape network choice; on ethereum:local:foundry, the devnet's recorded anvil, whatever its port")
+@click.option("--model", default=D.model, show_default=True, help=HELP["model"])
+@click.option("--model-config", default=None, help=HELP["model_config"])
+@click.option("--dataset", default=D.dataset, show_default=True, help=HELP["dataset"])
+@click.option("--shards", default=None, type=int, help=HELP["shards"])
+@click.option("--rounds", default=D.rounds, show_default=True, help=HELP["rounds"])
+@click.option("--steps", default=D.steps, show_default=True, help=HELP["steps"])
+@click.option("-k", "--checkpoint-interval", "k", default=D.k, show_default=True, help=HELP["k"])
+@click.option("--replication", default=D.replication, show_default=True, help=HELP["replication"])
+@click.option("--payment", default=D.payment, show_default=True, help=HELP["payment"])
+@click.option("--stake", default=D.stake, show_default=True, help=HELP["stake"])
+@click.option("--aggregation", default=D.aggregation, show_default=True, help=HELP["aggregation"])
+@click.option("--trim", default=D.trim, show_default=True, help=HELP["trim"])
+@click.option("--batch-size", default=D.batch_size, show_default=True, help=HELP["batch_size"])
+@click.option("--optimizer", default=D.optimizer, show_default=True, help=HELP["optimizer"])
+@click.option("--lr", default=D.lr, show_default=True, help=HELP["lr"])
+@click.option("--seed", default=D.seed, show_default=True, help=HELP["seed"])
+@click.option("--eval-fraction", default=D.eval_fraction, show_default=True, help=HELP["eval_fraction"])
+@click.option("--block", default=D.block, show_default=True, help=HELP["block"])
+@click.option("--challenge-window", default=D.challenge_window, show_default=True, help=HELP["challenge_window"])
+@click.option("--name", default=D.name, help=HELP["name"])
+@click.option("--account", "alias", default=None, help="ape account alias to sign with (default: --test-account)")
+@click.option("--test-account", default=0, show_default=True, help="ape test account index (devnet only)")
+@click.option("--wait/--no-wait", default=False, help=HELP["wait"])
+@click.option("--timeout", default=1800.0, show_default=True, help=HELP["timeout"])
+@click.option("--out", type=click.Path(path_type=Path), default=None, help=HELP["out"])
+def cli(network, model, model_config, dataset, shards, rounds, steps, k, replication, payment, stake, aggregation,
+        trim, batch_size, optimizer, lr, seed, eval_fraction, block, challenge_window, name, alias, test_account,
+        wait, timeout, out):
+    """Post a training job (shards and manifest to IPFS, escrow on-chain)."""
+    from verity.cli.common import settings
+    from verity.storage import Storage
+
+    try:
+        check_writable("out", out)
+        spec = JobSpec(model=model, model_config=parse_model_config(model_config), dataset=dataset, shards=shards,
+                       rounds=rounds, steps=steps, k=k, replication=replication, payment=payment, stake=stake,
+                       aggregation=aggregation, trim=trim, batch_size=batch_size, optimizer=optimizer, lr=lr,
+                       seed=seed, eval_fraction=eval_fraction, block=block, challenge_window=challenge_window,
+                       name=name)
+        sender = _sender(alias, test_account)
+        rpc_url = _devnet_rpc(network)
+        prepared = plan_job(spec)
     except VerityError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"manifest {prepared.manifest_cid} ({len(prepared.manifest_bytes)} bytes), {shards} shards uploaded")
-    token, jobs = _contract(dep, "VerityToken"), _contract(dep, "JobRegistry")
-    escrow = prepared.escrow()
-    if token.balanceOf(sender.address) < escrow:
-        raise click.ClickException(f"{sender.address} holds {token.balanceOf(sender.address) / 1e18:g} VRT; the escrow is {escrow / 1e18:g} VRT")
-    token.approve(jobs.address, escrow, sender=sender)
-    receipt = jobs.postJob(prepared.post_params(), sender=sender)
-    job_id = int(next(iter(receipt.decode_logs(jobs.JobPosted))).jobId)
-    click.echo(f"posted job {job_id}: {escrow / 1e18:g} VRT in escrow, tx {receipt.txn_hash}")
-    record = {"job_id": job_id, "manifest_cid": prepared.manifest_cid, "escrow": escrow, "submitter": sender.address,
-              "initial_hash": "0x" + prepared.initial_hash.hex()}
-    if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(record, indent=1))
-    if wait:
-        _wait(job_id, timeout)
+    from ape import networks
+
+    provider_settings = None
+    if rpc_url:  # ape-foundry reads APE_FOUNDRY_HOST before its settings; never start a second anvil
+        os.environ["APE_FOUNDRY_HOST"] = rpc_url
+        provider_settings = {"host": rpc_url, "manage_process": False}
+    with networks.parse_network_choice(network, provider_settings=provider_settings) as provider:
+        try:
+            token, jobs = _contracts(provider.chain_id, provider)
+            check_funds(token.balanceOf(sender.address), prepared, sender.address)
+            upload_job(prepared, Storage.from_settings(settings()))
+        except VerityError as exc:
+            raise click.ClickException(str(exc)) from None
+        click.echo(f"manifest {prepared.manifest_cid} ({len(prepared.manifest_bytes)} bytes), "
+                   f"{prepared.spec.shards} shards uploaded")
+        escrow = prepared.escrow()
+        token.approve(jobs.address, escrow, sender=sender)
+        receipt = jobs.postJob(prepared.post_params(), sender=sender)
+        job_id = int(next(iter(receipt.decode_logs(jobs.JobPosted))).jobId)
+        click.echo(f"posted job {job_id}: {escrow / 1e18:g} VRT in escrow, tx {receipt.txn_hash}")
+        from verity.submit_wait import job_record, write_record
+
+        write_record(out, job_record(job_id, prepared, sender.address))
+        if wait:
+            _wait(provider.uri, job_id, timeout)
 
 
-def _wait(job_id: int, timeout: float) -> None:
-    from rich.live import Live
-
+def _wait(rpc_url: str, job_id: int, timeout: float) -> None:
     from verity.chain.client import connect_chain
-    from verity.cli.common import console, settings
-    from verity.cli.job import render
-    from verity.jobview import JobReader
+    from verity.cli.common import settings
+    from verity.storage import Storage
+    from verity.submit_wait import follow
 
     s = settings()
-    reader = JobReader(connect_chain(s.rpc_url), Storage.from_settings(s), job_id)
-    deadline = time.monotonic() + timeout
-    with Live(render(rep := reader.report()), console=console, refresh_per_second=2) as live:
-        while rep.status == "active" and time.monotonic() < deadline:
-            time.sleep(1.0)
-            rep = reader.report()
-            live.update(render(rep))
-    if rep.status != "completed":
-        raise click.ClickException(f"job {job_id} ended {rep.status!r} (or timed out)")
-    model = reader.round_model(rep.rounds - 1)
-    path = Settings().state_dir / "jobs" / str(job_id) / "model.safetensors"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(model)
-    click.echo(f"final model (result bundle {rep.model_cid}) verified against the on-chain hash, saved to {path}")
+    try:
+        path = follow(connect_chain(rpc_url), Storage.from_settings(s), job_id, timeout, s.state_dir)
+    except VerityError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"final model verified against the on-chain hash, saved to {path}")

@@ -1,16 +1,30 @@
 """Read a job's progress from the chain (and its models from IPFS) for people:
-the tables of `verity job show/watch`, `ape run submit --wait` and the demo."""
+the tables of `verity job show/watch`, `ape run submit --wait` and the demo.
+
+Replica history comes from events (a slot drawn again overwrites its on-chain record), so replaced,
+late and slashed holders stay visible with what they were fined. `advice(report)` says what a
+waiting job waits for and when its submitter may cancel it (`verity.jobadvice`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from verity.chain import EventCursor, TxFailed
-from verity.chain.views import DisputeOutcome, JobStatus, ReplicaStatus, TaskKind, TaskStatus, read
+from verity.chain.views import JobStatus, TaskKind, TaskStatus, read
 from verity.cid import digest_to_cid
-from verity.engine.checkpoint import load_checkpoint
-from verity.engine.data import load_shard
-from verity.engine.evaluate import evaluate
-from verity.engine.manifest import load_manifest
+from verity.errors import VerityError
+from verity.jobhistory import JobHistory, ReplicaRow
+from verity.jobadvice import WAITING, CancelRule, NodeFacts, advice, cancel_rule, task_reason
+
+__all__ = ["JobReader", "JobReport", "TaskRow", "ReplicaRow", "RoundMetric", "advice", "JobNotFound"]
+ROLE_SOLVER = 1
+MAX_NODES_SCANNED = 128  # eligibility is explained from at most this many registered nodes
+
+
+class JobNotFound(VerityError, LookupError):
+    def __init__(self, job_id: int, count: int):
+        super().__init__(f"no job {job_id} on this deployment (jobs 1..{count})" if count else
+                         f"no job {job_id}: no job was posted on this deployment yet")
 
 
 @dataclass
@@ -20,8 +34,11 @@ class TaskRow:
     index: int
     kind: str
     status: str
-    replicas: list[tuple[str, str]]   # (node, status)
+    replicas: list[ReplicaRow]
     dispute: str = ""
+    open_since: int = 0
+    challenge_deadline: int = 0
+    reason: str = ""     # why a waiting task has not moved on (jobadvice.task_reason)
 
 
 @dataclass
@@ -41,27 +58,42 @@ class JobReport:
     tasks: list[TaskRow] = field(default_factory=list)
     metrics: list[RoundMetric] = field(default_factory=list)
     model_cid: str | None = None
+    now: int = 0                     # chain time the report was read at
+    escrow: int = 0
+    submitter: str = ""
+    replication: int = 0
+    ever_assigned: bool = False
+    assignment_timeout: int = 0
+    chain_id: int | None = None
+    cancel: CancelRule | None = None
 
 
 class JobReader:
-    """Reads one job; caches the manifest, eval shard and per-round metrics."""
+    """Reads one job; caches the manifest, eval shard, per-round metrics and followed events."""
 
     def __init__(self, chain, storage, job_id: int):
         self.chain, self.storage, self.job_id = chain, storage, job_id
         job = self.job()
         if JobStatus(job.status) == JobStatus.NONE:
-            from verity.errors import VerityError
-
-            raise VerityError(f"no job {job_id} on this deployment (jobs 1..{chain.call(chain.jobs.functions.jobCount())})")
-        self.manifest_raw = storage.get_bytes(digest_to_cid(job.manifestCid), max_bytes=1 << 20)
-        self.manifest = load_manifest(self.manifest_raw)
+            raise JobNotFound(job_id, chain.call(chain.jobs.functions.jobCount()))
         self._eval = None
         self._metrics: dict[int, RoundMetric] = {}
-        self._disputes: dict[int, str] = {}
-        self._dispute_events = EventCursor(chain.w3, {"DisputeGame": chain.game}, next_block=chain.deployments.start_block)
+        self.history = JobHistory(job_id, chain.game.address)
+        self._events = EventCursor(chain.w3, {"JobRegistry": chain.jobs, "DisputeGame": chain.game,
+                                              "NodeRegistry": chain.registry}, next_block=chain.deployments.start_block)
 
     def job(self):
         return read(self.chain, self.chain.jobs, "getJob", self.job_id)
+
+    @cached_property
+    def manifest_raw(self) -> bytes:
+        return self.storage.get_bytes(digest_to_cid(self.job().manifestCid), max_bytes=1 << 20)
+
+    @cached_property
+    def manifest(self):
+        from verity.engine.manifest import load_manifest
+
+        return load_manifest(self.manifest_raw)
 
     def _task_id(self, rnd: int, index: int) -> int:
         """The task id, or 0 while the task does not exist yet (taskOf reverts for those)."""
@@ -70,38 +102,41 @@ class JobReader:
         except TxFailed:
             return 0
 
-    def _follow_disputes(self) -> None:
-        """Dispute id and outcome per task, from DisputeGame events (the on-chain pointer is cleared on settlement)."""
-        for ev in self._dispute_events.poll():
-            a = ev.args
-            if ev.name == "DisputeOpened":
-                self._disputes[a["taskId"]] = f"#{a['disputeId']} open"
-            elif ev.name == "StepPinpointed":
-                self._disputes[self._task_of_dispute(a["disputeId"])] = f"#{a['disputeId']} step {a['step']}"
-            elif ev.name == "DisputeResolved":
-                outcome = DisputeOutcome(a["outcome"]).name.lower().replace("_", " ")
-                self._disputes[a["taskId"]] = f"#{a['disputeId']} {outcome}"
-
-    def _task_of_dispute(self, dispute_id: int) -> int:
-        return int(read(self.chain, self.chain.game, "getDispute", dispute_id).taskId)
-
     def tasks(self, job) -> list[TaskRow]:
+        c, h = self.chain, self.history
+        h.feed(self._events.poll())
         rows = []
-        c = self.chain
-        self._follow_disputes()
-        for rnd in range(int(job.currentRound) + 1 if JobStatus(job.status) == JobStatus.ACTIVE else int(job.rounds)):
-            for index in range(int(job.shards) + 1):
-                tid = self._task_id(rnd, index)
-                if not tid:
-                    continue
-                t = read(c, c.jobs, "getTask", tid)
-                reps = [(r.node, ReplicaStatus(r.status).name.lower()) for r in read(c, c.jobs, "getReplicas", tid)]
-                dispute = self._disputes.get(tid, "")
-                rows.append(TaskRow(tid, rnd, index, TaskKind(t.kind).name.lower(), TaskStatus(t.status).name.lower(), reps, dispute))
+        for tid, (rnd, index) in sorted(h.tasks.items()):
+            t = read(c, c.jobs, "getTask", tid)
+            replicas = h.replicas(tid, read(c, c.jobs, "getReplicas", tid))
+            rows.append(TaskRow(tid, rnd, index, TaskKind(t.kind).name.lower(), TaskStatus(t.status).name.lower(),
+                                replicas, h.disputes.get(tid, ""), int(t.openSince), int(t.challengeDeadline)))
         return rows
+
+    def _node_facts(self, job, waiting: list[TaskRow], rep_now: int) -> NodeFacts:
+        c, reg = self.chain, self.chain.registry
+        facts = NodeFacts(registered=c.call(reg.functions.nodeCount()), liveness_window=c.call(reg.functions.livenessWindow()))
+        for row in waiting:
+            for r in row.replicas:
+                if r.current and r.status in ("assigned", "committed") and r.node not in facts.last_seen:
+                    facts.last_seen[r.node] = int(read(c, reg, "getNode", r.node).lastSeen)
+        if any(row.status == "open" for row in waiting):
+            for i in range(min(facts.registered, MAX_NODES_SCANNED)):
+                node = c.call(reg.functions.nodeList(i))
+                facts.offline += int(facts.last_seen.setdefault(node, int(read(c, reg, "getNode", node).lastSeen))
+                                     + facts.liveness_window < rep_now)
+                if c.call(reg.functions.isEligible(node, ROLE_SOLVER, job.deviceClass, job.minMemoryMb, job.profileBit,
+                                                   job.stakePerReplica)):
+                    facts.eligible.append(node)
+            for row in waiting:
+                if row.status == "open":
+                    facts.banned[row.task_id] = [a for a in c.call(c.jobs.functions.bannedOf(row.task_id)) if int(a, 16)]
+        return facts
 
     def round_model(self, rnd: int) -> bytes | None:
         """The accepted aggregate (global model) of round `rnd`, verified, or None if not there yet."""
+        from verity.engine.checkpoint import checkpoint_cap, load_checkpoint
+
         tid = self._task_id(rnd, len(self.manifest.shards))
         if not tid:
             return None
@@ -109,9 +144,19 @@ class JobReader:
         if TaskStatus(t.status) != TaskStatus.ACCEPTED:
             return None
         bundle = self.storage.get_json(digest_to_cid(t.resultCid))
-        data = self.storage.get_bytes(bundle["final"])
+        data = self.storage.get_bytes(bundle["final"], max_bytes=checkpoint_cap(self.manifest))
         load_checkpoint(data, self.manifest, expected_hash=bytes(t.finalHash), source=f"round {rnd} model")
         return data
+
+    def eval_shard(self):
+        """The manifest's held-out eval shard (verified against the manifest's data spec), or None."""
+        from verity.engine.data import load_shard, shard_cap
+
+        ref = self.manifest.eval_shard
+        if ref is not None and self._eval is None:
+            self._eval = load_shard(self.storage.get_bytes(ref.cid, max_bytes=shard_cap(self.manifest.data, ref.samples)), self.manifest.data, samples=ref.samples,
+                                    source="eval shard")
+        return self._eval
 
     def metric(self, rnd: int) -> RoundMetric | None:
         if rnd in self._metrics:
@@ -121,19 +166,30 @@ class JobReader:
         data = self.round_model(rnd)
         if data is None:
             return None
-        if self._eval is None:
-            ref = self.manifest.eval_shard
-            self._eval = load_shard(self.storage.get_bytes(ref.cid), self.manifest.data, samples=ref.samples, source="eval shard")
-        state = load_checkpoint(data, self.manifest, source=f"round {rnd} model")
-        res = evaluate(self.manifest, state, self._eval)
+        from verity.engine.checkpoint import load_checkpoint
+        from verity.engine.evaluate import evaluate
+
+        res = evaluate(self.manifest, load_checkpoint(data, self.manifest, source=f"round {rnd} model"), self.eval_shard())
         self._metrics[rnd] = RoundMetric(rnd, float(res.loss), float(res.accuracy))
         return self._metrics[rnd]
 
-    def report(self) -> JobReport:
-        job = self.job()
-        rep = JobReport(self.job_id, JobStatus(job.status).name.lower(), int(job.currentRound), int(job.rounds), int(job.shards))
+    def report(self, metrics: bool = True) -> JobReport:
+        """Tasks, replicas, reasons and the cancel rule (chain only); with `metrics`, also the
+        held-out loss and accuracy of every finished round (IPFS + evaluation)."""
+        c, job = self.chain, self.job()
+        rep = JobReport(self.job_id, JobStatus(job.status).name.lower(), int(job.currentRound), int(job.rounds),
+                        int(job.shards), now=c.now(), escrow=int(job.escrow), submitter=job.submitter,
+                        replication=int(job.replication), ever_assigned=bool(job.everAssigned),
+                        assignment_timeout=c.call(c.jobs.functions.assignmentTimeout()),
+                        chain_id=c.deployments.chain_id)
         rep.tasks = self.tasks(job)
-        for rnd in range(int(job.rounds)):
+        waiting = [t for t in rep.tasks if t.status in WAITING and t.round == rep.current_round]
+        if waiting and rep.status == "active":
+            facts = self._node_facts(job, waiting, rep.now)
+            for row in waiting:
+                row.reason = task_reason(row, rep.now, facts, rep.replication, job.stakePerReplica / 1e18)
+        rep.cancel = cancel_rule(rep)
+        for rnd in range(int(job.rounds) if metrics else 0):
             m = self.metric(rnd)
             if m is not None:
                 rep.metrics.append(m)

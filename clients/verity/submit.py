@@ -1,43 +1,41 @@
-"""Prepare a training job: shards and manifest to IPFS, the postJob parameters.
+"""Prepare a training job: every option checked, shards and manifest built and validated
+in memory (CIDs computed locally), then uploaded to IPFS; the postJob parameters.
 
 Used by `ape run submit` (scripts/submit.py, signing with an ape account), by
-the demo and by the tests (signing with web3). The chain side is a single
-`postJob` after an `approve` of the escrow.
+`verity job submit` (cli/job_submit.py, signing with web3), by the demo and the
+tests. Nothing is uploaded or spent until `plan_job` has accepted every option;
+the chain side is a single `postJob` after an `approve` of the escrow.
 """
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 
 from eth_utils import keccak
 from web3.logs import DISCARD
 
 from verity.cid import cid_to_digest
-from verity.engine import datasets
 from verity.engine.checkpoint import initial_state
-from verity.engine.data import MAX_SHARD_ELEMENTS, ShardMeta
-from verity.engine.tensorfile import read_safetensors
-from verity.engine.manifest import load_manifest
-from verity.errors import ShardInvalid, VerityError
-from verity.storage import Storage
+from verity.engine.manifest import Manifest, load_manifest
+from verity.errors import ManifestInvalid, VerityError
+from verity.storage import Storage, cid_of_bytes
+from verity.submit_data import load_job_data
+from verity.submit_options import (BLOCK, DATASET, EVAL_FRACTION, MIN_CHALLENGE_WINDOW, SEED, SHARDS, BadJobSpec,
+                                   validate_spec)
 
 PROFILE_BITS = {"cpu-f32-strict": 1, "cuda-f32-strict": 2}
 TOKEN = 10**18
 
-
-class BadJobSpec(VerityError, ValueError):
-    def __init__(self, field_: str, why: str):
-        super().__init__(f"job spec {field_}: {why}")
+__all__ = ["BadJobSpec", "JobSpec", "PreparedJob", "plan_job", "upload_job", "prepare_job", "post_job_web3"]
 
 
 @dataclass
 class JobSpec:
     model: str = "mlp"                 # mlp | cnn | gpt
     model_config: dict | None = None   # default: sized to the dataset
-    dataset: str = "digits"            # 'digits', a .npz/.safetensors (x, y) pair, or a .txt corpus
-    shards: int = 4
+    dataset: str = DATASET             # 'digits', an (x, y) file, a .txt corpus, or a `verity data shard` dir
+    shards: int | None = SHARDS        # None: as many as a shard directory holds (else SHARDS)
     rounds: int = 3
     steps: int = 40                    # steps per round
     k: int = 10                        # checkpoint interval
@@ -49,9 +47,9 @@ class JobSpec:
     batch_size: int = 32
     optimizer: str = "adam"
     lr: float = 0.01
-    seed: int = 0
-    eval_fraction: float = 0.15
-    block: int = 32                    # text: characters per sample
+    seed: int = SEED
+    eval_fraction: float = EVAL_FRACTION
+    block: int = BLOCK                 # text: characters per sample
     challenge_window: int = 60         # seconds (optimistic mode)
     execution_window: int = 0          # 0 = the contract's default
     reveal_window: int = 0
@@ -67,6 +65,7 @@ class PreparedJob:
     eval_cid: str | None
     spec: JobSpec
     shard_cids: list[str] = field(default_factory=list)
+    blobs: list[bytes] = field(default_factory=list, repr=False)  # to upload: shards, eval, manifest
 
     def post_params(self) -> tuple:
         """PostJobParams in field order (see contracts/types/VerityTypes.sol)."""
@@ -81,67 +80,84 @@ class PreparedJob:
         return int(s.payment * TOKEN) * s.replication * (s.shards + 1) * s.rounds
 
 
-def _load_dataset(spec: JobSpec):
-    if spec.dataset == "digits":
-        x, y = datasets.digits(image=spec.model == "cnn")
-        return x, y, "classification", None
-    path = Path(spec.dataset)
-    if not path.is_file():
-        raise BadJobSpec("dataset", f"{spec.dataset!r} is neither 'digits' nor an existing file")
-    if path.suffix == ".txt":
-        x, y, vocab = datasets.char_corpus(path.read_text(encoding="utf-8"), spec.block, spec.block // 2 or 1)
-        return x, y, "lm", vocab
-    x, y = datasets.array_pair(path)
-    return x, y, "classification", None
-
-
 def _default_model(spec: JobSpec, data: dict) -> dict:
     if spec.model_config is not None:
         return {"arch": spec.model, "config": spec.model_config}
-    if spec.model == "mlp":
+    if spec.model == "mlp" and data["task"] == "classification":
         return {"arch": "mlp", "config": {"in_features": math.prod(data["x_shape"]), "hidden": [64], "out_features": data["num_classes"]}}
-    if spec.model == "cnn":
+    if spec.model == "cnn" and data["task"] == "classification" and len(data["x_shape"]) == 3:
         c, h, w = data["x_shape"]
         return {"arch": "cnn", "config": {"in_channels": c, "height": h, "width": w, "channels": [8, 16], "num_classes": data["num_classes"]}}
-    return {"arch": "gpt", "config": {"vocab_size": data["vocab_size"], "block_size": data["x_shape"][0],
-                                      "n_layer": 2, "n_head": 2, "n_embd": 64}}
+    if spec.model == "gpt" and data["task"] == "lm":
+        return {"arch": "gpt", "config": {"vocab_size": data["vocab_size"], "block_size": data["x_shape"][0],
+                                          "n_layer": 2, "n_head": 2, "n_embd": 64}}
+    raise BadJobSpec("model", f"{spec.model} does not fit the {data['task']} data of {spec.dataset!r} "
+                              f"(x shape {data['x_shape']}); mlp and cnn classify, gpt models text")
 
 
-def _shard_meta(name: str, data: bytes) -> ShardMeta:
-    """The metadata `make_shards` embedded (it validated every shard already)."""
-    header = read_safetensors(data, name, ShardInvalid, max_bytes=len(data), max_elements=MAX_SHARD_ELEMENTS * 4)[1]
-    return ShardMeta.model_validate_json(header["verity"])
+def _option_of(field_: str, spec: JobSpec) -> str:
+    """Which option a manifest field came from."""
+    if field_.startswith("model"):
+        return "model_config" if spec.model_config is not None else "model"
+    if field_.startswith("data"):
+        return "model"  # the data is what it is: the model does not fit it
+    return {"optimizer": "lr", "batch_size": "batch_size", "steps_per_round": "steps", "rounds": "rounds",
+            "checkpoint_interval": "k", "aggregation": "trim", "verification": "challenge_window",
+            "name": "name", "init": "seed"}.get(field_.split(".")[0], "dataset")
 
 
-def prepare_job(spec: JobSpec, storage: Storage) -> PreparedJob:
-    """Shard the data, upload shards and manifest; nothing touches the chain."""
-    if spec.replication not in (1, 2):
-        raise BadJobSpec("replication", f"{spec.replication} (v1 supports 1 = optimistic, 2 = commit-reveal)")
-    if spec.model not in ("mlp", "cnn", "gpt"):
-        raise BadJobSpec("model", f"{spec.model!r} is not in the zoo (mlp, cnn, gpt)")
-    x, y, task, vocab = _load_dataset(spec)
-    built = datasets.make_shards(x, y, task=task, n_shards=spec.shards, eval_fraction=spec.eval_fraction,
-                                 seed=spec.seed, vocab=vocab, source=Path(spec.dataset).name)
-    metas = {name: _shard_meta(name, data) for name, data in built.items()}
-    data_section = metas["shard-000"].spec().model_dump(mode="json", exclude_none=True)
-    shard_cids = [storage.put_bytes(built[f"shard-{i:03d}"]) for i in range(spec.shards)]
-    eval_cid = storage.put_bytes(built["eval"]) if "eval" in built else None
+def _checked_manifest(raw: bytes, spec: JobSpec) -> tuple[Manifest, bytes]:
+    """The same validation every node applies, plus building the initial state."""
+    try:
+        manifest = load_manifest(raw)
+    except ManifestInvalid as exc:
+        raise BadJobSpec(_option_of(exc.field, spec), f"{exc.reason} (manifest field {exc.field})") from None
+    try:
+        return manifest, initial_state(manifest).hash
+    except (VerityError, ValueError, RuntimeError) as exc:  # a config the model zoo cannot build
+        raise BadJobSpec(_option_of("model", spec), str(exc).splitlines()[0]) from None
+
+
+def plan_job(spec: JobSpec) -> PreparedJob:
+    """Check every option and build the job in memory; nothing is uploaded, nothing touches the chain."""
+    validate_spec(spec)
+    data = load_job_data(spec.dataset, spec.shards, model=spec.model, eval_fraction=spec.eval_fraction,
+                         seed=spec.seed, block=spec.block)
+    spec = replace(spec, shards=len(data.shards))
+    data_section = data.metas[0].spec().model_dump(mode="json", exclude_none=True)
+    model = _default_model(spec, data_section)
+    shard_cids = [cid_of_bytes(b) for b in data.shards]
+    eval_cid = cid_of_bytes(data.eval) if data.eval is not None else None
     doc = {
-        "schema_version": 1, "name": spec.name or f"{spec.model} on {Path(spec.dataset).name}",
-        "model": _default_model(spec, data_section), "init": {"seed": spec.seed}, "data": data_section,
-        "shards": [{"cid": c, "samples": metas[f"shard-{i:03d}"].samples} for i, c in enumerate(shard_cids)],
+        "schema_version": 1, "name": spec.name or f"{spec.model} on {data.source}",
+        "model": model, "init": {"seed": spec.seed}, "data": data_section,
+        "shards": [{"cid": c, "samples": m.samples} for c, m in zip(shard_cids, data.metas)],
         "optimizer": {"name": spec.optimizer, "lr": spec.lr}, "batch_size": spec.batch_size,
         "steps_per_round": spec.steps, "rounds": spec.rounds, "checkpoint_interval": spec.k,
         "aggregation": {"rule": spec.aggregation, "trim": spec.trim},
-        "verification": {"replication": spec.replication, "challenge_window": max(60, spec.challenge_window)},
+        "verification": {"replication": spec.replication, "challenge_window": max(MIN_CHALLENGE_WINDOW, spec.challenge_window)},
     }
     if eval_cid:
-        doc["eval_shard"] = {"cid": eval_cid, "samples": metas["eval"].samples}
+        doc["eval_shard"] = {"cid": eval_cid, "samples": data.eval_meta.samples}
     raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
-    manifest = load_manifest(raw)  # the same validation every node applies
-    initial = initial_state(manifest)
-    cid = storage.put_bytes(raw)
-    return PreparedJob(doc, raw, cid, initial.hash, eval_cid, spec, shard_cids)
+    _, initial_hash = _checked_manifest(raw, spec)
+    blobs = [*data.shards, *([data.eval] if data.eval is not None else []), raw]
+    return PreparedJob(doc, raw, cid_of_bytes(raw), initial_hash, eval_cid, spec, shard_cids, blobs)
+
+
+def upload_job(prepared: PreparedJob, storage: Storage) -> PreparedJob:
+    """Upload shards, eval shard and manifest; each CID must be the one computed locally."""
+    expected = [*prepared.shard_cids, *([prepared.eval_cid] if prepared.eval_cid else []), prepared.manifest_cid]
+    for blob, cid in zip(prepared.blobs, expected, strict=True):
+        got = storage.put_bytes(blob)
+        if got != cid:
+            raise VerityError(f"IPFS stored a blob as {got}, computed locally as {cid}")
+    return prepared
+
+
+def prepare_job(spec: JobSpec, storage: Storage) -> PreparedJob:
+    """`plan_job`, then `upload_job`."""
+    return upload_job(plan_job(spec), storage)
 
 
 def post_job_web3(chain, prepared: PreparedJob) -> int:
@@ -152,3 +168,11 @@ def post_job_web3(chain, prepared: PreparedJob) -> int:
     for ev in c.jobs.events.JobPosted().process_receipt(receipt, errors=DISCARD):  # other contracts' logs
         return int(ev["args"]["jobId"])
     raise VerityError("postJob succeeded but emitted no JobPosted event")
+
+
+def check_funds(balance: int, prepared: PreparedJob, address: str) -> None:
+    """Refuse before the approve when the submitter cannot pay the whole escrow."""
+    escrow = prepared.escrow()
+    if balance < escrow:
+        raise BadJobSpec("payment", f"the escrow is {escrow / TOKEN:g} VRT but {address} holds {balance / TOKEN:g} VRT "
+                                    "(lower the payment, or fund that account)")

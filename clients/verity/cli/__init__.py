@@ -1,16 +1,34 @@
 """The `verity` command: one typer sub-app per noun, joined here."""
+from typing import Annotated
+
 import typer
 
 from verity.cli.data import app as data_app
 from verity.cli.devnet import app as devnet_app
 from verity.cli.job import app as job_app
+from verity.cli.job_submit import submit
 from verity.cli.node import app as node_app
 
 app = typer.Typer(no_args_is_help=True, help="Verity: verifiable ML training.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from verity import __version__
+
+        typer.echo(f"verity {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, help="print the version and exit")] = False) -> None:
+    """Verity: verifiable ML training."""
 app.add_typer(data_app, name="data")
 app.add_typer(devnet_app, name="devnet")
 app.add_typer(node_app, name="node")
 app.add_typer(job_app, name="job")
+job_app.command("submit")(submit)
 
 
 @app.command()

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from verity import submit_options as opts
 from verity.errors import VerityError
 
 app = typer.Typer(no_args_is_help=True, help="Dataset shards and the job manifest schema.")
@@ -22,19 +23,23 @@ def _fail(e: VerityError) -> None:
 
 @app.command()
 def shard(
-    source: Annotated[str, typer.Argument(help="'digits' (sklearn, bundled), a .npz / .safetensors with x and y, or a .txt for a char-level LM")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="output directory (must be empty or absent)")],
-    shards: Annotated[int, typer.Option("--shards", "-n", min=1, max=1024)] = 4,
-    eval_fraction: Annotated[float, typer.Option(min=0.0, max=0.9, help="fraction held out as eval.safetensors")] = 0.1,
-    seed: Annotated[int, typer.Option(help="shuffle seed")] = 0,
+    out: Annotated[Path, typer.Option("--out", "-o", help="output directory (must be empty or absent); pass it to `verity job submit --dataset`")],
+    source: Annotated[str, typer.Argument(help="'digits' (sklearn, bundled), a .npz / .safetensors with x and y, or a .txt for a char-level LM")] = opts.DATASET,
+    shards: Annotated[int, typer.Option("--shards", "-n", help=f"number of shards, 1..{opts.MAX_SHARDS} (the most a job may have)")] = opts.SHARDS,
+    eval_fraction: Annotated[float, typer.Option(help=opts.HELP["eval_fraction"])] = opts.EVAL_FRACTION,
+    seed: Annotated[int, typer.Option(help="shuffle seed")] = opts.SEED,
     image: Annotated[bool, typer.Option(help="digits as (1, 8, 8) images for the cnn")] = False,
-    block: Annotated[int, typer.Option(min=1, max=4096, help="text: characters per sample")] = 64,
+    block: Annotated[int, typer.Option(help=opts.HELP["block"])] = opts.BLOCK,
     stride: Annotated[Optional[int], typer.Option(min=1, help="text: window stride (default: block)")] = None,
 ) -> None:
     """Split a local dataset into N shards (+ an eval shard) and write index.json."""
     from verity.engine import datasets
 
     try:
+        for field, value, lo, hi in (("shards", shards, 1, opts.MAX_SHARDS), ("eval_fraction", eval_fraction, 0.0, 0.9),
+                                     ("block", block, 1, 4096)):
+            if not lo <= value <= hi:
+                raise opts.BadJobSpec(field, f"{value} is not in {lo}..{hi}")
         vocab = None
         if source == "digits":
             x, y = datasets.digits(image=image)
@@ -81,7 +86,7 @@ def inspect(path: Annotated[Path, typer.Argument(help="a shard file")]) -> None:
 
 
 @app.command()
-def schema(out: Annotated[Optional[Path], typer.Option("--out", "-o")] = None) -> None:
+def schema(out: Annotated[Optional[Path], typer.Option("--out", "-o", help="write the schema here instead of stdout")] = None) -> None:
     """Print (or write) the JSON schema of the job manifest."""
     from verity.engine.manifest import manifest_schema
 

@@ -1,91 +1,115 @@
-"""`verity job …`: follow a job's rounds, tasks, replicas and disputes; fetch its model."""
+"""`verity job …`: list jobs, follow a job's rounds, tasks, replicas and disputes, cancel or reclaim
+its escrow, and download its model with a model card."""
 from __future__ import annotations
 
 import time
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.live import Live
 from rich.table import Table
-from rich.console import Group
 
 from verity.cli.common import console, fail, settings
 from verity.errors import VerityError
+from verity.jobtable import render  # noqa: F401  (demo.py and scripts/submit.py import it from here)
 
-app = typer.Typer(no_args_is_help=True, help="Inspect, follow and download jobs.")
+app = typer.Typer(no_args_is_help=True, help="List, inspect, follow, cancel and download jobs.")
 JobId = Annotated[int, typer.Argument(help="on-chain job id")]
-Plot = Annotated[Optional[Path], typer.Option("--plot", help="also write the loss curve as a PNG here")]
+Plot = Annotated[Optional[Path], typer.Option("--plot", help="also write the loss curve (rounds and checkpoints) as a PNG here")]
+Account = Annotated[Optional[int], typer.Option("--account", "-a", help="sign as devnet test account N (ape test accounts)")]
+KeyFile = Annotated[Optional[Path], typer.Option("--key-file", help="sign with the hex private key in this file (mode 600)")]
 
 
-def reader(job_id: int):
-    from verity.chain.client import connect_chain
-    from verity.jobview import JobReader
+class StatusFilter(str, Enum):
+    active = "active"
+    completed = "completed"
+    cancelled = "cancelled"
+
+
+def _storage():
     from verity.storage import Storage
 
-    s = settings()
-    return JobReader(connect_chain(s.rpc_url), Storage.from_settings(s), job_id)
+    return Storage.from_settings(settings())
 
 
-def render(rep, names: dict | None = None) -> Group:
-    """The task table and the per-round metrics; `names` maps addresses to node names."""
-    names = names or {}
-    head = f"job {rep.job_id}: {rep.status}, round {min(rep.current_round + 1, rep.rounds)}/{rep.rounds}, {rep.shards} shards"
-    t = Table(title=head)
-    for col in ("task", "round", "index", "kind", "status", "replicas", "dispute"):
-        t.add_column(col)
-    for row in rep.tasks:
-        reps = ", ".join(f"{names.get(n, n[:8] + '…')}:{s}" for n, s in row.replicas if int(n, 16))
-        t.add_row(str(row.task_id), str(row.round), str(row.index), row.kind, row.status, reps, row.dispute)
-    m = Table(title="global model per round (held-out eval shard)")
-    for col in ("round", "loss", "accuracy", "curve"):
-        m.add_column(col)
-    for x in rep.metrics:
-        m.add_row(str(x.round), f"{x.loss:.4f}", f"{x.accuracy:.3f}" if x.accuracy is not None else "-",
-                  "█" * max(1, int(x.loss * 20)))
-    return Group(t, m)
+def _chain(account: int | None = None, key_file: Path | None = None, sign: bool = False):
+    from verity.chain.client import connect_chain, devnet_key
+
+    key = None
+    if key_file is not None:
+        from verity.node.app import read_key_file
+
+        key = read_key_file(key_file)
+    elif account is not None:
+        key = devnet_key(account)
+    elif sign:
+        raise VerityError("sign as the job's submitter: pass --account N (devnet test account) or --key-file FILE")
+    return connect_chain(settings().rpc_url, key)
 
 
-def plot(rep, out: Path) -> None:
-    import matplotlib
+def reader(job_id: int, chain=None):
+    from verity.jobview import JobReader
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    return JobReader(chain or _chain(), _storage(), job_id)
 
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    ax.plot([m.round + 1 for m in rep.metrics], [m.loss for m in rep.metrics], marker="o", label="eval loss")
-    ax.set_xlabel("round")
-    ax.set_xticks([m.round + 1 for m in rep.metrics])
-    ax.set_ylabel("loss")
-    ax.set_title(f"Verity job {rep.job_id}")
-    if rep.metrics and rep.metrics[0].accuracy is not None:
-        ax2 = ax.twinx()
-        ax2.plot([m.round + 1 for m in rep.metrics], [m.accuracy for m in rep.metrics], color="tab:green", marker="s", label="accuracy")
-        ax2.set_ylabel("accuracy")
-        fig.legend(loc="upper center", bbox_to_anchor=(0.5, 0.88), ncol=2, frameon=False)
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    console.print(f"wrote {out}")
+
+def _plot(r, rep, out: Path) -> None:
+    from verity.jobplot import checkpoint_losses, plot
+
+    what = plot(rep, out, checkpoint_losses(r, rep) if rep.metrics else [])
+    console.print(f"wrote {out} ({what})")
+
+
+@app.command("list")
+def list_jobs(status: Annotated[Optional[StatusFilter], typer.Option(help="only jobs with this status")] = None,
+              submitter: Annotated[Optional[str], typer.Option(help="only jobs posted by this address")] = None,
+              last: Annotated[int, typer.Option(min=1, help="look at the newest N jobs")] = 20) -> None:
+    """The newest jobs on this deployment: status, round, size, escrow left, submitter, age."""
+    from verity.chain.views import JobStatus, read
+    from verity.jobadvice import countdown, signer_hint
+
+    try:
+        c = _chain()
+        count, now = c.call(c.jobs.functions.jobCount()), c.now()
+        t = Table(title=f"jobs {max(1, count - last + 1)}..{count} of {count}" if count else "no jobs posted yet")
+        for col in ("job", "status", "round", "shards", "replication", "payment/task", "escrow left", "submitter", "posted"):
+            t.add_column(col)
+        for job_id in range(count, max(0, count - last), -1):
+            j = read(c, c.jobs, "getJob", job_id)
+            st = JobStatus(j.status).name.lower()
+            if (status and st != status.value) or (submitter and j.submitter.lower() != submitter.lower()):
+                continue
+            hint = signer_hint(j.submitter, c.deployments.chain_id)
+            who = j.submitter[:10] + "…" + (f" ({hint})" if hint.startswith("--account") else "")
+            t.add_row(str(job_id), st, f"{min(j.currentRound + 1, j.rounds)}/{j.rounds}", str(j.shards), str(j.replication),
+                      f"{j.paymentPerTask / 1e18:g}", f"{j.escrow / 1e18:g} VRT", who, f"{countdown(now - j.postedAt)} ago")
+    except VerityError as exc:
+        fail(exc)
+    console.print(t)
 
 
 @app.command()
 def show(job_id: JobId, plot_to: Plot = None) -> None:
-    """One snapshot of the job."""
+    """One snapshot of the job: tasks, replicas (replaced ones too), clocks, why tasks wait, metrics."""
     try:
-        rep = reader(job_id).report()
+        r = reader(job_id)
+        rep = r.report()
+        console.print(render(rep))
+        if plot_to:
+            _plot(r, rep, plot_to)
     except VerityError as exc:
         fail(exc)
-    console.print(render(rep))
-    if plot_to:
-        plot(rep, plot_to)
 
 
 @app.command()
 def watch(job_id: JobId, plot_to: Plot = None,
-          timeout: Annotated[float, typer.Option(help="give up after this many seconds")] = 3600.0,
+          timeout: Annotated[float, typer.Option(help="give up after this many seconds (exit 1, with advice)")] = 3600.0,
           interval: Annotated[float, typer.Option(help="seconds between refreshes")] = 1.0) -> None:
-    """Live table until the job completes or is cancelled."""
+    """Live table until the job completes or is cancelled; on timeout, says what it waits for."""
+    from verity.jobview import advice
+
     try:
         r = reader(job_id)
         deadline = time.monotonic() + timeout
@@ -95,26 +119,92 @@ def watch(job_id: JobId, plot_to: Plot = None,
                 rep = r.report()
                 live.update(render(rep))
         console.print()
+        if plot_to:
+            _plot(r, rep, plot_to)
     except VerityError as exc:
         fail(exc)
-    if plot_to:
-        plot(rep, plot_to)
     if rep.status == "active":
+        for line in advice(rep):
+            console.print(line, markup=False)
         fail(VerityError(f"job {job_id} still active after {timeout:.0f} s"))
 
 
+def _escrow_action(action: str, job_id: int, account, key_file) -> tuple:
+    """Send cancelJob / reclaimEscrow as the submitter; a revert becomes a one-line reason."""
+    from verity.chain import TxFailed
+    from verity.jobadvice import refusal
+
+    c = _chain(account, key_file, sign=True)
+    r = reader(job_id, c)
+    amount = int(r.job().escrow)
+    before = c.call(c.token.functions.balanceOf(c.address))
+    fn = c.jobs.functions.cancelJob(job_id) if action == "cancel" else c.jobs.functions.reclaimEscrow(job_id)
+    try:
+        c.transact(fn)
+    except TxFailed as exc:
+        raise refusal(action, r.report(metrics=False), exc.error, c.address) from None
+    return c.address, amount, before, c.call(c.token.functions.balanceOf(c.address))
+
+
 @app.command()
-def download(job_id: JobId, out: Annotated[Path, typer.Option("--out", "-o")] = Path("model.safetensors")) -> None:
-    """Download the job's final model (verified against the on-chain hash)."""
+def cancel(job_id: JobId, account: Account = None, key_file: KeyFile = None) -> None:
+    """Cancel an active job and refund its escrow: allowed before any assignment, or once a slot stayed empty past the assignment timeout (`job show` says when)."""
+    try:
+        who, amount, before, after = _escrow_action("cancel", job_id, account, key_file)
+    except VerityError as exc:
+        fail(exc)
+    console.print(f"[green]cancelled[/green] job {job_id}: refunded {amount / 1e18:g} VRT to {who} "
+                  f"(balance {before / 1e18:,.2f} → {after / 1e18:,.2f} VRT)")
+
+
+@app.command()
+def reclaim(job_id: JobId, account: Account = None, key_file: KeyFile = None) -> None:
+    """Take back the unspent escrow of a completed job (payments of replaced or slashed replicas)."""
+    try:
+        who, amount, before, after = _escrow_action("reclaim", job_id, account, key_file)
+    except VerityError as exc:
+        fail(exc)
+    console.print(f"[green]reclaimed[/green] {amount / 1e18:g} VRT of job {job_id} to {who} "
+                  f"(balance {before / 1e18:,.2f} → {after / 1e18:,.2f} VRT)")
+
+
+def _vocab(r) -> str | None:
+    """Text models: the characters behind the token ids, from the eval shard (or shard 1) metadata."""
+    if r.manifest.data.task != "lm":
+        return None
+    shard = r.eval_shard()
+    if shard is None:
+        from verity.engine.data import load_shard, shard_cap
+
+        ref = r.manifest.shards[0]
+        shard = load_shard(r.storage.get_bytes(ref.cid, max_bytes=shard_cap(r.manifest.data, ref.samples)), r.manifest.data, samples=ref.samples, source="shard 1")
+    return shard.meta.vocab
+
+
+@app.command()
+def download(job_id: JobId,
+             out: Annotated[Path, typer.Option("--out", "-o", help="where to write the weights (safetensors)")] = Path("model.safetensors"),
+             card: Annotated[bool, typer.Option(help="also write a model card, config and plain-PyTorch loader beside it")] = True) -> None:
+    """Download the job's final model (verified against the on-chain hash) and its model card."""
+    from verity.cid import digest_to_cid
+    from verity.engine.tensorfile import atomic_write
+    from verity.model_card import CardFacts, write_model_card
+
     try:
         r = reader(job_id)
         job = r.job()
         if not int.from_bytes(bytes(job.modelHash), "big"):
-            raise VerityError(f"job {job_id} has no final model yet (status {r.report().status})")
+            raise VerityError(f"job {job_id} has no final model yet (status {r.report(metrics=False).status})")
         data = r.round_model(int(job.rounds) - 1)
-        from verity.engine.tensorfile import atomic_write
-
+        out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(out, lambda f: f.write(data))
+        written = []
+        if card:
+            facts = CardFacts(job_id, r.manifest, digest_to_cid(job.manifestCid), "0x" + bytes(job.modelHash).hex(),
+                              digest_to_cid(job.modelCid), r.chain.deployments.chain_id, _vocab(r), r.report().metrics)
+            written = write_model_card(out, facts)
     except VerityError as exc:
         fail(exc)
     console.print(f"wrote {out} ({len(data)} bytes, hash 0x{bytes(job.modelHash).hex()[:16]}…)")
+    for p in written:
+        console.print(f"wrote {p}")

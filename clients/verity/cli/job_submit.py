@@ -1,0 +1,107 @@
+"""`verity job submit`: post a training job without ape — the job options of `ape run submit`,
+signed with web3 by a devnet test account (--account N) or a key file (--key-file).
+
+Every option is checked and the shards and manifest are built and validated before
+anything is uploaded or any token approved; a bad option is one `error: --option: …` line.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from verity.errors import VerityError
+from verity.submit import JobSpec
+from verity.submit_options import HELP, BadJobSpec
+
+D = JobSpec()  # the defaults, shared with `ape run submit` and `verity data shard`
+
+
+def _opt(field: str, *decls: str):
+    return typer.Option(*decls, help=HELP[field])
+
+
+def _error(exc: BaseException) -> None:
+    typer.echo(f"error: {exc}", err=True)  # plain: one line, never re-wrapped or read as markup
+    raise typer.Exit(1)
+
+
+def signer_key(account: int | None, key_file: Path | None, devnet_accounts: int) -> str:
+    from verity.chain.client import devnet_key
+    from verity.node.app import read_key_file
+
+    if key_file is not None:
+        if account is not None:
+            raise BadJobSpec("key_file", "give --account or --key-file, not both")
+        try:
+            return read_key_file(key_file)
+        except VerityError as exc:
+            raise BadJobSpec("key_file", str(exc)) from None
+    index = 0 if account is None else account
+    if not 0 <= index < devnet_accounts:
+        raise BadJobSpec("account", f"{index} is not a devnet test account (0..{devnet_accounts - 1})")
+    return devnet_key(index)
+
+
+def submit(
+    model: Annotated[str, _opt("model")] = D.model,
+    model_config: Annotated[Optional[str], _opt("model_config")] = None,
+    dataset: Annotated[str, _opt("dataset")] = D.dataset,
+    shards: Annotated[Optional[int], _opt("shards")] = None,
+    rounds: Annotated[int, _opt("rounds")] = D.rounds,
+    steps: Annotated[int, _opt("steps")] = D.steps,
+    k: Annotated[int, _opt("k", "-k", "--checkpoint-interval")] = D.k,
+    replication: Annotated[int, _opt("replication")] = D.replication,
+    payment: Annotated[float, _opt("payment")] = D.payment,
+    stake: Annotated[float, _opt("stake")] = D.stake,
+    aggregation: Annotated[str, _opt("aggregation")] = D.aggregation,
+    trim: Annotated[float, _opt("trim")] = D.trim,
+    batch_size: Annotated[int, _opt("batch_size")] = D.batch_size,
+    optimizer: Annotated[str, _opt("optimizer")] = D.optimizer,
+    lr: Annotated[float, _opt("lr")] = D.lr,
+    seed: Annotated[int, _opt("seed")] = D.seed,
+    eval_fraction: Annotated[float, _opt("eval_fraction")] = D.eval_fraction,
+    block: Annotated[int, _opt("block")] = D.block,
+    challenge_window: Annotated[int, _opt("challenge_window")] = D.challenge_window,
+    name: Annotated[str, _opt("name")] = D.name,
+    account: Annotated[Optional[int], typer.Option(
+        "--account", "-a", help="devnet test-account index to sign with (default 0)")] = None,
+    key_file: Annotated[Optional[Path], typer.Option(
+        "--key-file", help="file holding the submitter's hex private key (mode 600); for non-devnet chains")] = None,
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help=HELP["wait"])] = False,
+    timeout: Annotated[float, _opt("timeout")] = 1800.0,
+    out: Annotated[Optional[Path], _opt("out")] = None,
+) -> None:
+    """Post a training job: shards and manifest to IPFS, escrow on-chain (no ape needed)."""
+    from verity.chain.client import connect_chain
+    from verity.cli.common import console, settings
+    from verity.storage import Storage
+    from verity.submit import check_funds, plan_job, post_job_web3, upload_job
+    from verity.submit_options import check_writable, parse_model_config
+    from verity.submit_wait import follow, job_record, write_record
+
+    s = settings()
+    try:
+        check_writable("out", out)
+        spec = JobSpec(model=model, model_config=parse_model_config(model_config), dataset=dataset, shards=shards,
+                       rounds=rounds, steps=steps, k=k, replication=replication, payment=payment, stake=stake,
+                       aggregation=aggregation, trim=trim, batch_size=batch_size, optimizer=optimizer, lr=lr,
+                       seed=seed, eval_fraction=eval_fraction, block=block, challenge_window=challenge_window,
+                       name=name)
+        chain = connect_chain(s.rpc_url, signer_key(account, key_file, s.devnet_accounts))
+        with console.status("checking the job, building shards and manifest…"):
+            prepared = plan_job(spec)
+        check_funds(chain.call(chain.token.functions.balanceOf(chain.address)), prepared, chain.address)
+        with console.status("uploading shards and manifest…"):
+            upload_job(prepared, Storage.from_settings(s))
+        typer.echo(f"manifest {prepared.manifest_cid} ({len(prepared.manifest_bytes)} bytes), "
+                   f"{prepared.spec.shards} shards uploaded")
+        job_id = post_job_web3(chain, prepared)
+        typer.echo(f"posted job {job_id}: {prepared.escrow() / 1e18:g} VRT in escrow, submitter {chain.address}")
+        write_record(out, job_record(job_id, prepared, chain.address))
+        if wait:
+            path = follow(chain, Storage.from_settings(s), job_id, timeout, s.state_dir)
+            typer.echo(f"final model verified against the on-chain hash, saved to {path}")
+    except VerityError as exc:
+        _error(exc)

@@ -1,0 +1,194 @@
+"""Why a task waits, when its job may be cancelled, and what the submitter can do — computed
+from chain facts a `JobReader` collected (no chain access here, so every rule is unit-testable).
+
+The cancel rule mirrors `JobRegistry.cancelJob`: allowed while the job is active and (a) no slot was
+ever assigned or (b) a task of the current round has had an empty slot for over `assignmentTimeout`;
+never while a task of the round waits out a challenge window or a dispute.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from verity.errors import VerityError
+
+WAITING = ("open", "assigned", "revealed", "contested")
+EMPTY_SLOT = ("none", "late", "slashed")  # JobRegistry._isEmpty: the slot is drawn again
+
+
+def countdown(seconds: int) -> str:
+    """42 s, 3 min 05 s, 2 h 10 min."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def short(addr: str, names: dict | None = None) -> str:
+    return (names or {}).get(addr) or addr[:8] + "…"
+
+
+@dataclass
+class NodeFacts:
+    """What the registry says about the nodes that matter for one job, read at `now`."""
+    registered: int = 0
+    liveness_window: int = 600
+    last_seen: dict = field(default_factory=dict)   # address -> lastSeen of drawn nodes
+    eligible: list = field(default_factory=list)    # addresses passing isEligible for the job's requirements
+    offline: int = 0                                # registered nodes past the liveness window
+    banned: dict = field(default_factory=dict)      # task id -> addresses that may not take it again
+
+
+@dataclass
+class CancelRule:
+    allowed: bool
+    wait_s: int | None   # seconds until it may become allowed (None: not by waiting alone)
+    why: str
+
+
+def _replica_wait(row, r, now: int, nodes: NodeFacts, replication: int, names) -> str:
+    who = short(r.node, names)
+    if r.status == "committed" and not r.deadline:
+        return f"{who} committed; waiting for the other replica to commit"
+    what = {"assigned": "commit" if replication > 1 else "result", "committed": "reveal"}.get(r.status)
+    if what is None:
+        return ""
+    seen = nodes.last_seen.get(r.node)
+    offline = seen is not None and now > seen + nodes.liveness_window
+    gone = f"drawn node {who} offline (last seen {countdown(now - seen)} ago); " if offline else ""
+    if r.deadline > now:
+        then = ", then it is reported late and the slot drawn again" if offline else ""
+        return f"{gone}waiting for {who}'s {what}, {countdown(r.deadline - now)} left{then}"
+    return f"{gone}{who}'s {what} is {countdown(now - r.deadline)} overdue; any node may reportLate it and redraw the slot"
+
+
+def task_reason(row, now: int, nodes: NodeFacts, replication: int, stake_vrt: float = 0.0,
+                names: dict | None = None) -> str:
+    """One line saying why a waiting task has not moved on, and what it waits for."""
+    current = [r for r in row.replicas if r.current]
+    if row.status == "open":
+        held = {r.node for r in current if r.status not in EMPTY_SLOT}
+        excluded = held | set(nodes.banned.get(row.task_id, ()))
+        free = [n for n in nodes.eligible if n not in excluded]
+        empty = sum(1 for r in current if r.status in EMPTY_SLOT) or replication - len(held)
+        since = f"{empty} slot(s) empty for {countdown(now - row.open_since)}" if row.open_since else f"{empty} slot(s) empty"
+        drawn = [p for r in current if r.status in ("assigned", "committed")
+                 and (p := _replica_wait(row, r, now, nodes, replication, names))]
+        if free:
+            why = f"{len(free)} eligible node(s), waiting for a node to call assign()"
+        elif nodes.registered == 0:
+            why = "no eligible node: no node is registered"
+        elif not nodes.eligible:
+            off = f" ({nodes.offline} offline: no heartbeat for {countdown(nodes.liveness_window)})" if nodes.offline else ""
+            why = (f"no eligible node: none of the {nodes.registered} registered node(s) is a live solver with the job's "
+                   f"device, memory, profile and {stake_vrt:g} VRT free stake{off}")
+        else:
+            why = f"no eligible node: the {len(nodes.eligible)} eligible node(s) hold or were banned from this task"
+        return "; ".join([since, why, *drawn])
+    if row.status == "assigned":
+        parts = [p for r in current if (p := _replica_wait(row, r, now, nodes, replication, names))]
+        return "; ".join(parts) or "all replicas in; waiting for the task to settle"
+    if row.status == "revealed":
+        left = row.challenge_deadline - now
+        return f"challenge window, {countdown(left)} left" if left >= 0 else \
+            "challenge window over; waiting for a node to call finalize()"
+    if row.status == "contested":
+        return f"in dispute {row.dispute}".strip()
+    return ""
+
+
+def cancel_rule(rep) -> CancelRule:
+    """Whether `cancelJob` would succeed in the next block (JobRegistry.cancelJob's rule)."""
+    if rep.status != "active":
+        return CancelRule(False, None, f"the job is {rep.status}")
+    now, timeout = rep.now, rep.assignment_timeout
+    current = [t for t in rep.tasks if t.round == rep.current_round]
+    pending = [t for t in current if t.status in ("revealed", "contested")]
+    if pending:
+        t = pending[0]
+        what = "a challenge window" if t.status == "revealed" else "a dispute"
+        return CancelRule(False, None, f"task {t.task_id} is in {what}; it must settle first")
+    if not rep.ever_assigned:
+        return CancelRule(True, 0, "no slot was ever assigned")
+    opened = sorted((t for t in current if t.status == "open" and t.open_since), key=lambda t: t.open_since)
+    if opened:
+        t = opened[0]
+        # cancelJob needs block.timestamp > openSince + timeout; the next block is at least now + 1
+        if now >= t.open_since + timeout:
+            return CancelRule(True, 0, f"task {t.task_id} has had an empty slot for {countdown(now - t.open_since)}")
+        wait = t.open_since + timeout - now
+        return CancelRule(False, wait, f"allowed in {countdown(wait)} if task {t.task_id} stays unassigned "
+                                       f"(a slot must stay empty for {timeout} s)")
+    return CancelRule(False, None, f"every task of round {rep.current_round + 1} has its nodes; cancelling is allowed "
+                                   f"only before any assignment or after a slot stays empty for {timeout} s")
+
+
+@lru_cache(maxsize=None)
+def devnet_accounts(count: int = 20) -> dict:
+    """address -> index of the devnet test accounts (the public mnemonic; for hints only)."""
+    from eth_account import Account
+
+    from verity.chain.client import devnet_key
+
+    return {Account.from_key(devnet_key(i)).address: i for i in range(count)}
+
+
+def signer_hint(address: str, chain_id: int | None = None) -> str:
+    """`--account N` when `address` is a devnet test account (chain 31337), else `--key-file FILE`."""
+    if chain_id in (None, 31337):
+        idx = devnet_accounts().get(address)
+        if idx is not None:
+            return f"--account {idx}"
+    return "--key-file FILE"
+
+
+def advice(rep) -> list[str]:
+    """What a job waits for and what its submitter can do about it, one line each (for `job watch`,
+    `ape run submit --wait` and `job show`)."""
+    lines = [f"task {t.task_id} (round {t.round + 1}, {t.kind}) {t.status}: {t.reason}"
+             for t in rep.tasks if t.status in WAITING and t.reason and t.round == rep.current_round]
+    escrow = f"{rep.escrow / 1e18:g} VRT"
+    hint = signer_hint(rep.submitter, rep.chain_id) if rep.submitter else "--account N"
+    if rep.status == "active":
+        rule = rep.cancel or cancel_rule(rep)
+        if rule.allowed:
+            lines.append(f"cancel now ({rule.why}): `verity job cancel {rep.job_id} {hint}` refunds {escrow}")
+        elif rule.wait_s is not None:
+            lines.append(f"cancel: {rule.why}; then `verity job cancel {rep.job_id} {hint}` refunds {escrow}")
+        else:
+            lines.append(f"cannot cancel now: {rule.why}")
+    elif rep.status == "completed" and rep.escrow:
+        lines.append(f"`verity job reclaim {rep.job_id} {hint}` returns {escrow} of unspent escrow")
+    return lines
+
+
+class JobActionRefused(VerityError):
+    """`cancel` or `reclaim` would revert; the message says why, from the chain's facts."""
+
+    def __init__(self, action: str, job_id: int, reason: str):
+        self.action, self.job_id, self.reason = action, job_id, reason
+        super().__init__(f"cannot {action} job {job_id}: {reason}")
+
+
+def refusal(action: str, rep, error: str, caller: str) -> JobActionRefused:
+    """Explain a reverted cancelJob / reclaimEscrow (`error`: the decoded custom error's name)."""
+    hint = signer_hint(rep.submitter, rep.chain_id)
+    escrow = f"{rep.escrow / 1e18:g} VRT"
+    if error == "NotSubmitter":
+        reason = f"it was posted by {rep.submitter}, not {caller}; sign as the submitter ({hint})"
+    elif action == "cancel" and error == "JobNotActive":
+        reason = f"it is {rep.status}" + (f"; `verity job reclaim {rep.job_id} {hint}` returns {escrow} of unspent escrow"
+                                          if rep.status == "completed" and rep.escrow else "")
+    elif action == "cancel":
+        rule = cancel_rule(rep)
+        reason = rule.why if rule.allowed is False else f"{error} (the chain refused; try again)"
+    elif error == "JobNotCompleted":
+        reason = f"it is {rep.status}; reclaim returns the unspent escrow of a completed job" + \
+            (f" (to stop an active job: `verity job cancel {rep.job_id} {hint}`)" if rep.status == "active" else "")
+    elif error == "NothingToWithdraw":
+        reason = "no unspent escrow is left (every payment of the job was credited or refunded)"
+    else:
+        reason = error
+    return JobActionRefused(action, rep.job_id, reason)

@@ -1,0 +1,82 @@
+"""What a job's events say that its on-chain records no longer do: which tasks it has, every node
+ever drawn into each replica slot (a slot drawn again overwrites its record), what each was fined
+(late: `ReplicaLate`; a lost dispute: `StakeSlashed` in the resolving transaction) and how each
+dispute went. Fed events in chain order; feeding is idempotent per event."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from verity.chain.views import DisputeOutcome, ReplicaStatus
+
+
+@dataclass
+class ReplicaRow:
+    slot: int
+    node: str
+    status: str          # the replica status; "replaced" for a former holder drawn out for another reason
+    deadline: int = 0    # commit/submit/reveal deadline (unix s), 0 = none
+    fined: int = 0       # wei burned or slashed from this holder on this task
+    current: bool = True
+
+
+class JobHistory:
+    def __init__(self, job_id: int, game_address: str):
+        self.job_id, self.game = job_id, game_address
+        self.tasks: dict[int, tuple[int, int]] = {}                       # task id -> (round, index)
+        self.disputes: dict[int, str] = {}                                # task id -> "#3 step 14"
+        self._dispute_task: dict[int, int] = {}                           # dispute id -> task id
+        self._assigned: dict[int, list[tuple[int, str]]] = defaultdict(list)  # task id -> [(slot, node)]
+        self._fines: dict[tuple[int, str], int] = defaultdict(int)        # (task, node) -> wei
+        self._marks: dict[tuple[int, str], str] = {}                      # (task, node) -> late / slashed
+        self._slashes: dict[str, list] = defaultdict(list)                # tx -> [(node, amount)]
+        self._resolved: dict[str, int] = {}                               # tx -> task id
+
+    def feed(self, events) -> None:
+        for ev in events:
+            self._feed(ev)
+        for tx, tid in self._resolved.items():  # dispute slashes: StakeSlashed of a replica in the resolving tx
+            holders = {n for _, n in self._assigned[tid]}
+            for node, amount in self._slashes.pop(tx, []):
+                if node in holders:
+                    self._fines[(tid, node)] += amount
+                    self._marks[(tid, node)] = "slashed"
+
+    def _feed(self, ev) -> None:
+        a, tid = ev.args, ev.args.get("taskId")
+        if ev.name == "TaskCreated" and a["jobId"] == self.job_id:
+            self.tasks[tid] = (int(a["round"]), int(a["index"]))
+        elif ev.name == "StakeSlashed" and a["to"] == self.game:  # a dispute party's (or silent referee's) stake
+            self._slashes[ev.tx_hash].append((a["node"], a["amount"]))
+        elif ev.name == "StepPinpointed" and a["disputeId"] in self._dispute_task:
+            self.disputes[self._dispute_task[a["disputeId"]]] = f"#{a['disputeId']} step {a['step']}"
+        elif tid not in self.tasks:
+            return
+        elif ev.name == "TaskAssigned":
+            self._assigned[tid].append((int(a["slot"]), a["node"]))
+        elif ev.name == "ReplicaLate":
+            self._fines[(tid, a["node"])] += a["slashed"]
+            self._marks[(tid, a["node"])] = "late"
+        elif ev.name == "DisputeOpened":
+            self.disputes[tid] = f"#{a['disputeId']} open"
+            self._dispute_task[a["disputeId"]] = tid
+        elif ev.name == "DisputeResolved":
+            outcome = DisputeOutcome(a["outcome"]).name.lower().replace("_", " ")
+            self.disputes[tid] = f"#{a['disputeId']} {outcome}"
+            self._resolved[ev.tx_hash] = tid
+
+    def replicas(self, tid: int, current: list) -> list[ReplicaRow]:
+        """Rows for the task's current replica records (`getReplicas`), each slot preceded by its
+        former holders."""
+        rows: list[ReplicaRow] = []
+        for slot, r in enumerate(current):
+            held = [n for s, n in self._assigned[tid] if s == slot]
+            if held and held[-1] == r.node:
+                held = held[:-1]
+            for node in held:
+                rows.append(ReplicaRow(slot, node, self._marks.get((tid, node), "replaced"),
+                                       fined=self._fines.get((tid, node), 0), current=False))
+            status = ReplicaStatus(r.status).name.lower()
+            fined = self._fines.get((tid, r.node), 0) if status in ("late", "slashed") else 0
+            rows.append(ReplicaRow(slot, r.node, status, int(r.deadline), fined))
+        return rows

@@ -1,0 +1,175 @@
+"""Job options shared by `ape run submit`, `verity job submit` and `verity data shard`:
+their defaults, help texts, and the checks that run before anything is uploaded or spent.
+
+Every check raises `BadJobSpec`, whose one-line message starts with the option
+a user typed (`--shards: 0 is not in 1..32`).
+"""
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from verity.errors import VerityError
+
+if TYPE_CHECKING:
+    from verity.submit import JobSpec
+
+# JobRegistry's bounds (contracts/JobRegistry.sol); a job outside them would revert after the approve.
+MAX_SHARDS = 32
+MAX_ROUNDS = 256
+MAX_TRACE = 1 << 20
+MAX_WINDOW = 7 * 24 * 3600
+MIN_CHALLENGE_WINDOW = 60  # the manifest's lower bound
+
+# Defaults of both `verity data shard` and the submit commands.
+DATASET = "digits"
+SHARDS = 4
+EVAL_FRACTION = 0.15
+SEED = 0
+BLOCK = 32  # text: characters per sample
+
+MODELS = ("mlp", "cnn", "gpt")
+AGGREGATIONS = ("mean", "median", "trimmed_mean")
+OPTIMIZERS = ("sgd", "adam", "adamw")
+
+_FLAGS = {"k": "-k/--checkpoint-interval", "alias": "--account", "test_account": "--test-account"}
+
+
+def flag(field: str) -> str:
+    """The command-line spelling of a JobSpec field or command parameter."""
+    return _FLAGS.get(field, "--" + field.replace("_", "-"))
+
+
+class BadJobSpec(VerityError, ValueError):
+    """A submit option was rejected before anything was uploaded or spent."""
+
+    def __init__(self, field_: str, why: str):
+        self.field = field_
+        super().__init__(f"{flag(field_)}: {why}")
+
+
+HELP = {
+    "model": "model architecture: mlp | cnn | gpt",
+    "model_config": "model config as a JSON object, or a .json file holding one (default: sized to the data)",
+    "dataset": "'digits' (bundled), an .npz/.safetensors (x, y) pair, a .txt corpus, "
+               "or a directory written by `verity data shard`",
+    "shards": f"data shards per round, 1..{MAX_SHARDS} (default {SHARDS}, or as many as a shard directory holds)",
+    "rounds": f"training rounds, 1..{MAX_ROUNDS}",
+    "steps": "training steps per round (a multiple of -k)",
+    "k": "checkpoint interval: a checkpoint hash is committed every k steps",
+    "replication": "1 = optimistic (one solver, challenge window), 2 = commit-reveal by two solvers",
+    "payment": "VRT paid to each accepted replica of each task (> 0)",
+    "stake": "VRT each replica locks while it holds a task (> 0)",
+    "aggregation": "how shard results are merged: mean | median | trimmed_mean",
+    "trim": "fraction cut at each end by trimmed_mean (0 < trim < 0.5)",
+    "batch_size": "samples per training step",
+    "optimizer": "sgd | adam | adamw",
+    "lr": "learning rate (0 < lr ≤ 10)",
+    "seed": "seed of the data shuffle and the model init",
+    "eval_fraction": "fraction of the data held out as the eval shard (0 ≤ f ≤ 0.9)",
+    "block": "text corpus: characters per sample",
+    "challenge_window": f"seconds a result may be challenged (replication 1; 0 = the contract's default, "
+                        f"at most {MAX_WINDOW})",
+    "name": "job name stored in the manifest (default: '<model> on <dataset>')",
+    "wait": "follow the job until the final model is downloaded and verified",
+    "timeout": "--wait gives up after this many seconds",
+    "out": "write {job_id, manifest_cid, escrow, …} as JSON to this file",
+}
+
+
+def _between(field_: str, value, lo, hi) -> None:
+    if not lo <= value <= hi:
+        raise BadJobSpec(field_, f"{value} is not in {lo}..{hi}")
+
+
+def validate_spec(spec: JobSpec) -> None:
+    """Checks on the options alone (no file, network or chain is touched)."""
+    if spec.model not in MODELS:
+        raise BadJobSpec("model", f"{spec.model!r} is not in the zoo ({', '.join(MODELS)})")
+    if spec.shards is not None:
+        _between("shards", spec.shards, 1, MAX_SHARDS)
+    _between("rounds", spec.rounds, 1, MAX_ROUNDS)
+    if spec.steps < 1:
+        raise BadJobSpec("steps", f"{spec.steps} must be ≥ 1")
+    _between("k", spec.k, 1, MAX_TRACE)
+    if spec.steps % spec.k:
+        raise BadJobSpec("k", f"{spec.k} does not divide --steps ({spec.steps})")
+    if spec.steps // spec.k > MAX_TRACE:
+        raise BadJobSpec("steps", f"{spec.steps} gives more than {MAX_TRACE} checkpoints per round")
+    if spec.replication not in (1, 2):
+        raise BadJobSpec("replication", f"{spec.replication} (v1 supports 1 = optimistic, 2 = commit-reveal)")
+    for name in ("payment", "stake"):
+        value = getattr(spec, name)
+        if not (math.isfinite(value) and value > 0):
+            raise BadJobSpec(name, f"{value:g} VRT must be a positive amount")
+        if int(value * 10**18) == 0:
+            raise BadJobSpec(name, f"{value:g} VRT is below one wei")
+    if spec.aggregation not in AGGREGATIONS:
+        raise BadJobSpec("aggregation", f"{spec.aggregation!r} is not one of {', '.join(AGGREGATIONS)}")
+    if spec.aggregation == "trimmed_mean" and not 0 < spec.trim < 0.5:
+        raise BadJobSpec("trim", f"{spec.trim:g}: trimmed_mean needs 0 < trim < 0.5")
+    if spec.aggregation != "trimmed_mean" and spec.trim != 0:
+        raise BadJobSpec("trim", f"{spec.trim:g}: only trimmed_mean trims (use --aggregation trimmed_mean)")
+    if spec.batch_size < 1:
+        raise BadJobSpec("batch_size", f"{spec.batch_size} must be ≥ 1")
+    if spec.optimizer not in OPTIMIZERS:
+        raise BadJobSpec("optimizer", f"{spec.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+    if not (math.isfinite(spec.lr) and 0 < spec.lr <= 10):
+        raise BadJobSpec("lr", f"{spec.lr:g} is not in (0, 10]")
+    if spec.seed < 0:
+        raise BadJobSpec("seed", f"{spec.seed} must be ≥ 0")
+    if not 0 <= spec.eval_fraction <= 0.9:
+        raise BadJobSpec("eval_fraction", f"{spec.eval_fraction:g} is not in 0..0.9")
+    if spec.block < 1:
+        raise BadJobSpec("block", f"{spec.block} must be ≥ 1")
+    if spec.replication == 1:  # the manifest records at least MIN_CHALLENGE_WINDOW; the chain enforces this one
+        _between("challenge_window", spec.challenge_window, 0, MAX_WINDOW)
+    _between("execution_window", spec.execution_window, 0, MAX_WINDOW)
+    _between("reveal_window", spec.reveal_window, 0, MAX_WINDOW)
+    if len(spec.name) > 128:
+        raise BadJobSpec("name", f"{len(spec.name)} characters; at most 128")
+
+
+def parse_model_config(text: str | None) -> dict | None:
+    """`--model-config`: inline JSON or the path of a .json file; must be a JSON object."""
+    if text is None or text == "":
+        return None
+    source = text
+    if not text.lstrip().startswith("{") and Path(text).is_file():
+        try:
+            source = Path(text).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadJobSpec("model_config", f"cannot read {text}: {exc}") from None
+    try:
+        value = json.loads(source)
+    except json.JSONDecodeError as exc:
+        raise BadJobSpec("model_config", f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    if not isinstance(value, dict):
+        raise BadJobSpec("model_config", f"must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def check_writable(field_: str, path: Path | None) -> None:
+    """A file can be written at `path`: its missing parent folders are created and a probe
+    file is created and removed there (permission bits alone say nothing to root)."""
+    if path is None:
+        return
+    path = Path(path)
+    if path.is_dir():
+        raise BadJobSpec(field_, f"{path} is a directory")
+    existing = next(p for p in path.parents if p.exists())
+    if not existing.is_dir():
+        raise BadJobSpec(field_, f"cannot write {path}: {existing} is a file, not a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            with open(path, "ab"):
+                pass
+        else:
+            with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".probe"):
+                pass
+    except OSError as exc:
+        raise BadJobSpec(field_, f"cannot write {path}: {exc.strerror or exc}") from None

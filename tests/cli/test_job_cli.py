@@ -1,0 +1,147 @@
+"""`verity job list/show/watch/cancel/reclaim/download` run as a user would, against a real anvil +
+js-ipfs devnet with freshly deployed contracts (fixtures from tests/nodes)."""
+from __future__ import annotations
+
+import pytest
+from eth_account import Account
+
+from node_builders import SUBMITTER
+from verity.chain.client import devnet_key
+from verity.chain.views import JobStatus, read
+
+pytestmark = pytest.mark.integration
+SUBMITTER_ADDR = Account.from_key(devnet_key(SUBMITTER)).address
+TINY = dict(shards=1, rounds=1, steps=10, k=10)
+
+
+def balance(c, addr: str) -> int:
+    return c.call(c.token.functions.balanceOf(addr))
+
+
+def one_line_error(result) -> str:
+    """A refusal: exit 1, one `error:` line on stderr, no traceback."""
+    assert result.exit_code == 1, (result.exit_code, result.stdout, result.stderr, result.exception)
+    assert "Traceback" not in result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def warp(net, seconds: int) -> None:
+    """Move chain time forward (this test module's own devnet)."""
+    w3 = net.client().w3
+    w3.provider.make_request("evm_increaseTime", [seconds])
+    w3.provider.make_request("evm_mine", [])
+
+
+def register_solver(net, account: int) -> str:
+    c = net.client(account)
+    c.transact(c.token.functions.approve(c.registry.address, 2**256 - 1))
+    c.transact(c.registry.functions.register(1, 0, 4096, 100, 1, "/ip4/127.0.0.1/tcp/4001"))  # solver, cpu, cpu-f32-strict
+    c.transact(c.registry.functions.stake(1000 * 10**18))
+    return c.address
+
+
+def test_list_show_watch_and_cancel_an_unassigned_job_succeeds(net, verity):
+    job_id = net.post(**TINY, replication=1)
+    c = net.client()
+    escrow = read(c, c.jobs, "getJob", job_id).escrow
+    assert escrow == 2 * 10**18  # payment 1 × replication 1 × (1 shard + 1 aggregate) × 1 round
+
+    listed = verity("job", "list")
+    assert listed.exit_code == 0, listed.stderr
+    row = next(line for line in listed.stdout.splitlines() if line.startswith(f"│ {job_id} "))
+    assert "active" in row and "2 VRT" in row and f"(--account {SUBMITTER})" in row
+
+    shown = verity("job", "show", str(job_id))
+    assert shown.exit_code == 0, shown.stderr
+    assert "open: 1 slot(s) empty" in shown.stdout and "no eligible node: no node is registered" in shown.stdout
+    assert f"cancel now (no slot was ever assigned): `verity job cancel {job_id} --account {SUBMITTER}` refunds 2 VRT" in shown.stdout
+
+    watched = verity("job", "watch", str(job_id), "--timeout", "2", "--interval", "0.5")
+    assert f"job {job_id} still active after 2 s" in one_line_error(watched)
+    assert "no eligible node: no node is registered" in watched.stdout.split("global model per round")[-1]
+    assert f"`verity job cancel {job_id} --account {SUBMITTER}`" in watched.stdout
+
+    assert "pass --account N" in one_line_error(verity("job", "cancel", str(job_id)))
+    wrong = one_line_error(verity("job", "cancel", str(job_id), "--account", "1"))
+    assert f"cannot cancel job {job_id}: it was posted by {SUBMITTER_ADDR}" in wrong and f"--account {SUBMITTER}" in wrong
+
+    before = balance(c, SUBMITTER_ADDR)
+    done = verity("job", "cancel", str(job_id), "--account", str(SUBMITTER))
+    assert done.exit_code == 0, done.stderr
+    assert f"cancelled job {job_id}: refunded 2 VRT to {SUBMITTER_ADDR}" in done.stdout
+    assert balance(c, SUBMITTER_ADDR) - before == escrow
+    assert JobStatus(read(c, c.jobs, "getJob", job_id).status) == JobStatus.CANCELLED
+
+    again = one_line_error(verity("job", "cancel", str(job_id), "--account", str(SUBMITTER)))
+    assert again.endswith(f"cannot cancel job {job_id}: it is cancelled")
+    reclaim = one_line_error(verity("job", "reclaim", str(job_id), "--account", str(SUBMITTER)))
+    assert f"cannot reclaim job {job_id}: it is cancelled; reclaim returns the unspent escrow of a completed job" in reclaim
+    assert "no job 99 on this deployment" in one_line_error(verity("job", "show", "99"))
+
+
+def test_cancel_waits_for_a_starved_slot_and_offline_late_replicas_show_succeeds(net, verity):
+    owner, c = net.client(0), net.client()
+    owner.transact(owner.jobs.functions.setAssignmentTimeout(120))
+    solo = register_solver(net, 1)  # registered and staked, but no process runs it
+    starved = net.post(**TINY, replication=2)                          # slot 1: solo; slot 2: nobody left
+    waiting = net.post(**TINY, replication=1, execution_window=3600)   # solo, never runs
+    late = net.post(**TINY, replication=1, execution_window=60)        # solo, will miss its deadline
+
+    shown = verity("job", "show", str(starved)).stdout
+    assert "no eligible node: the 1 eligible node(s) hold or were banned from this task" in shown
+    assert "cancel: allowed in" in shown and "if task" in shown
+    refused = one_line_error(verity("job", "cancel", str(starved), "--account", str(SUBMITTER)))
+    assert f"cannot cancel job {starved}: allowed in" in refused and "a slot must stay empty for 120 s" in refused
+
+    warp(net, 700)  # past the liveness window (600 s), the assignment timeout and `late`'s deadline
+    shown = verity("job", "show", str(waiting)).stdout
+    assert f"drawn node {solo[:8]}… offline (last seen" in shown and f"waiting for {solo[:8]}…'s result" in shown
+    tid = c.call(c.jobs.functions.taskOf(late, 0, 0))
+    owner.transact(owner.jobs.functions.reportLate(tid, 0))  # what any node's keeper does
+    shown = verity("job", "show", str(late)).stdout
+    assert f"{solo[:8]}…:late −1 VRT" in shown  # 10 % of the 10 VRT task stake, burned
+    assert "no eligible node: none of the 1 registered node(s) is a live solver" in shown
+    assert "(1 offline: no heartbeat for 10 min 00 s)" in shown
+
+    refused = one_line_error(verity("job", "cancel", str(waiting), "--account", str(SUBMITTER)))
+    assert "every task of round 1 has its nodes" in refused
+    locked = read(c, c.registry, "getNode", solo).locked
+    before = balance(c, SUBMITTER_ADDR)
+    done = verity("job", "cancel", str(starved), "--account", str(SUBMITTER))
+    assert done.exit_code == 0, done.stderr
+    assert balance(c, SUBMITTER_ADDR) - before == 4 * 10**18  # 1 × 2 replicas × 2 tasks × 1 round
+    assert locked - read(c, c.registry, "getNode", solo).locked == 10 * 10**18  # solo's slot released
+
+
+@pytest.mark.slow
+def test_completed_job_plots_downloads_with_card_and_has_nothing_to_reclaim(net, verity, tmp_path):
+    for i in (1, 2):
+        net.start_node(f"solver-{i}", i)
+    net.wait_registered(2)
+    job_id = net.post(shards=1, rounds=2, steps=10, k=5, replication=2)
+    job = net.wait_job(job_id)
+
+    shown = verity("job", "show", str(job_id), "--plot", str(tmp_path / "loss.png"))
+    assert shown.exit_code == 0, shown.stderr
+    assert f"wrote {tmp_path / 'loss.png'} (2 round(s), 6 checkpoint(s))" in shown.stdout  # steps 0, 5, 10 of each round
+    assert (tmp_path / "loss.png").stat().st_size > 10_000
+    rounds = [line.split("│")[1].strip() for line in shown.stdout.split("global model per round")[1].splitlines()
+              if line.startswith("│")]
+    assert rounds == ["1", "2"]
+
+    out = tmp_path / "dl" / "model.safetensors"
+    got = verity("job", "download", str(job_id), "-o", str(out))
+    assert got.exit_code == 0, got.stderr
+    card = (tmp_path / "dl" / "model.card.md").read_text()
+    from verity.cid import digest_to_cid
+
+    assert f"| manifest CID | `{digest_to_cid(job.manifestCid)}` |" in card
+    assert f"`0x{bytes(job.modelHash).hex()}`" in card and "(round 2, held-out eval shard)" in card
+    assert (tmp_path / "dl" / "model_load.py").is_file() and (tmp_path / "dl" / "model.config.json").is_file()
+
+    nothing = one_line_error(verity("job", "reclaim", str(job_id), "--account", str(SUBMITTER)))
+    assert f"cannot reclaim job {job_id}: no unspent escrow is left" in nothing
+    watched = verity("job", "watch", str(job_id), "--timeout", "5")
+    assert watched.exit_code == 0 and f"job {job_id}: completed" in watched.stdout

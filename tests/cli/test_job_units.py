@@ -1,0 +1,186 @@
+"""Units of the job views: why a task waits, the cancel rule (JobRegistry.cancelJob's), the advice
+lines, the task table's round numbering and the loss plot (no chain: JobReport built by hand)."""
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from verity.jobadvice import NodeFacts, advice, cancel_rule, countdown, task_reason
+from verity.jobplot import figure
+from verity.jobtable import render
+from verity.jobview import JobReport, ReplicaRow, RoundMetric, TaskRow
+
+A, B, C = "0x" + "aa" * 20, "0x" + "bb" * 20, "0x" + "cc" * 20
+ZERO = "0x" + "00" * 20
+NOW = 10_000
+
+
+def report(tasks, **kw) -> JobReport:
+    base = dict(job_id=3, status="active", current_round=0, rounds=3, shards=1, tasks=tasks, now=NOW,
+                escrow=12 * 10**18, submitter=A, replication=2, ever_assigned=True, assignment_timeout=300)
+    base.update(kw)
+    return JobReport(**base)
+
+
+def open_task(open_since=NOW - 10, replicas=None) -> TaskRow:
+    reps = replicas if replicas is not None else [ReplicaRow(0, B, "assigned", NOW + 50), ReplicaRow(1, ZERO, "none")]
+    return TaskRow(1, 0, 0, "train", "open", reps, open_since=open_since)
+
+
+def text(renderable) -> str:
+    out = io.StringIO()
+    Console(file=out, width=250, color_system=None).print(renderable)
+    return out.getvalue()
+
+
+def test_countdown_formats_succeeds():
+    assert [countdown(s) for s in (-3, 42, 185, 7800)] == ["0 s", "42 s", "3 min 05 s", "2 h 10 min"]
+
+
+def test_task_reason_no_node_registered_succeeds():
+    reason = task_reason(open_task(replicas=[ReplicaRow(0, ZERO, "none"), ReplicaRow(1, ZERO, "none")]), NOW,
+                         NodeFacts(registered=0), 2)
+    assert reason == "2 slot(s) empty for 10 s; no eligible node: no node is registered"
+
+
+def test_task_reason_eligible_node_already_holds_the_task_succeeds():
+    reason = task_reason(open_task(), NOW, NodeFacts(registered=1, eligible=[B]), 2)
+    assert "1 slot(s) empty" in reason and "the 1 eligible node(s) hold or were banned from this task" in reason
+
+
+def test_task_reason_banned_node_is_not_a_candidate_succeeds():
+    facts = NodeFacts(registered=2, eligible=[B, C], banned={1: [C]})
+    assert "no eligible node" in task_reason(open_task(), NOW, facts, 2)
+    assert "1 eligible node(s), waiting for a node to call assign()" in task_reason(open_task(), NOW, NodeFacts(2, eligible=[B, C]), 2)
+
+
+def test_task_reason_drawn_node_offline_succeeds():
+    row = TaskRow(1, 0, 0, "train", "assigned", [ReplicaRow(0, B, "assigned", NOW + 90)])
+    facts = NodeFacts(registered=1, liveness_window=600, last_seen={B: NOW - 700})
+    reason = task_reason(row, NOW, facts, 1)
+    assert reason.startswith("drawn node 0xbbbbbb… offline (last seen 11 min 40 s ago)")
+    assert "waiting for 0xbbbbbb…'s result, 1 min 30 s left" in reason
+
+
+def test_task_reason_overdue_and_challenge_window_succeeds():
+    late = TaskRow(1, 0, 0, "train", "assigned", [ReplicaRow(0, B, "committed", NOW - 5), ReplicaRow(1, C, "revealed")])
+    assert "0xbbbbbb…'s reveal is 5 s overdue; any node may reportLate" in task_reason(late, NOW, NodeFacts(), 2)
+    revealed = TaskRow(1, 0, 0, "train", "revealed", [], challenge_deadline=NOW + 20)
+    assert task_reason(revealed, NOW, NodeFacts(), 1) == "challenge window, 20 s left"
+
+
+@pytest.mark.parametrize("tasks, kw, allowed, wait, why", [
+    ([open_task()], dict(ever_assigned=False), True, 0, "no slot was ever assigned"),
+    ([open_task(open_since=NOW - 300)], {}, True, 0, "task 1 has had an empty slot for 5 min 00 s"),
+    ([open_task(open_since=NOW - 100)], {}, False, 200, "allowed in 3 min 20 s if task 1 stays unassigned"),
+    ([TaskRow(1, 0, 0, "train", "revealed", [])], dict(ever_assigned=False), False, None, "task 1 is in a challenge window"),
+    ([TaskRow(1, 0, 0, "train", "assigned", [])], {}, False, None, "every task of round 1 has its nodes"),
+    ([open_task()], dict(status="completed"), False, None, "the job is completed"),
+])
+def test_cancel_rule_mirrors_cancelJob_succeeds(tasks, kw, allowed, wait, why):
+    rule = cancel_rule(report(tasks, **kw))
+    assert (rule.allowed, rule.wait_s) == (allowed, wait)
+    assert rule.why.startswith(why)
+
+
+def test_advice_names_reasons_and_the_cancel_command_succeeds():
+    rep = report([open_task(open_since=NOW - 400)], submitter="0xa0Ee7A142d267C1f36714E4a8F75612F20a79720")  # account 9
+    rep.tasks[0].reason = "1 slot(s) empty for 6 min 40 s; no eligible node: no node is registered"
+    lines = advice(rep)
+    assert lines[0] == "task 1 (round 1, train) open: 1 slot(s) empty for 6 min 40 s; no eligible node: no node is registered"
+    assert lines[1] == ("cancel now (task 1 has had an empty slot for 6 min 40 s): "
+                        "`verity job cancel 3 --account 9` refunds 12 VRT")
+
+
+def test_advice_completed_job_with_escrow_says_reclaim_succeeds():
+    lines = advice(report([], status="completed", escrow=4 * 10**18, submitter=B))
+    assert lines == ["`verity job reclaim 3 --key-file FILE` returns 4 VRT of unspent escrow"]
+
+
+def test_table_numbers_rounds_from_one_and_keeps_replaced_replicas_succeeds():
+    row = TaskRow(7, 1, 0, "train", "accepted", [ReplicaRow(0, B, "late", fined=10**18, current=False),
+                                                  ReplicaRow(0, C, "accepted")])
+    rep = report([row], current_round=1, metrics=[RoundMetric(0, 0.5, 0.8), RoundMetric(1, 0.25, 0.9)])
+    out = text(render(rep, {B: "solver-4", C: "solver-1"}))
+    assert "round 2/3" in out
+    assert "│ 7    │ 2     │ 1" in out
+    assert "solver-4:late −1 VRT, solver-1:accepted" in out
+    metric_rows = [line for line in out.splitlines() if "0.2500" in line or "0.5000" in line]
+    assert metric_rows[0].split("│")[1].strip() == "1" and metric_rows[1].split("│")[1].strip() == "2"
+
+
+def test_table_without_metrics_says_no_data_yet_succeeds():
+    assert "no data yet" in text(render(report([])))
+
+
+def test_plot_without_data_says_no_data_yet_succeeds():
+    fig, what = figure(report([]))
+    assert what == "no data yet"
+    assert [t.get_text() for t in fig.axes[0].texts] == ["no data yet"]
+
+
+def test_plot_numbers_rounds_as_the_table_succeeds():
+    from verity.jobplot import CheckpointLoss
+
+    rep = report([], metrics=[RoundMetric(0, 2.0, 0.5), RoundMetric(1, 1.0, 0.7)])
+    cps = [CheckpointLoss(0, 0, 0.0, 2.3), CheckpointLoss(0, 0, 0.5, 2.1), CheckpointLoss(0, 0, 1.0, 2.05),
+           CheckpointLoss(1, 0, 0.5, 1.5), CheckpointLoss(1, 0, 1.0, 1.1)]
+    fig, what = figure(rep, cps)
+    ax = fig.axes[0]
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    assert list(lines["global model"].get_xdata()) == [1, 2]          # the table's round 1 and 2
+    assert list(lines["shard 1 checkpoints"].get_xdata()) == [0.0, 0.5, 1.0]  # round 1's training: x from 0 to 1
+    assert list(ax.get_xticks()) == [0, 1, 2, 3]
+    assert ax.get_ylim()[0] == 0 and ax.get_ylim()[1] >= 2.3
+    assert fig.axes[1].get_ylim() == (0.0, 1.0)
+    assert what == "2 round(s), 5 checkpoint(s)"
+
+
+def test_plot_samples_at_most_the_cap_of_checkpoints_per_task_succeeds():
+    from verity.jobplot import _picks
+
+    assert _picks(2, 8) == [0, 1, 2]
+    assert _picks(100, 4) == [0, 25, 50, 75, 100]
+
+
+def test_table_names_drawn_nodes_in_reasons_succeeds():
+    row = TaskRow(1, 0, 0, "train", "assigned", [ReplicaRow(0, B, "assigned", NOW + 30)], reason="")
+    rep = report([row], replication=1)
+    row.reason = task_reason(row, NOW, NodeFacts(registered=1), 1)
+    out = text(render(rep, {B: "solver-2"}))
+    assert "task 1 (round 1, train) assigned: waiting for solver-2's result, 30 s left" in out
+    assert "│ solver-2:assigned │ result 30 s" in out
+
+
+def test_history_keeps_replaced_late_and_slashed_replicas_with_their_fines_succeeds():
+    from types import SimpleNamespace as NS
+
+    from verity.chain.events import DecodedEvent
+    from verity.jobhistory import JobHistory
+
+    game, jobs = "0x" + "99" * 20, "0x" + "98" * 20
+    D = "0x" + "dd" * 20
+
+    def ev(name, tx="0x01", **args):
+        return DecodedEvent("", name, args, 0, 0, tx)
+
+    h = JobHistory(4, game)
+    h.feed([ev("TaskCreated", taskId=9, jobId=3, round=0, index=0),          # another job's task: ignored
+            ev("TaskCreated", taskId=10, jobId=4, round=1, index=0),
+            ev("TaskAssigned", taskId=10, node=B, slot=0, deadline=5), ev("TaskAssigned", taskId=10, node=C, slot=1, deadline=5),
+            ev("ReplicaLate", tx="0x02", taskId=10, node=B, slot=0, slashed=10**18),
+            ev("StakeSlashed", tx="0x02", node=B, to=jobs, amount=10**18),     # the late slash: counted once
+            ev("TaskAssigned", taskId=10, node=D, slot=0, deadline=9),
+            ev("DisputeOpened", taskId=10, disputeId=2, challenger=D, defender=C),
+            ev("StepPinpointed", disputeId=2, step=14)])
+    assert h.disputes == {10: "#2 step 14"}
+    h.feed([ev("StakeSlashed", tx="0x03", node=C, to=game, amount=10 * 10**18),
+            ev("StakeSlashed", tx="0x03", node=A, to=game, amount=10**17),     # a silent referee, not a replica
+            ev("DisputeResolved", tx="0x03", taskId=10, disputeId=2, winner=D, loser=C, outcome=1)])
+    current = [NS(node=D, status=4, deadline=0), NS(node=C, status=5, deadline=0)]  # accepted, slashed
+    rows = h.replicas(10, current)
+    assert [(r.slot, r.node, r.status, r.fined, r.current) for r in rows] == [
+        (0, B, "late", 10**18, False), (0, D, "accepted", 0, True), (1, C, "slashed", 10 * 10**18, True)]
+    assert h.disputes[10] == "#2 challenger wins" and set(h.tasks) == {10}

@@ -1,0 +1,164 @@
+"""`verity job submit` and `ape run submit` run as a user would, against a devnet of this module
+(real anvil + js-ipfs + `ape run deploy`) whose anvil is NOT on 8545 — where a decoy chain listens
+when the port is free, as another program's anvil would."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from eth_account import Account
+from typer.testing import CliRunner
+
+from verity.chain import ChainClient
+from verity.chain.client import devnet_key
+from verity.chain.deployments import load_deployments
+from verity.chain.views import read
+from verity.cid import cid_to_digest
+from verity.devnet import Anvil, services
+from verity.devnet.deploy import REPO, deploy, tool_env
+from verity.devnet.process import port_is_free
+from verity.engine.manifest import load_manifest
+from verity.settings import Settings
+from verity.storage import Storage
+
+pytestmark = pytest.mark.integration
+SUBMITTER = 9
+ADDR = Account.from_key(devnet_key(SUBMITTER)).address
+CLEARED = ("VERITY_RPC_URL", "VERITY_IPFS_API", "VERITY_DEPLOYMENTS_DIR", "APE_FOUNDRY_HOST")
+
+
+@dataclass
+class Devnet:
+    dir: Path
+    record: dict
+    env: dict  # a user's environment: only the devnet dir says where the services are
+
+    def client(self) -> ChainClient:
+        return ChainClient(self.record["rpc_url"], None, load_deployments(31337, self.dir / "deployments" / "31337.json"))
+
+    def spent_state(self) -> tuple:
+        """What a submit would change: jobs, the submitters' tokens and allowances."""
+        c = self.client()
+        fns = c.token.functions
+        return (c.call(c.jobs.functions.jobCount()),
+                *[c.call(fns.balanceOf(a)) for a in (ADDR, Account.from_key(devnet_key(0)).address)],
+                c.call(fns.allowance(ADDR, c.jobs.address)))
+
+
+@pytest.fixture(scope="module")
+def off_port_devnet(tmp_path_factory):
+    root = tmp_path_factory.mktemp("submit-devnet")
+    decoy = Anvil(root / "decoy", 8545).start() if port_is_free(8545) else None  # same chain id, no contracts
+    record = services.up(root / "devnet", ipfs_nodes=1, block_interval=0,
+                         settings=Settings(anvil_port=0, ipfs_api_port=0))
+    try:
+        assert not record["rpc_url"].endswith(":8545") and not port_is_free(8545)
+        deploy(record["rpc_url"], root / "devnet" / "deployments")
+        env = {k: v for k, v in os.environ.items() if k not in CLEARED}
+        env.update(VERITY_DEVNET_DIR=str(root / "devnet"), VERITY_STATE_DIR=str(root / "state"),
+                   VERITY_IPFS_TIMEOUT="5", VERITY_IPFS_RETRIES="1", COLUMNS="400", NO_COLOR="1")
+        yield Devnet(root / "devnet", record, env)
+    finally:
+        services.down(root / "devnet")
+        if decoy is not None:
+            decoy.stop()
+
+
+def _npz(path: Path, labels: list[int]) -> str:
+    np.savez(path, x=np.random.default_rng(0).random((len(labels), 4), dtype=np.float32), y=np.asarray(labels))
+    return str(path)
+
+
+BAD_INPUTS = [  # (args, the option the error must name)
+    (["--shards", "0"], "--shards"),
+    (["--shards", "-2"], "--shards"),
+    (["--payment", "-1"], "--payment"),
+    (["--stake", "-10"], "--stake"),
+    (["--payment", "1000000"], "--payment"),  # an escrow over the account's balance
+    (["--model-config", '{"in_features": 64,'], "--model-config"),
+    (["--account", "25"], "--account"),
+    (["--key-file", "{tmp}/no-such-key"], "--key-file"),
+    (["--model", "gpt"], "--model"),  # a language model on the digits
+    (["--model-config", '{"in_features": 64, "hidden": [8], "out_features": 4}'], "--model-config"),  # 10 classes
+    (["--dataset", "{tmp}/labels.npz"], "--dataset"),  # a label of -1
+    (["--out", "{tmp}/a-file/job.json"], "--out"),
+    (["--out", "/proc/verity/job.json"], "--out"),
+]
+
+
+@pytest.mark.parametrize("args, option", BAD_INPUTS, ids=[" ".join(a)[:40] for a, _ in BAD_INPUTS])
+def test_verity_job_submit_bad_input_names_the_option_and_spends_nothing_fails(off_port_devnet, tmp_path, args, option):
+    from verity.cli import app
+
+    _npz(tmp_path / "labels.npz", [0, 1, 2, -1] * 10)
+    (tmp_path / "a-file").write_text("not a folder")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    if "--account" not in args and "--key-file" not in args:
+        args += ["--account", str(SUBMITTER)]
+    before = off_port_devnet.spent_state()
+    result = CliRunner().invoke(app, ["job", "submit", "--shards", "2", "--rounds", "1", "--steps", "10", "-k", "10",
+                                      *args], env=off_port_devnet.env)
+    assert result.exit_code == 1, (result.stdout, result.stderr, result.exception)
+    assert isinstance(result.exception, SystemExit) and "Traceback" not in result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {option}: "), result.stderr
+    assert "posted job" not in result.stdout and "uploaded" not in result.stdout
+    assert off_port_devnet.spent_state() == before
+
+
+def _verity(*args: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "verity", *args], env=env, cwd=cwd, text=True, timeout=300,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def test_verity_job_submit_posts_a_verity_data_shard_directory_succeeds(off_port_devnet, tmp_path):
+    net = off_port_devnet
+    shard = _verity("data", "shard", "-o", str(tmp_path / "shards"), "-n", "3", env=net.env, cwd=tmp_path)
+    assert shard.returncode == 0, shard.stdout
+    jobs, balance, *_ = net.spent_state()
+    out = tmp_path / "record" / "job.json"
+    proc = _verity("job", "submit", "--dataset", str(tmp_path / "shards"), "--rounds", "1", "--steps", "10", "-k", "10",
+                   "--account", str(SUBMITTER), "--out", str(out), env=net.env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout
+    record = json.loads(out.read_text())
+    assert record["job_id"] == jobs + 1 and f"posted job {jobs + 1}" in proc.stdout
+    c = net.client()
+    job = read(c, c.jobs, "getJob", record["job_id"])
+    assert job.submitter == ADDR and job.shards == 3 and bytes(job.manifestCid) == cid_to_digest(record["manifest_cid"])
+    assert net.spent_state()[1] == balance - record["escrow"] == balance - 1 * 2 * (3 + 1) * 1 * 10**18
+    index = json.loads((tmp_path / "shards" / "index.json").read_text())
+    with Storage(net.record["ipfs_api"], timeout=10, retries=1) as storage:
+        manifest = load_manifest(storage.get_bytes(record["manifest_cid"]))
+    assert [s.cid for s in manifest.shards] == [e["cid"] for e in index["shards"]]
+
+
+def test_ape_run_submit_reaches_the_devnet_anvil_off_port_8545_succeeds(off_port_devnet, tmp_path):
+    """ape-config.yaml says 8545, where another chain listens; the devnet record wins."""
+    net = off_port_devnet
+    jobs = net.spent_state()[0]
+    out = tmp_path / "job.json"
+    env = {k: v for k, v in tool_env(None, net.env).items() if k != "APE_FOUNDRY_HOST"}
+    cmd = [str(Path(sys.executable).parent / "ape"), "run", "submit", "--shards", "2", "--rounds", "1", "--steps", "10",
+           "-k", "10", "--test-account", "8", "--out", str(out)]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, text=True, timeout=300, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    record = json.loads(out.read_text())
+    c = net.client()
+    assert record["job_id"] == jobs + 1 and c.call(c.jobs.functions.jobCount()) == jobs + 1
+    assert read(c, c.jobs, "getJob", record["job_id"]).submitter == Account.from_key(devnet_key(8)).address
+
+
+def test_verity_job_submit_wait_times_out_with_advice_fails(off_port_devnet, tmp_path):
+    """No node serves this devnet: --wait gives up after --timeout, says what the job waits for."""
+    proc = subprocess.run([sys.executable, "-m", "verity", "job", "submit", "--shards", "1", "--rounds", "1", "--steps", "10",
+                           "-k", "10", "--account", str(SUBMITTER), "--wait", "--timeout", "2"], env=off_port_devnet.env,
+                          cwd=tmp_path, text=True, timeout=300, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert "posted job" in proc.stdout and "cancel" in proc.stdout, proc.stdout
+    assert proc.stderr.strip().splitlines()[-1].endswith("still active after 2 s (--timeout)"), proc.stderr
