@@ -50,7 +50,8 @@ class Timer:
 
 def _env(directory: Path) -> dict:
     env = dict(os.environ)
-    env.update(VERITY_DEVNET_DIR=str(directory), VERITY_STATE_DIR=str(directory / "state"))
+    env.update(VERITY_DEVNET_DIR=str(directory), VERITY_STATE_DIR=str(directory / "state"),
+               VERITY_ENABLE_FAULTS="1")  # solver-4's TEST-ONLY --fault is refused without it
     return env
 
 

@@ -26,6 +26,7 @@ class Node:
     proc: subprocess.Popen
     log: Path
     args: list
+    env: dict
     killed: bool = False  # set when a test kills it on purpose
 
     @property
@@ -65,14 +66,16 @@ class Net:
             args += ["--fault", f]
         log = self.root / f"{name}.log"
         env = dict(self.env, **(extra_env or {}))
+        if faults:
+            env["VERITY_ENABLE_FAULTS"] = "1"  # --fault is refused without it
         proc = subprocess.Popen(args, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
-        node = Node(name, account, proc, log, args)
+        node = Node(name, account, proc, log, args, env)
         self.nodes.append(node)
         return node
 
     def restart(self, node: Node) -> Node:
         node.killed = False
-        node.proc = subprocess.Popen(node.args, env=self.env, stdout=open(node.log, "ab"), stderr=subprocess.STDOUT,
+        node.proc = subprocess.Popen(node.args, env=node.env, stdout=open(node.log, "ab"), stderr=subprocess.STDOUT,
                                      start_new_session=True)
         return node
 

@@ -28,7 +28,7 @@ def test_verifier_catches_lazy_solver_in_optimistic_mode(net):
     for i in (3, 4, 5):
         net.start_node(f"referee-{i}", i, roles="referee")
     net.wait_registered(5)
-    job_id = net.post(shards=1, rounds=1, steps=20, k=10, replication=1, challenge_window=30, execution_window=60)
+    job_id = net.post(shards=1, rounds=1, steps=20, k=10, replication=1, challenge_window=60, execution_window=60)
     net.wait_job(job_id, timeout=240)
     resolved = _resolved(net)
     assert len(resolved) == 1

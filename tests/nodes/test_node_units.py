@@ -152,15 +152,19 @@ def test_loop_stops_with_a_clear_message_after_n_failed_ticks(tmp_path):
         _loop(tmp_path, _Cursor(fail=True), _Handler(None)).run(max_seconds=5)
 
 
-def test_loop_abandons_an_item_with_bad_inputs_at_once_and_retries_others_a_bounded_number_of_times(tmp_path):
+def test_loop_abandons_an_item_with_bad_inputs_at_once_and_retries_others_a_bounded_number_of_times(tmp_path, caplog):
     from verity.errors import ManifestInvalid
 
     snap = Snapshot()
     snap.items["task:1:0"] = _item()
     bad = _Handler(ManifestInvalid("model", "not an object"))
     loop = _loop(tmp_path, _Cursor(fail=False), bad, snap)
-    loop.tick()
+    with caplog.at_level("ERROR", logger="verity.node"):
+        loop.tick()
     assert snap.items["task:1:0"].phase == Phase.LOST and bad.calls == 1
+    assert snap.items["task:1:0"].data["abandoned"].startswith("declined: ManifestInvalid")
+    assert any("declining task 1 slot 0" in r.getMessage() and "cannot use the job's inputs" in r.getMessage()
+               for r in caplog.records)
 
     snap2 = Snapshot()
     snap2.items["task:2:0"] = _item()

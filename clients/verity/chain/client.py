@@ -8,7 +8,7 @@ from eth_abi import decode as abi_decode
 from eth_account import Account
 from eth_utils import keccak
 from web3 import HTTPProvider, Web3
-from web3.exceptions import ContractCustomError, ContractLogicError, TimeExhausted
+from web3.exceptions import ContractCustomError, ContractLogicError, TimeExhausted, Web3RPCError
 
 from verity.chain.deployments import Deployments
 from verity.errors import VerityError
@@ -87,8 +87,11 @@ def connect_chain(rpc_url: str, private_key: str | None = None) -> "ChainClient"
 class ChainClient:
     """web3 contracts of one deployment, signing with one local key.
 
-    Transactions are sent one at a time (nonce kept locally, receipts awaited
-    with a bound) so a node's actions are ordered and never double-sent.
+    Transactions are sent one at a time (receipts awaited with a bound) so a
+    node's actions are ordered and never double-sent. The nonce is the chain's
+    pending count read at send time, not a local counter, so other processes
+    using the same key (a stake top-up while the node runs) never desynchronise
+    it; a send that still races one of them ("nonce too low") is retried once.
     """
 
     def __init__(self, rpc_url: str, private_key: str | None, deployments: Deployments, *, receipt_timeout: float = 60.0):
@@ -105,7 +108,6 @@ class ChainClient:
             for name, c in deployments.contracts.items()
         }
         self.errors = ErrorDecoder([c.abi for c in deployments.contracts.values()])
-        self._nonce: int | None = None
 
     # Contracts by role, so callers read `client.jobs.functions.…`.
     @property
@@ -142,33 +144,49 @@ class ChainClient:
 
     def transact(self, fn, *, gas: int | None = None) -> dict:
         """Sign, send and await one transaction; raise TxFailed with the decoded error."""
+        try:
+            return self._send(fn, gas)
+        except _NonceRace:
+            return self._send(fn, gas)  # another sender with our key took that nonce: once more, fresh
+
+    def _send(self, fn, gas: int | None) -> dict:
         what = fn.fn_name
         try:
-            tx = fn.build_transaction({"from": self.address, "nonce": self._next_nonce(), "chainId": self.w3.eth.chain_id})
+            tx = fn.build_transaction({"from": self.address, "nonce": self.next_nonce(), "chainId": self.w3.eth.chain_id})
         except ContractCustomError as exc:
-            self._nonce = None
             name, args = self.errors.decode(exc.data)
             raise TxFailed(what, name, args) from None
         except ContractLogicError as exc:
-            self._nonce = None
             raise TxFailed(what, str(exc)) from None
         if gas is not None:
             tx["gas"] = gas
         else:  # estimate + margin: later state can cost a little more than the estimate
             tx["gas"] = int(tx["gas"] * 1.25) + 20_000
         signed = self.account.sign_transaction(tx)
-        tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
-        self._nonce = tx["nonce"] + 1
+        try:
+            tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
+        except (Web3RPCError, ValueError) as exc:
+            if any(m in str(exc).lower() for m in NONCE_RACE_MESSAGES):
+                raise _NonceRace(str(exc)) from None
+            raise
         try:
             receipt = self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=self.receipt_timeout, poll_latency=0.05)
         except TimeExhausted:
-            self._nonce = None
             raise VerityError(f"{what}: no receipt for {tx_hash.hex()} after {self.receipt_timeout:.0f} s") from None
         if receipt["status"] != 1:
             raise TxFailed(what, f"status 0 in block {receipt['blockNumber']}")
         return receipt
 
-    def _next_nonce(self) -> int:
-        if self._nonce is None:
-            self._nonce = self.w3.eth.get_transaction_count(self.address, "pending")
-        return self._nonce
+    def next_nonce(self) -> int:
+        """The chain's count of our transactions, pending ones included."""
+        return int(self.w3.eth.get_transaction_count(self.address, "pending"))
+
+
+NONCE_RACE_MESSAGES = ("nonce too low", "already known", "replacement transaction underpriced", "nonce has already been used")
+
+
+class _NonceRace(VerityError):
+    """The nonce we read was taken by another sender with the same key before our transaction arrived."""
+
+    def __init__(self, detail: str):
+        super().__init__(f"another sender using this key took our nonce twice in a row ({detail})")

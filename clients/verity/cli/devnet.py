@@ -1,10 +1,13 @@
-"""`verity devnet up | down | status`: anvil + IPFS + contracts on this machine."""
+"""`verity devnet up | down | status | faucet`: anvil + IPFS + contracts on this machine."""
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from verity.cli.common import console, fail, settings
@@ -14,38 +17,114 @@ app = typer.Typer(no_args_is_help=True, help="The local devnet: anvil (+ block t
 Dir = Annotated[Optional[Path], typer.Option("--dir", help="devnet state directory (default $VERITY_DEVNET_DIR or .verity/devnet)")]
 
 
-def bring_up(directory: Path, ipfs_nodes: int = 1) -> dict:
-    """Start services (idempotent) and deploy the contracts if they are not live yet."""
+class DevnetUpFailed(VerityError, RuntimeError):
+    def __init__(self, directory: Path, cause: BaseException):
+        self.directory, self.cause = directory, cause
+        what = str(cause) or type(cause).__name__
+        super().__init__(f"devnet up in {directory} failed, so its services were stopped "
+                         f"(chain state and IPFS data are kept; run `verity devnet up` again): {what}")
+
+
+def deployments_dir(directory: Path) -> Path:
+    """Where the devnet's deployments file goes: $VERITY_DEPLOYMENTS_DIR, else <dir>/deployments."""
+    return Path(os.environ.get("VERITY_DEPLOYMENTS_DIR") or Path(directory) / "deployments")
+
+
+def bring_up(directory: Path, ipfs_nodes: int = 1, *, new_chain: bool = False) -> dict:
+    """Start services (idempotent; the chain persists in <dir>/anvil) and deploy the contracts
+    unless they are live on this very chain. Says plainly when a new chain starts."""
     from verity.devnet import services
-    from verity.devnet.deploy import deploy
+    from verity.devnet.deploy import deploy_for_chain
 
     with console.status("starting anvil and IPFS…"):
-        record = services.up(directory, ipfs_nodes=ipfs_nodes)
+        record = services.up(directory, ipfs_nodes=ipfs_nodes, persist_chain=True, new_chain=new_chain)
+    chain = record["chain"]
+    if chain["status"] == "new":
+        console.print(f"[yellow]starting a NEW chain[/yellow]: {escape(chain['reason'])}; the contracts are deployed afresh")
+    elif chain["status"] == "kept":
+        console.print(f"kept the chain saved in {escape(chain['state_file'])} (block {chain['block']}, "
+                      f"genesis {chain['genesis_hash'][:18]}…)")
     with console.status("deploying contracts (ape run deploy)…"):
-        line = deploy(record["rpc_url"], directory / "deployments")
-    console.print(line)
+        line, replaced = deploy_for_chain(record["rpc_url"], deployments_dir(directory), chain,
+                                          new_chain=chain["status"] == "new")
+    if replaced:
+        old = deployments_dir(directory) / f"{chain['chain_id']}.json.old"
+        console.print(f"the previous deployments file belonged to another chain: moved to {escape(str(old))}")
+    console.print(escape(line))
     return record
 
 
+def _interrupt(signum, frame):  # SIGTERM unwinds like Ctrl-C, so a killed `up` cleans up
+    raise KeyboardInterrupt
+
+
 @app.command()
-def up(dir: Dir = None, ipfs_nodes: Annotated[int, typer.Option(min=1, max=8)] = 1) -> None:
-    """Start anvil, the block ticker and IPFS; deploy and fund test accounts. Safe to run twice."""
+def up(
+    dir: Dir = None,
+    ipfs_nodes: Annotated[int, typer.Option(min=1, max=8, help="js-ipfs nodes to run (1-8)")] = 1,
+    new_chain: Annotated[bool, typer.Option(help="discard the saved chain (moved aside) and start a new one")] = False,
+) -> None:
+    """Start anvil, the block ticker and IPFS; deploy the contracts. Safe to run twice.
+
+    The chain is saved in <dir>/anvil/anvil-state.json (every second and at `down`) and
+    restored by the next `up`; when it cannot be, `up` says it starts a NEW chain and
+    deploys the contracts again. Test accounts 0-9 get VRT at deployment; `faucet` serves
+    all 20. If `up` fails, it stops the devnet's services."""
+    from verity.devnet import services
+
     directory = dir or settings().devnet_dir
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
-        record = bring_up(directory, ipfs_nodes)
-    except VerityError as exc:
-        fail(exc)
+        record = bring_up(directory, ipfs_nodes, new_chain=new_chain)
+    except (VerityError, OSError, KeyboardInterrupt) as exc:
+        services.down(directory)
+        fail(DevnetUpFailed(directory, exc))
     console.print(f"[green]devnet up[/green] in {directory}: rpc {record['rpc_url']}, ipfs {record['ipfs_api']}")
 
 
 @app.command()
 def down(dir: Dir = None) -> None:
-    """Stop everything the devnet dir records (also after a crash)."""
+    """Stop every process of the devnet dir (also after a crash); the chain state is kept."""
     from verity.devnet import services
 
     directory = dir or settings().devnet_dir
-    services.down(directory)
+    stopped = services.down(directory)
+    if stopped["strays"]:
+        console.print(f"also stopped {len(stopped['strays'])} process(es) the record had lost: {stopped['strays']}")
     console.print(f"devnet in {directory} stopped")
+
+
+@app.command()
+def faucet(
+    account: Annotated[Optional[int], typer.Option(help="index of the devnet test account to fund (0-19)")] = None,
+    address: Annotated[Optional[str], typer.Option(help="fund this address instead of a test account")] = None,
+    amount: Annotated[str, typer.Option(help="VRT to mint to it")] = "1000",
+    eth: Annotated[str, typer.Option(help="ETH to add to its balance (anvil_setBalance)")] = "0",
+    dir: Dir = None,
+) -> None:
+    """Mint VRT (and add ETH) to a devnet account: `--account N` or `--address 0x…`."""
+    from verity.devnet import services
+    from verity.devnet.faucet import FaucetRefused, devnet_address, fund, to_wei
+
+    s = settings()
+    directory = dir or s.devnet_dir
+    try:
+        if (account is None) == (address is None):
+            raise FaucetRefused("--account/--address", "give exactly one of them")
+        if account is not None and not 0 <= account < s.devnet_accounts:
+            raise FaucetRefused("--account", f"{account} is not a devnet account (0-{s.devnet_accounts - 1})")
+        vrt, wei = to_wei("--amount", amount), to_wei("--eth", eth)
+        record = services.load(directory)
+        if not record or not record.get("rpc_url"):
+            raise FaucetRefused("--dir", f"no devnet recorded in {directory}; run `verity devnet up` first")
+        to = devnet_address(account) if account is not None else address
+        chain_id = int(record.get("chain", {}).get("chain_id", s.chain_id))
+        result = fund(record["rpc_url"], deployments_dir(directory) / f"{chain_id}.json", to,
+                      vrt_wei=vrt, eth_wei=wei, accounts=s.devnet_accounts)
+    except VerityError as exc:
+        fail(exc)
+    who = f"account {account} ({result['address']})" if account is not None else result["address"]
+    console.print(f"funded {who}: now {result['vrt'] / 10**18:,.6f} VRT, {result['eth'] / 10**18:,.6f} ETH")
 
 
 @app.command()
@@ -62,15 +141,22 @@ def status(dir: Dir = None) -> None:
     t.add_column("service")
     t.add_column("address")
     t.add_column("state")
-    t.add_row("anvil", rec["anvil"]["rpc_url"], f"block {rec['anvil'].get('block')}")
+    chain = rec.get("chain") or {}
+    t.add_row("anvil", rec["anvil"]["rpc_url"],
+              f"block {rec['anvil'].get('block')}, chain {chain.get('chain_id')}, genesis {str(chain.get('genesis_hash'))[:18]}…")
+    if rec.get("ticker"):
+        t.add_row("block ticker", f"every {rec['ticker']['interval']} s",
+                  "alive" if rec["ticker"].get("alive") else "[red]not running[/red]")
     for i, n in enumerate(rec.get("ipfs", [])):
         t.add_row(f"ipfs-{i}", n["api"], "answers" if n.get("answers") else "[red]down[/red]")
     console.print(t)
     try:
-        from verity.chain.client import connect_chain
+        from verity.chain.client import ChainClient
+        from verity.chain.deployments import load_deployments
         from verity.chain.views import JobStatus, read
 
-        c = connect_chain(rec["rpc_url"])
+        chain_id = int(chain.get("chain_id", settings().chain_id))
+        c = ChainClient(rec["rpc_url"], None, load_deployments(chain_id, deployments_dir(directory) / f"{chain_id}.json"))
     except VerityError as exc:
         console.print(f"contracts: {exc}")
         return

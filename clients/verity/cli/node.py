@@ -1,6 +1,8 @@
 """`verity node …`: register, run, inspect and unstake one node (one process, one key)."""
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -17,6 +19,14 @@ Account = Annotated[Optional[int], typer.Option("--account", "-a", help="devnet 
 KeyFile = Annotated[Optional[Path], typer.Option("--key-file", help="file holding the node's hex private key (mode 600); for non-devnet chains")]
 Roles = Annotated[str, typer.Option("--roles", help="comma list of solver, verifier, referee")]
 Stake = Annotated[float, typer.Option("--stake", help="VRT to keep staked")]
+# TEST ONLY: the --fault switches exist for tests and the demo; they are hidden and refused unless this is set
+FAULTS_ENABLED = os.environ.get("VERITY_ENABLE_FAULTS") == "1"
+
+
+class FaultsDisabled(VerityError, ValueError):
+    def __init__(self):
+        super().__init__("--fault is a TEST-ONLY switch that makes the node misbehave; "
+                         "set VERITY_ENABLE_FAULTS=1 to use it")
 
 
 def _config(name, account, roles="solver,verifier,referee", stake=1000.0, faults=None, sample_rate=1.0, key_file=None):
@@ -31,11 +41,12 @@ def _config(name, account, roles="solver,verifier,referee", stake=1000.0, faults
 def register(name: Name, account: Account = None, roles: Roles = "solver,verifier,referee", stake: Stake = 1000.0,
              key_file: KeyFile = None) -> None:
     """Register the node (or update its roles) and top up its stake."""
-    from verity.node.app import connect, ensure_registered
+    from verity.node.app import check_name, connect, ensure_registered
 
     try:
         cfg = _config(name, account, roles, stake, key_file=key_file)
         ctx = connect(cfg)
+        check_name(ctx, cfg)
         ensure_registered(ctx, cfg)
         console.print(f"[green]registered[/green] {ctx.me} as {roles} with {stake:g} VRT staked")
     except VerityError as exc:
@@ -48,63 +59,70 @@ def run(
     account: Account = None,
     roles: Roles = "solver,verifier,referee",
     stake: Stake = 1000.0,
-    fault: Annotated[Optional[list[str]], typer.Option("--fault", help="TEST ONLY: bitflip@step=N, lazy, silent-in-dispute, withhold-checkpoint")] = None,
+    fault: Annotated[Optional[list[str]], typer.Option(
+        "--fault", hidden=not FAULTS_ENABLED,
+        help="TEST ONLY (needs VERITY_ENABLE_FAULTS=1): bitflip@step=N, lazy, silent-in-dispute, withhold-checkpoint")] = None,
     sample_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="verifier: share of optimistic results re-executed")] = 1.0,
+    workers: Annotated[int, typer.Option(min=1, max=16, help="training / re-execution jobs run at once (referee and "
+                                                          "dispute replays have their own lane)")] = 2,
     max_seconds: Annotated[Optional[float], typer.Option(help="stop after this long (default: run until Ctrl-C)")] = None,
-    log_level: Annotated[str, typer.Option()] = "info",
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
     key_file: KeyFile = None,
 ) -> None:
     """Run the node: register/stake if needed, then watch the chain and work until stopped."""
-    from verity.node.app import build_loop, connect, ensure_registered
+    from verity.node.app import build_loop, claim_state_dir, connect, ensure_registered
+    from verity.node.work import WorkPool
 
     try:
+        if fault and not FAULTS_ENABLED:
+            raise FaultsDisabled()
         cfg = _config(name, account, roles, stake, fault, sample_rate, key_file)
+        cfg.workers = workers
     except VerityError as exc:
         fail(exc)
     setup_logging(log_level, cfg.state_dir / "node.log", name)
     try:
-        ctx = connect(cfg)
-        if ctx.faults:
-            console.print(f"[yellow]TEST-ONLY FAULTS ACTIVE[/yellow]: {', '.join(ctx.faults.specs)}")
-        ensure_registered(ctx, cfg)
-        loop = build_loop(ctx, cfg)
-        console.print(f"node {name} ({ctx.me}) running as {roles}; state in {cfg.state_dir}")
-        loop.run(max_seconds=max_seconds)
+        ctx = connect(cfg, WorkPool(long_threads=workers))
+        with claim_state_dir(ctx, cfg):  # before any transaction: one process per name and per account
+            if ctx.faults:
+                console.print(f"[yellow]TEST-ONLY FAULTS ACTIVE[/yellow]: {', '.join(ctx.faults.specs)}")
+            ensure_registered(ctx, cfg)
+            loop = build_loop(ctx, cfg)
+            console.print(f"node {name} ({ctx.me}) running as {roles}; state in {cfg.state_dir}")
+            loop.run(max_seconds=max_seconds)
+    except KeyboardInterrupt:
+        console.print("stopped at once (second Ctrl-C); a restart resumes from the saved snapshot")
+        raise typer.Exit(130)
     except VerityError as exc:
         fail(exc)
 
 
 @app.command()
 def status(name: Name, account: Account = None, key_file: KeyFile = None) -> None:
-    """On-chain record (stake, reputation) and the node's in-flight work."""
-    from verity.chain.views import read
+    """Roles, last seen, balance, stake, locked stake, earnings, reputation and the node's in-flight work."""
     from verity.node.app import connect
     from verity.node.snapshot import SnapshotStore
+    from verity.node.status import age, read_status
 
     try:
         cfg = _config(name, account, key_file=key_file)
         ctx = connect(cfg)
-        c = ctx.chain
-        node = read(c, c.registry, "getNode", ctx.me)
-        rep = read(c, c.registry, "reputationOf", ctx.me)
+        st = read_status(ctx.chain, ctx.me)
     except VerityError as exc:
         fail(exc)
     t = Table(title=f"node {name} {ctx.me}")
     t.add_column("field")
     t.add_column("value")
-    for k in ("roles", "deviceClass", "memoryMb", "stake", "locked", "pendingUnstake", "lastSeen", "multiaddr"):
-        v = getattr(node, k)
-        t.add_row(k, f"{v / 1e18:g} VRT" if k in ("stake", "locked", "pendingUnstake") else str(v))
-    for k in ("tasksCompleted", "tasksLate", "disputesWon", "disputesLost", "totalSlashed"):
-        v = getattr(rep, k)
-        t.add_row(k, f"{v / 1e18:g} VRT" if k == "totalSlashed" else str(v))
+    for k, v in st.rows():
+        t.add_row(k, v)
     console.print(t)
     snap = SnapshotStore(cfg.state_dir).load()
     w = Table(title=f"work items (cursor at block {snap.next_block})")
-    for col in ("key", "phase", "updated"):
+    for col in ("key", "phase", "updated", "note"):
         w.add_column(col)
     for item in snap.items.values():
-        w.add_row(item.key, item.phase.value, f"{item.updated_at:.0f}")
+        note = item.data.get("computing") or item.data.get("verdict") or item.data.get("abandoned") or ""
+        w.add_row(item.key, item.phase.value, f"{age(time.time() - item.updated_at)} ago", str(note)[:80])
     console.print(w)
 
 
@@ -113,18 +131,22 @@ def unstake(name: Name, account: Account = None, key_file: KeyFile = None,
             amount: Annotated[Optional[float], typer.Option(help="VRT to unbond (default: all free stake)")] = None,
             withdraw: Annotated[bool, typer.Option(help="withdraw stake whose unbonding period has passed")] = False) -> None:
     """Start unbonding stake, or withdraw stake that finished unbonding."""
+    from verity.chain.views import read
     from verity.node.app import connect
+    from verity.node.status import age, check_withdrawable, vrt
 
     try:
         ctx = connect(_config(name, account, key_file=key_file))
         c = ctx.chain
         if withdraw:
+            wei = check_withdrawable(c, ctx.me)  # says when, instead of sending a transaction that reverts
             c.transact(c.registry.functions.withdraw())
-            console.print("[green]withdrawn[/green]")
+            console.print(f"[green]withdrawn[/green] {vrt(wei)}")
             return
         wei = int(amount * 10**18) if amount is not None else c.call(c.registry.functions.freeStake(ctx.me))
-        c.transact(c.registry.functions.requestUnstake(wei))
-        period = c.call(c.registry.functions.unbondingPeriod())
-        console.print(f"unbonding {wei / 1e18:g} VRT; withdraw after {period} s with --withdraw")
+        receipt = c.transact(c.registry.functions.requestUnstake(wei))
+        ends = int(read(c, c.registry, "getNode", ctx.me).unbondingEnds)
+        now = int(c.w3.eth.get_block(receipt["blockNumber"])["timestamp"])
+        console.print(f"unbonding {vrt(wei)}; withdrawable in {age(ends - now)} with `verity node unstake --withdraw`")
     except VerityError as exc:
         fail(exc)

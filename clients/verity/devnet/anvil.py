@@ -1,9 +1,10 @@
 """A local anvil (foundry 1.7.1, from the repo's npm toolchain) on auto-mine.
 
 Layout of `state_dir`: `anvil.log`, `anvil.pid`, and `anvil-state.json` when
-`persist=True` (anvil's `--state`: loaded at start, written at shutdown, so a
-devnet keeps its deployed contracts across down/up). Tests run without it: a
-fresh chain per session.
+`persist=True` (anvil's `--state`: loaded at start, written on SIGTERM, so a
+devnet keeps its contracts across down/up; while it runs, the devnet's block
+ticker saves it every second, atomically, for the case of a SIGKILL). Tests
+run without it: a fresh chain per session.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ class Anvil(ManagedProcess):
             "--mnemonic", self.mnemonic, "--balance", str(self.balance_eth),
         ]  # no --block-time: auto-mine (see module docs of verity.devnet.ticker)
         if self.persist:
-            cmd += ["--state", str(self.state_path)]
+            cmd += ["--state", str(self.state_path)]  # no --state-interval: it rewrites the file in place
         return cmd
 
     def _env(self) -> dict[str, str]:

@@ -1,6 +1,12 @@
-"""Deploy the contracts onto a running devnet by running `ape run deploy`, the user's own path."""
+"""Deploy the contracts onto a running devnet by running `ape run deploy`, the user's own path.
+
+Next to `<dir>/<chain id>.json` the devnet keeps `<chain id>.chain.json`, the
+identity (chain id, genesis hash) of the chain those contracts live on, so a
+deployments file is never reused against a new chain (`deploy_for_chain`).
+"""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -36,9 +42,35 @@ def ape_run(script: str, args: list[str], *, rpc_url: str, env: dict | None = No
 
 
 def deploy(rpc_url: str, deployments_dir: Path, *, chain_id: int = 31337, force: bool = False) -> str:
-    """Deploy (unless a live deployment is recorded there already) and write `<dir>/<chain id>.json`."""
+    """Deploy (unless a live deployment is recorded there already) and write `<dir>/<chain id>.json`.
+
+    The script mints faucet tokens to ape's 10 test accounts; `verity devnet faucet` serves all 20."""
     args = ["--out", str(deployments_dir / f"{chain_id}.json")] + (["--force"] if force else [])
     proc = ape_run("deploy", args, rpc_url=rpc_url)
     if proc.returncode != 0:
         raise DeployFailed(proc.returncode, "\n".join(proc.stdout.splitlines()[-15:]))
     return proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+
+
+def deploy_for_chain(rpc_url: str, deployments_dir: Path, identity: dict, *, new_chain: bool) -> tuple[str, bool]:
+    """`deploy` onto the chain `identity` names; a deployments file of another chain (or any,
+    when `new_chain`) is moved to `<chain id>.json.old` and the contracts deployed afresh.
+
+    Returns the script's last line and whether the old file was set aside."""
+    from verity.chain.identity import same_chain
+
+    chain_id = int(identity["chain_id"])
+    path, marker = deployments_dir / f"{chain_id}.json", deployments_dir / f"{chain_id}.chain.json"
+    try:
+        recorded = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        recorded = None
+    stale = new_chain or (recorded is not None and not same_chain(recorded, identity))
+    set_aside = stale and path.exists()
+    if set_aside:
+        os.replace(path, path.with_name(f"{path.name}.old"))
+    marker.unlink(missing_ok=True)  # until the deployment below is written
+    line = deploy(rpc_url, deployments_dir, chain_id=chain_id, force=stale)
+    deployments_dir.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps(identity) + "\n")
+    return line, set_aside

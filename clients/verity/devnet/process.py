@@ -164,6 +164,7 @@ class ManagedProcess:
         self.start_timeout, self.stop_timeout, self.die_with_parent = start_timeout, stop_timeout, die_with_parent
         self._proc: subprocess.Popen[bytes] | None = None
         self._pid: ProcessId | None = None
+        self.extra_env: dict[str, str] = {}  # added to the child's environment (a devnet's owner mark)
 
     @property
     def log_path(self) -> Path:
@@ -220,7 +221,10 @@ class ManagedProcess:
             raise ServiceError(self._label, f"port(s) {busy} already in use")
         self.directory.mkdir(parents=True, exist_ok=True)
         self._prepare()
-        self._proc = spawn(self.command(), self.log_path, env=self._env(), die_with_parent=self.die_with_parent)
+        env = self._env()
+        if self.extra_env:
+            env = {**(os.environ if env is None else env), **self.extra_env}
+        self._proc = spawn(self.command(), self.log_path, env=env, die_with_parent=self.die_with_parent)
         self._pid = ProcessId.of(self._proc.pid) if self._proc.poll() is None else None
         if self._pid is not None:
             self._pid_path.write_text(f"{self._pid.pid} {self._pid.started}\n")

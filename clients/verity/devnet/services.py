@@ -25,6 +25,7 @@ import typer
 
 from verity.devnet.anvil import Anvil
 from verity.devnet.ipfs import IpfsNode
+from verity.devnet.owned import owner_env, stop_owned
 from verity.devnet.process import ProcessId, free_port, port_is_free, spawn
 from verity.settings import Settings
 
@@ -77,33 +78,56 @@ def up(
     anvil: bool = True,
     block_interval: float | None = None,
     persist_chain: bool = False,
+    new_chain: bool = False,
     settings: Settings | None = None,
 ) -> dict[str, Any]:
     """Start whatever is not running yet; returns the services.json record.
 
     Ports: the recorded ones on a restart, else the settings' (anvil 8545,
     IPFS API 5001, 5002, …; 0 = no preference) when free, else free ones;
-    services.json is the truth.
+    services.json is the truth. `record["chain"]` names the chain (chain id,
+    genesis hash) and says whether this call kept the saved one, started a
+    new one (`status` "new", with `reason`) or found it running
+    (`verity.devnet.chainstate`). new_chain: stop a running anvil and move
+    its saved state aside first.
     """
     s = settings or Settings()
     interval = s.block_interval if block_interval is None else block_interval
     directory = _path(directory)
+    owner = owner_env(directory)
     with _locked(directory):
         record = load(directory) or {"version": 1, "dir": str(directory), "ipfs": []}
         try:
             if anvil:
                 info = record.get("anvil")
-                if not _alive(info):
+                if new_chain or not _alive(info):
+                    for key in ("ticker", "anvil"):  # a ticker must not outlive its anvil
+                        if _alive(record.get(key)):
+                            ProcessId(record[key]["pid"], record[key]["started"]).stop()
+                        record.pop(key, None)
+                    from verity.devnet.chainstate import start_chain  # imports the chain package
+
                     chain = Anvil(directory / "anvil", _port((info or {}).get("port"), s.anvil_port),
                                   accounts=s.devnet_accounts, mnemonic=s.devnet_mnemonic, chain_id=s.chain_id,
-                                  persist=persist_chain, die_with_parent=False).start()
+                                  persist=persist_chain, die_with_parent=False)
+                    chain.extra_env = owner
+                    record["chain"] = start_chain(chain, new_chain=new_chain)
                     chain.detach()
                     record["anvil"] = chain.info()
-                    record.pop("ticker", None)
+                else:
+                    from verity.chain.identity import identity_at
+
+                    known = record.get("chain") or identity_at(info["rpc_url"])  # a record of an older `up`
+                    record["chain"] = {**known, "status": "running", "reason": None}
                 record["rpc_url"] = record["anvil"]["rpc_url"]
                 if interval and not _alive(record.get("ticker")):
-                    cmd = [sys.executable, "-m", "verity.devnet.ticker", record["rpc_url"], str(interval)]
-                    proc = spawn(cmd, directory / "anvil" / "ticker.log", die_with_parent=False)
+                    anvil_pid = ProcessId(record["anvil"]["pid"], record["anvil"]["started"])
+                    cmd = [sys.executable, "-m", "verity.devnet.ticker", record["rpc_url"], str(interval),
+                           "--anvil", f"{anvil_pid.pid}:{anvil_pid.started}"]
+                    if record["anvil"].get("persist"):
+                        cmd += ["--save-state", str(directory / "anvil" / "anvil-state.json")]
+                    proc = spawn(cmd, directory / "anvil" / "ticker.log", env={**os.environ, **owner},
+                                 die_with_parent=False)
                     pid = ProcessId.of(proc.pid)
                     proc.returncode = 0  # runs on after this process; `down` stops it by pid
                     record["ticker"] = {"pid": pid.pid, "started": pid.started, "interval": interval}
@@ -116,8 +140,9 @@ def up(
                 api_pref = s.ipfs_api_port + i if s.ipfs_api_port else None
                 node = IpfsNode(directory / f"ipfs-{i}", _port(old.get("api_port"), api_pref),
                                 _port(old.get("swarm_port"), None), _port(old.get("gateway_port"), None),
-                                _port(old.get("rpc_port"), None), die_with_parent=False).start()
-                node.detach()
+                                _port(old.get("rpc_port"), None), die_with_parent=False)
+                node.extra_env = owner
+                node.start().detach()
                 if i < len(nodes):
                     nodes[i] = node.info()
                 else:
@@ -141,9 +166,10 @@ def _connect_all(nodes: list[dict[str, Any]]) -> None:
 
 
 def down(directory: str | Path) -> dict[str, Any]:
-    """Stop everything recorded (SIGTERM, then SIGKILL) and clear stale IPFS locks."""
+    """Stop everything recorded (SIGTERM, then SIGKILL), then any other process the
+    directory owns (`verity.devnet.owned`: `strays`), and clear stale IPFS locks."""
     directory = _path(directory)
-    stopped: dict[str, Any] = {"ticker": False, "anvil": False, "ipfs": []}
+    stopped: dict[str, Any] = {"ticker": False, "anvil": False, "ipfs": [], "strays": []}
     with _locked(directory):
         record = load(directory) or {}
         for key in ("ticker", "anvil"):
@@ -158,6 +184,7 @@ def down(directory: str | Path) -> dict[str, Any]:
             was_running = recorded is not None and recorded.alive()
             node.stop()
             stopped["ipfs"].append({"dir": str(node_dir), "was_running": was_running})
+        stopped["strays"] = stop_owned(directory)
         (directory / SERVICES_FILE).unlink(missing_ok=True)
     return stopped
 
@@ -197,29 +224,33 @@ def client_env(directory: str | Path) -> dict[str, str]:
 
 
 app = typer.Typer(help="Local services for the devnet and tests: anvil + js-ipfs nodes.", no_args_is_help=True)
-DirOpt = Annotated[Path, typer.Option("--dir", help="state directory")]
+DirOpt = Annotated[Path, typer.Option("--dir", help="state directory (services.json, logs, repos)")]
 
 
 @app.command("up")
 def up_cmd(
     dir: DirOpt = Path(".verity/devnet"),
-    ipfs_nodes: Annotated[int, typer.Option(min=0)] = 1,
-    no_anvil: bool = False,
+    ipfs_nodes: Annotated[int, typer.Option(min=0, help="js-ipfs nodes to run")] = 1,
+    no_anvil: Annotated[bool, typer.Option(help="start IPFS only")] = False,
     block_interval: Annotated[float | None, typer.Option(help="seconds between empty blocks; 0 = none")] = None,
-    persist_chain: bool = False,
+    persist_chain: Annotated[bool, typer.Option(help="keep the chain in <dir>/anvil/anvil-state.json")] = False,
+    new_chain: Annotated[bool, typer.Option(help="move a saved chain state aside and start a new chain")] = False,
 ) -> None:
+    """Start what is not running; print the services.json record."""
     record = up(dir, ipfs_nodes=ipfs_nodes, anvil=not no_anvil, block_interval=block_interval,
-                persist_chain=persist_chain)
+                persist_chain=persist_chain, new_chain=new_chain)
     typer.echo(json.dumps(record, indent=2))
 
 
 @app.command("down")
 def down_cmd(dir: DirOpt = Path(".verity/devnet")) -> None:
+    """Stop every process of the directory."""
     typer.echo(json.dumps(down(dir), indent=2))
 
 
 @app.command("status")
 def status_cmd(dir: DirOpt = Path(".verity/devnet")) -> None:
+    """Print the record with liveness flags; exit 1 unless all services are alive."""
     record = status(dir)
     typer.echo(json.dumps(record, indent=2))
     raise typer.Exit(0 if record.get("running") else 1)

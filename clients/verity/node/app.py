@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import torch
 
 from verity.chain import EventCursor
 from verity.chain.client import connect_chain, devnet_key
+from verity.chain.identity import chain_identity
 from verity.chain.views import read
 from verity.errors import VerityError
 from verity.node.context import NodeContext
@@ -17,9 +19,11 @@ from verity.node.faults import Faults
 from verity.node.keeper import Keeper
 from verity.node.loop import NodeLoop
 from verity.node.referee import RefereeRole
-from verity.node.snapshot import SnapshotStore
+from verity.node.snapshot import ChainBinding, SnapshotStore
+from verity.node.statedir import StateDirClaim, bind_account
 from verity.node.solver import SolverRole
 from verity.node.verifier import VerifierRole
+from verity.node.work import WorkPool
 from verity.settings import Settings
 from verity.storage import Storage
 
@@ -67,6 +71,7 @@ class NodeConfig:
     stake: int = 1_000 * 10**18
     memory_mb: int = 4096
     sample_rate: float = 1.0
+    workers: int = 2                    # concurrent training / re-execution jobs (plus one urgent lane)
     faults: list[str] = field(default_factory=list)
     settings: Settings = field(default_factory=Settings)
 
@@ -82,11 +87,31 @@ class NodeConfig:
         return devnet_key(self.account)
 
 
-def connect(cfg: NodeConfig) -> NodeContext:
+def connect(cfg: NodeConfig, work: WorkPool | None = None) -> NodeContext:
     s = cfg.settings
     chain = connect_chain(s.rpc_url, cfg.key())
     storage = Storage.from_settings(s)
-    return NodeContext(chain, storage, cfg.state_dir, Faults.parse(cfg.faults))
+    ctx = NodeContext(chain, storage, cfg.state_dir, Faults.parse(cfg.faults))
+    if work is not None:
+        ctx.work = work
+    return ctx
+
+
+def check_name(ctx: NodeContext, cfg: NodeConfig) -> None:
+    """Refuse, before any transaction, a node name already bound to another account."""
+    bind_account(cfg.state_dir, cfg.name, ctx.me, SnapshotStore(cfg.state_dir).load().address)
+
+
+def claim_state_dir(ctx: NodeContext, cfg: NodeConfig) -> StateDirClaim:
+    """The locks `node run` holds while it runs: one process per state dir and per account."""
+    check_name(ctx, cfg)
+    return StateDirClaim(cfg.settings.state_dir, cfg.state_dir, cfg.name, ctx.me)
+
+
+def chain_binding(ctx: NodeContext) -> ChainBinding:
+    dep = ctx.chain.deployments
+    return ChainBinding(**chain_identity(ctx.chain.w3),  # chain id + genesis hash: a restarted devnet differs
+                        contracts={name: f"{c.address.lower()}@{c.block}" for name, c in sorted(dep.contracts.items())})
 
 
 def ensure_registered(ctx: NodeContext, cfg: NodeConfig) -> None:
@@ -116,6 +141,13 @@ def ensure_registered(ctx: NodeContext, cfg: NodeConfig) -> None:
         log.info("%s staked %g VRT", ctx.me, need / 1e18)
 
 
+def drop_workdirs(state_dir: Path) -> None:
+    for label in ("solve", "verify"):
+        if (state_dir / label).is_dir():
+            shutil.rmtree(state_dir / label)
+            log.info("removed %s: local checkpoints of the previous chain", state_dir / label)
+
+
 def build_loop(ctx: NodeContext, cfg: NodeConfig) -> NodeLoop:
     ctx.faults.install()
     roles = set(r.strip() for r in cfg.roles.split(","))
@@ -128,9 +160,11 @@ def build_loop(ctx: NodeContext, cfg: NodeConfig) -> NodeLoop:
         handlers.append(RefereeRole(ctx))
     handlers.append(PartyRole(ctx))  # anyone staked may end up a party
     store = SnapshotStore(cfg.state_dir)
-    snap = store.load()
-    if snap.address and snap.address.lower() != ctx.me.lower():
-        raise VerityError(f"state dir {cfg.state_dir} belongs to {snap.address}, not {ctx.me}")
-    snap.address, snap.chain_id = ctx.me, ctx.chain.w3.eth.chain_id
+    loaded = store.load()
+    snap = loaded.bind(chain_binding(ctx))
+    if snap is not loaded:  # another chain: its task ids mean other tasks now, so old work folders must go
+        drop_workdirs(cfg.state_dir)
+    snap.address = ctx.me
+    store.save(snap)
     cursor = EventCursor(ctx.chain.w3, ctx.chain.contracts, next_block=max(snap.next_block, ctx.chain.deployments.start_block))
-    return NodeLoop(cursor, store, snap, handlers, periodic=[handlers[0]])
+    return NodeLoop(cursor, store, snap, handlers, periodic=[handlers[0]], work=ctx.work)

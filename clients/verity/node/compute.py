@@ -15,6 +15,7 @@ from verity.engine.runner import checkpoint_path, replay_segment, run_task
 from verity.engine.state import TaskRef
 from verity.node.context import NodeContext
 from verity.errors import VerityError
+from verity.node.work import Cancelled
 from verity.storage import cid_of_bytes, cid_of_file
 
 
@@ -56,6 +57,8 @@ def compute_result(ctx: NodeContext, task_id: int, task, *, label: str = "solve"
         cids: dict[int, str] = {}
 
         def store(ck):
+            if ctx.work.stopping.is_set():  # shutting down: stop training at this checkpoint (it is on disk)
+                raise Cancelled(f"{label} task {task_id}")
             cids[ck.index] = cid_of_file(ck.path) if ctx.faults.withhold_checkpoint else ctx.storage.put_file(ck.path)
 
         if ctx.faults.lazy:

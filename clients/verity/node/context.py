@@ -20,6 +20,7 @@ from verity.engine.data import Shard, load_shard, shard_cap
 from verity.engine.manifest import Manifest, load_manifest
 from verity.errors import VerityError
 from verity.node.faults import Faults
+from verity.node.work import WorkPool
 from verity.storage import Storage
 
 MAX_BUNDLE_BYTES = 4 << 20
@@ -49,6 +50,7 @@ class NodeContext:
     storage: Storage
     state_dir: Path
     faults: Faults = field(default_factory=Faults)
+    work: WorkPool = field(default_factory=lambda: WorkPool(inline=True))  # `node run` passes a threaded pool
     _manifests: dict = field(default_factory=dict)
     _shards: dict = field(default_factory=dict)
 

@@ -135,8 +135,13 @@ class PartyRole:
     def _step_root(self, d, p, item: WorkItem) -> None:
         c = self.ctx.chain
         task = self.ctx.task(item.task_id)
-        steps = segment_hashes(self.ctx, item.task_id, task, int(d.segment), self._my_trace(d, p),
-                               d.resultCids[p], label=item.data.get("label", "solve"))
+        label, segment = item.data.get("label", "solve"), int(d.segment)
+        steps = self.ctx.work.poll(
+            f"{item.key}:segment:{segment}", urgent=True, what=f"replaying segment {segment} for dispute {item.dispute_id}",
+            fn=lambda: segment_hashes(self.ctx, item.task_id, task, segment, self._my_trace(d, p), d.resultCids[p],
+                                      label=label))
+        if steps is None:
+            return  # replaying; the clock keeps running, so this lane never queues behind training
         item.data["steps"] = ["0x" + h.hex() for h in steps]
         k = len(steps) - 1
         c.transact(c.game.functions.submitStepRoot(item.dispute_id, merkle.root(steps), merkle.proof(steps, 0), merkle.proof(steps, k)))

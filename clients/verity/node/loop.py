@@ -1,20 +1,29 @@
 """The node's main loop: read events, advance work items, persist, repeat.
 
 Roles plug in as handlers. Each handler sees every decoded event (to create or
-update its work items) and is asked to advance each open item it owns. A
-failing tick is retried on the next one; after `max_failures` consecutive
-failing ticks the node stops with a clear message instead of spinning.
+update its work items) and is asked to advance each open item it owns; long
+computations run in the WorkPool (verity/node/work.py), so a tick never waits
+for training. A tick fails as a whole when the chain or IPFS node is gone
+(also when that surfaces inside an item, which then keeps its retries); after
+`max_failures` consecutive failed ticks the node stops with NodeHalted, and
+any successful tick resets the count. SIGINT/SIGTERM: stop taking work, say
+what is in flight, give it `stop_grace` seconds, save the snapshot, return.
 """
 from __future__ import annotations
 
 import logging
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import requests
+
 from verity.errors import ProfileUnsupported, VerityError
+from verity.node.phases import TERMINAL
 from verity.node.snapshot import Snapshot, SnapshotStore, WorkItem
+from verity.node.work import WorkPool
 
 log = logging.getLogger("verity.node")
 
@@ -42,32 +51,59 @@ class NodeLoop:
     max_failures: int = 20
     item_attempts: int = 8
     periodic: list = field(default_factory=list)   # callables run every tick (heartbeat, …)
+    work: WorkPool = field(default_factory=lambda: WorkPool(inline=True))
+    stop_grace: float = 5.0
+    failures: int = 0                               # consecutive failed ticks
     _stop: bool = False
+    _force: bool = False
 
-    def request_stop(self, *_):
+    def request_stop(self, signum=None, _frame=None):
+        if self._stop:  # a second Ctrl-C: no more waiting
+            self._force = True
+            raise KeyboardInterrupt
         self._stop = True
+        busy = self.work.in_flight()
+        log.warning("%s: stopping; finishing %s, then saving the snapshot (Ctrl-C again to stop at once)",
+                    signal.Signals(signum).name if signum else "stop requested",
+                    "; ".join(busy) if busy else "the current tick (nothing computing)")
 
     def run(self, *, until=None, max_seconds: float | None = None) -> None:
-        signal.signal(signal.SIGTERM, self.request_stop)
-        signal.signal(signal.SIGINT, self.request_stop)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self.request_stop)
+            signal.signal(signal.SIGINT, self.request_stop)
         started = time.monotonic()
-        failures = 0
-        while not self._stop:
-            try:
-                self.tick()
-                failures = 0
-            except Exception as exc:  # noqa: BLE001 — a daemon survives a bad tick; N in a row stop it
-                failures += 1
-                expected = isinstance(exc, (VerityError, OSError))  # OSError: the RPC or IPFS node went away
-                log.warning("tick failed (%d/%d): %s: %s", failures, self.max_failures, type(exc).__name__, exc,
-                            exc_info=not expected)
-                if failures >= self.max_failures:
-                    raise NodeHalted(failures, exc) from exc
-            if until is not None and until(self.snap):
-                return
-            if max_seconds is not None and time.monotonic() - started > max_seconds:
-                return
-            time.sleep(self.poll_interval)
+        try:
+            while not self._stop:
+                self.tick_guarded()
+                if until is not None and until(self.snap):
+                    return
+                if max_seconds is not None and time.monotonic() - started > max_seconds:
+                    return
+                time.sleep(self.poll_interval)
+        finally:
+            self.shutdown()
+
+    def tick_guarded(self) -> None:
+        """One tick; counts consecutive failures and raises NodeHalted at `max_failures`."""
+        try:
+            self.tick()
+            self.failures = 0
+        except Exception as exc:  # noqa: BLE001 — a daemon survives a bad tick; N in a row stop it
+            self.failures += 1
+            expected = isinstance(exc, (VerityError, OSError))  # OSError: the RPC or IPFS node went away
+            log.warning("tick failed (%d/%d in a row): %s: %s", self.failures, self.max_failures, type(exc).__name__,
+                        exc, exc_info=not expected)
+            if self.failures >= self.max_failures:
+                raise NodeHalted(self.failures, exc) from exc
+
+    def shutdown(self) -> None:
+        left = self.work.close(0.0 if self._force else self.stop_grace)
+        if left:
+            log.warning("left unfinished: %s; their items stay in their phase and a restart resumes them "
+                        "(training from its last checkpoint)", "; ".join(left))
+        self.store.save(self.snap)
+        if self._stop:
+            log.info("stopped; snapshot saved at block %d", self.snap.next_block)
 
     def tick(self) -> None:
         self.cursor.next_block = max(self.cursor.next_block, self.snap.next_block)
@@ -81,13 +117,19 @@ class NodeLoop:
         for fn in self.periodic:
             fn(self.snap)
         for item in list(self.snap.open_items()):
+            if self._stop:
+                return
             for handler in self.handlers:
                 if item.kind in handler.kinds:
                     try:
                         handler.advance(self.snap, item)
+                    except SERVICE_GONE:
+                        raise  # not this item's fault: fails the tick, the item keeps its retries
                     except Exception as exc:  # noqa: BLE001 — one bad item must not take the node down
                         self._item_failed(item, exc)
                     finally:
+                        if item.phase in TERMINAL:
+                            self.work.forget(item.key)
                         self.store.save(self.snap)
 
     def _item_failed(self, item, exc: Exception) -> None:
@@ -95,8 +137,20 @@ class NodeLoop:
         unsupported profile end the item at once; anything else is retried a bounded
         number of times. Either way one bad job never stops the node."""
         item.attempts += 1
+        item.data.pop("computing", None)
         permanent = isinstance(exc, (ValueError, ProfileUnsupported))
         log.warning("%s: %s: %s (attempt %d%s)", item.key, type(exc).__name__, exc, item.attempts,
                     ", giving up" if permanent else "", exc_info=not isinstance(exc, (VerityError, OSError)))
+        if permanent and item.kind == "solve":
+            # Say it at once, not when the slot is reported late. JobRegistry has no decline call yet
+            # (the economics issue adds one); until then the slot is redrawn only after its deadline.
+            log.error("declining task %s slot %s: this node cannot use the job's inputs (%s); the contract has "
+                      "no decline call yet, so the slot is freed only when it is reported late", item.task_id,
+                      item.slot, exc)
         if permanent or item.attempts >= self.item_attempts:
-            self.snap.abandon(item, f"{type(exc).__name__}: {exc}")
+            self.snap.abandon(item, f"{'declined: ' if permanent and item.kind == 'solve' else ''}"
+                                    f"{type(exc).__name__}: {exc}")
+
+
+# the chain's or the IPFS node's endpoint does not answer (NodeUnreachable and ChainUnreachable are ConnectionErrors)
+SERVICE_GONE = (ConnectionError, requests.exceptions.ConnectionError)

@@ -48,7 +48,12 @@ class RefereeRole:
         if item.phase == Phase.ASSIGNED:
             if "vote" not in item.data:
                 task = ctx.task(d.taskId)
-                vote = referee_vote(ctx, task, d)
+                vote = ctx.work.poll(item.key, lambda: referee_vote(ctx, task, d), urgent=True,
+                                     what=f"recomputing the disputed step of dispute {item.dispute_id}")
+                if vote is None:
+                    item.data["computing"] = "recomputing the step"
+                    return
+                item.data.pop("computing", None)
                 item.data.update(vote="0x" + vote.hex(), salt="0x" + secrets.token_bytes(32).hex(), task_id=int(d.taskId))
                 return  # persisted before committing: a crash can't leave a commitment we can't open
             if seat.commitment == b"\x00" * 32:

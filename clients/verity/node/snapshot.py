@@ -5,6 +5,7 @@ have defaults so an older snapshot still loads after an upgrade.
 """
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -14,6 +15,15 @@ from pydantic import BaseModel, Field
 from verity.node.phases import Phase, TERMINAL, TRANSITIONS, check_transition
 
 SNAPSHOT_VERSION = 1
+log = logging.getLogger("verity.node")
+
+
+class ChainBinding(BaseModel):
+    """Which chain a snapshot's cursor and items belong to: a restarted devnet (new genesis) or a
+    new deployment reuses chain id and block numbers, and must never be mistaken for the old one."""
+    chain_id: int
+    genesis_hash: str
+    contracts: dict[str, str]      # name -> "address@deployment block"
 
 
 class WorkItem(BaseModel):
@@ -32,6 +42,7 @@ class Snapshot(BaseModel):
     version: int = SNAPSHOT_VERSION
     address: str = ""
     chain_id: int = 0
+    chain: ChainBinding | None = None
     next_block: int = 0
     items: dict[str, WorkItem] = Field(default_factory=dict)
     last_heartbeat: float = 0.0
@@ -47,11 +58,23 @@ class Snapshot(BaseModel):
         item.updated_at = time.time()
         item.attempts = 0
 
-
     def abandon(self, item: WorkItem, reason: str) -> None:
         """Give an item up (inputs invalid, retries exhausted): LOST where the table allows it, else DONE."""
         dst = Phase.LOST if Phase.LOST in TRANSITIONS[item.phase] else Phase.DONE
         self.move(item, dst, abandoned=reason[:500])
+
+    def bind(self, binding: ChainBinding) -> "Snapshot":
+        """This snapshot if it belongs to `binding`'s chain, else a fresh one (same account) with a warning
+        naming what is dropped. A snapshot from before bindings existed is adopted as it is."""
+        if self.chain is None or self.chain == binding:
+            self.chain, self.chain_id = binding, binding.chain_id
+            return self
+        what = "genesis block" if self.chain.genesis_hash != binding.genesis_hash else "contract deployment"
+        stale = [i.key for i in self.open_items()]
+        log.warning("the chain was restarted or redeployed since this node last ran (%s differs): dropping %d stale "
+                    "work item(s)%s and reading events from the new deployment on", what, len(stale),
+                    f" ({', '.join(stale[:10])}{', …' if len(stale) > 10 else ''})" if stale else "")
+        return Snapshot(address=self.address, chain=binding, chain_id=binding.chain_id)
 
 
 class SnapshotStore:

@@ -60,7 +60,12 @@ class SolverRole:
         if item.phase == Phase.ASSIGNED:
             if status != ReplicaStatus.ASSIGNED:
                 return  # on-chain state is ahead of ours only if data was lost: wait for the slot to resolve
-            res = compute_result(ctx, item.task_id, task)
+            res = ctx.work.poll(item.key, lambda: compute_result(ctx, item.task_id, task),
+                                what=f"training task {item.task_id}")
+            if res is None:
+                item.data["computing"] = "training"
+                return  # still training: the loop goes on with every other duty meanwhile
+            item.data.pop("computing", None)
             snap.move(item, Phase.TRAINED, trace=[_h(h) for h in res.trace], root=_h(res.root),
                       cid=res.result_cid, salt=_h(secrets.token_bytes(32)))
             return

@@ -44,29 +44,43 @@ class VerifierRole:
         key = f"watch:{tid}"
         if key in snap.items:
             return
-        phase = Phase.WATCHING if sampled(self.ctx.me, tid, self.sample_rate) else Phase.DONE
-        snap.items[key] = WorkItem(key=key, kind="watch", phase=phase, task_id=tid)
+        if sampled(self.ctx.me, tid, self.sample_rate):
+            snap.items[key] = WorkItem(key=key, kind="watch", phase=Phase.WATCHING, task_id=tid)
+        else:
+            snap.items[key] = WorkItem(key=key, kind="watch", phase=Phase.DONE, task_id=tid,
+                                       data={"verdict": "not sampled"})
+            log.info("task %d: verdict: not sampled (rate %g)", tid, self.sample_rate)
 
     def advance(self, snap: Snapshot, item: WorkItem) -> None:
         ctx, c = self.ctx, self.ctx.chain
         task = ctx.task(item.task_id)
         if TaskStatus(task.status) != TaskStatus.REVEALED:
-            snap.move(item, Phase.DONE)
+            snap.move(item, Phase.DONE, verdict="not checked: result already settled")
+            log.info("task %d: verdict: none, the result was settled (%s) before we checked it",
+                     item.task_id, TaskStatus(task.status).name.lower())
             return
         rep = next(r for r in ctx.replicas(item.task_id) if ReplicaStatus(r.status) == ReplicaStatus.REVEALED)
         if rep.node.lower() == ctx.me.lower():
             snap.move(item, Phase.DONE)  # our own result
             return
         if "final" not in item.data:
-            res = compute_result(ctx, item.task_id, task, label="verify")
+            res = ctx.work.poll(item.key, lambda: compute_result(ctx, item.task_id, task, label="verify"),
+                                what=f"re-executing task {item.task_id}")
+            if res is None:
+                item.data["computing"] = "re-executing"
+                return
+            item.data.pop("computing", None)
             item.data.update(final="0x" + res.final.hex(), trace=["0x" + h.hex() for h in res.trace],
                              root="0x" + res.root.hex(), cid=res.result_cid)
             return  # persist before acting on it
         if bytes.fromhex(item.data["final"][2:]) == bytes(rep.finalHash):
             snap.move(item, Phase.DONE, verdict="agrees")
+            log.info("task %d: verdict: agrees with the solver's final %s", item.task_id, item.data["final"][:10])
             return
         if ctx.chain.now() > int(task.challengeDeadline):
             snap.move(item, Phase.DONE, verdict="too late to challenge")
+            log.warning("task %d: verdict: differs (ours %s, solver's 0x%s) but the challenge window has closed",
+                        item.task_id, item.data["final"][:10], bytes(rep.finalHash).hex()[:8])
             return
         from verity.engine import merkle
 

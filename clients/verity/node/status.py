@@ -1,0 +1,99 @@
+"""What `verity node status` shows about one account, read from the chain, and the unbonding rule
+`node unstake --withdraw` checks before it sends anything."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from types import SimpleNamespace
+
+from verity.chain import ChainClient, EventCursor
+from verity.chain.views import read
+from verity.errors import VerityError
+
+ROLE_NAMES = {1: "solver", 2: "verifier", 4: "referee"}
+
+
+class NotWithdrawable(VerityError, RuntimeError):
+    def __init__(self, amount: int, available_at: int, now: int):
+        when = datetime.fromtimestamp(available_at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        super().__init__(f"too early: {vrt(amount)} is unbonding and becomes withdrawable at {when} "
+                         f"(chain time; in {age(available_at - now)}); run `verity node unstake --withdraw` then")
+
+
+class NothingUnbonding(VerityError, RuntimeError):
+    def __init__(self, address: str):
+        super().__init__(f"{address} has no stake unbonding; start with `verity node unstake --name …` "
+                         "(optionally --amount)")
+
+
+def vrt(wei: int) -> str:
+    return f"{wei / 1e18:,.2f} VRT"
+
+
+def age(seconds: int) -> str:
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
+
+
+def role_names(mask: int) -> str:
+    return ",".join(name for bit, name in ROLE_NAMES.items() if mask & bit) or "none"
+
+
+@dataclass
+class NodeStatus:
+    address: str
+    node: SimpleNamespace
+    reputation: SimpleNamespace
+    now: int
+    balance: int
+    earned: int           # every payment and dispute reward ever credited
+    unwithdrawn: int      # of which still held by the contracts (the keeper withdraws it)
+
+    @property
+    def registered(self) -> bool:
+        return self.node.slot != 0
+
+    def rows(self) -> list[tuple[str, str]]:
+        n, r = self.node, self.reputation
+        if not self.registered:
+            return [("registered", "no"), ("balance", vrt(self.balance))]
+        seen = f"{age(self.now - n.lastSeen)} ago" if n.lastSeen else "never"
+        rows = [("roles", role_names(n.roles)), ("last seen", seen), ("balance", vrt(self.balance)),
+                ("stake", vrt(n.stake)), ("locked stake", vrt(n.locked)),
+                ("earnings", f"{vrt(self.earned)} ({vrt(self.unwithdrawn)} not yet withdrawn)"),
+                ("reputation", f"{r.tasksCompleted} tasks done, {r.tasksLate} late, disputes {r.disputesWon} won / "
+                               f"{r.disputesLost} lost, {vrt(r.totalSlashed)} slashed")]
+        if n.pendingUnstake:
+            left = int(n.unbondingEnds) - self.now
+            rows.append(("unbonding", f"{vrt(n.pendingUnstake)}, " + (f"withdrawable in {age(left)}" if left > 0
+                                                                      else "withdrawable now (unstake --withdraw)")))
+        rows.append(("device / memory", f"{'gpu' if n.deviceClass else 'cpu'} / {n.memoryMb} MB"))
+        return rows
+
+
+def read_status(c: ChainClient, address: str) -> NodeStatus:
+    earned = 0
+    contracts = {"JobRegistry": c.jobs, "DisputeGame": c.game}
+    for ev in EventCursor(c.w3, contracts, next_block=c.deployments.start_block).poll():
+        if ev.name in ("PaymentCredited", "Credited") and ev.args["to"].lower() == address.lower():
+            earned += int(ev.args["amount"])
+    unwithdrawn = c.call(c.jobs.functions.credits(address)) + c.call(c.game.functions.credits(address))
+    return NodeStatus(address, read(c, c.registry, "getNode", address), read(c, c.registry, "reputationOf", address),
+                      c.now(), c.call(c.token.functions.balanceOf(address)), earned, unwithdrawn)
+
+
+def check_withdrawable(c: ChainClient, address: str) -> int:
+    """The unbonded amount `withdraw()` would pay now; NotWithdrawable / NothingUnbonding otherwise."""
+    n = read(c, c.registry, "getNode", address)
+    if not n.pendingUnstake:
+        raise NothingUnbonding(address)
+    now = c.now()
+    if now < int(n.unbondingEnds):
+        raise NotWithdrawable(int(n.pendingUnstake), int(n.unbondingEnds), now)
+    return int(n.pendingUnstake)

@@ -1,0 +1,120 @@
+"""Long computations off the main loop, so a node's duties never block each other.
+
+Training, re-execution and replays run in daemon worker threads; the main
+loop keeps ticking (events, heartbeats, votes, dispute moves, new tasks) and
+picks a result up on a later tick with `poll(key, fn)`. Two lanes: `long`
+(training a task, re-executing one) and `urgent` (a referee's step, a party's
+segment replay), so a vote never waits behind a training run. Chain
+transactions stay on the main thread (one nonce owner). Nothing here is
+persisted: after a crash the item is still in its phase and `poll` simply
+starts the computation again (training resumes from its last checkpoint).
+Torch's process-wide settings are pinned by the engine's one profile for
+every job, so concurrent jobs see the same settings.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from verity.errors import VerityError
+
+log = logging.getLogger("verity.node.work")
+MAX_QUEUED = 32  # per lane; beyond it a job is offered again on a later tick
+
+
+class Cancelled(VerityError):
+    def __init__(self, what: str):
+        super().__init__(f"{what}: stopped because the node is shutting down (a restart resumes it)")
+
+
+@dataclass
+class Job:
+    key: str
+    what: str
+    fn: Callable[[], Any]
+    lane: str
+    done: threading.Event = field(default_factory=threading.Event)
+    started: float = 0.0
+    result: Any = None
+    error: BaseException | None = None
+
+
+class WorkPool:
+    def __init__(self, long_threads: int = 2, urgent_threads: int = 1, *, inline: bool = False):
+        self.inline = inline
+        self.stopping = threading.Event()
+        self._jobs: dict[str, Job] = {}
+        self._queues = {"long": queue.Queue(), "urgent": queue.Queue()}
+        self._threads = []
+        if not inline:
+            for lane, count in (("long", long_threads), ("urgent", urgent_threads)):
+                for i in range(max(1, count)):
+                    t = threading.Thread(target=self._serve, args=(lane,), name=f"verity-{lane}-{i}", daemon=True)
+                    t.start()
+                    self._threads.append(t)
+
+    def poll(self, key: str, fn: Callable[[], Any], *, what: str, urgent: bool = False) -> Any:
+        """`fn()`'s result once it finished (its exception re-raised here); None while it is
+        queued or running. The first call for `key` submits it."""
+        if self.inline:
+            return fn()
+        job = self._jobs.get(key)
+        if job is None:
+            lane = "urgent" if urgent else "long"
+            if self.stopping.is_set() or self._queues[lane].qsize() >= MAX_QUEUED:
+                return None
+            job = self._jobs[key] = Job(key, what, fn, lane)
+            self._queues[lane].put(job)
+            log.info("%s: started in the background (%s lane)", what, lane)
+            return None
+        if not job.done.is_set():
+            return None
+        del self._jobs[key]
+        if job.error is not None:
+            raise job.error
+        log.info("%s: finished in %.1f s", job.what, time.monotonic() - job.started)
+        return job.result
+
+    def busy(self, key: str) -> bool:
+        return key in self._jobs
+
+    def forget(self, key: str) -> None:
+        """Drop the jobs of an item that ended meanwhile (`key` and `key:…`); results that come are discarded."""
+        for k in [k for k in self._jobs if k == key or k.startswith(key + ":")]:
+            del self._jobs[k]
+
+    def in_flight(self) -> list[str]:
+        return [j.what + (" (running)" if j.started else " (queued)") for j in self._jobs.values() if not j.done.is_set()]
+
+    def close(self, timeout: float) -> list[str]:
+        """Stop taking jobs, give running ones `timeout` seconds (training stops at its next
+        checkpoint), and return what was left unfinished; daemon threads end with the process."""
+        self.stopping.set()
+        for q in self._queues.values():
+            while True:
+                try:
+                    q.get_nowait().done.set()
+                except queue.Empty:
+                    break
+        deadline = time.monotonic() + timeout
+        for job in list(self._jobs.values()):
+            job.done.wait(max(0.0, deadline - time.monotonic()))
+        return [j.what for j in self._jobs.values() if j.started and not j.done.is_set()]
+
+    def _serve(self, lane: str) -> None:
+        q = self._queues[lane]
+        while True:
+            job = q.get()
+            if self.stopping.is_set() or job.done.is_set():
+                job.done.set()
+                continue
+            job.started = time.monotonic()
+            try:
+                job.result = job.fn()
+            except BaseException as exc:  # noqa: BLE001 — handed to the main loop by poll()
+                job.error = exc
+            job.done.set()

@@ -1,0 +1,83 @@
+"""`verity node …` against a real devnet: one process per name, names bound to accounts, a stake top-up
+from the same key while the node runs, `node status`, and Ctrl-C."""
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from node_builders import wait_for
+from verity.chain.views import read
+
+pytestmark = pytest.mark.integration
+
+
+def _verity(net, *args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "verity", *args], env=dict(net.env, COLUMNS="200"),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _one_line(proc) -> str:
+    return " ".join((proc.stdout + proc.stderr).split())
+
+
+def test_second_node_run_and_a_name_bound_to_another_account_are_refused_fails(net):
+    node = net.start_node("solver-1", 1)
+    net.wait_registered(1)
+    second = _verity(net, "node", "run", "--name", "solver-1", "--account", "1", "--max-seconds", "5")
+    assert second.returncode == 1
+    assert f"already in use by a running node (pid {node.proc.pid} node solver-1" in _one_line(second)
+    assert node.proc.poll() is None  # the first one keeps running
+
+    c = net.client()
+    sent_before = c.w3.eth.get_transaction_count(net.client(3).address)
+    other = _verity(net, "node", "register", "--name", "solver-1", "--account", "3")
+    assert other.returncode == 1 and "node name 'solver-1' belongs to account" in _one_line(other)
+    assert c.w3.eth.get_transaction_count(net.client(3).address) == sent_before  # refused before any transaction
+    assert read(c, c.registry, "getNode", net.client(3).address).slot == 0
+
+    early = _verity(net, "node", "unstake", "--name", "solver-1", "--account", "1", "--withdraw")
+    assert early.returncode == 1 and "has no stake unbonding" in _one_line(early)
+    start = _verity(net, "node", "unstake", "--name", "solver-1", "--account", "1", "--amount", "10")
+    period = c.call(c.registry.functions.unbondingPeriod())
+    assert start.returncode == 0, _one_line(start)
+    assert f"unbonding 10.00 VRT; withdrawable in {period // 60} min {period % 60} s" in _one_line(start)
+    early = _verity(net, "node", "unstake", "--name", "solver-1", "--account", "1", "--withdraw")
+    assert early.returncode == 1, _one_line(early)
+    assert "too early: 10.00 VRT is unbonding and becomes withdrawable at" in _one_line(early)
+    assert re.search(r"\(chain time; in \d+ min \d+ s\)", _one_line(early)), _one_line(early)
+
+
+def test_stake_top_up_while_running_then_status_and_ctrl_c_succeeds(net):
+    a = net.start_node("solver-1", 1)
+    net.start_node("solver-2", 2)
+    net.wait_registered(2)
+    wait_for(lambda: "running as" in a.text(), 60, "solver-1 to start its loop")
+    top_up = _verity(net, "node", "register", "--name", "solver-1", "--account", "1", "--roles", "solver,referee",
+                     "--stake", "1500")  # the same key sends while the node runs
+    assert top_up.returncode == 0, _one_line(top_up)
+    job_id = net.post(shards=1, rounds=1, steps=20, k=10, replication=2, execution_window=60)
+    net.wait_job(job_id, timeout=240)  # solver-1 sent commit / reveal after the top-up moved its nonce
+    c = net.client()
+    assert read(c, c.registry, "getNode", a.address).stake == 1500 * 10**18
+    assert read(c, c.registry, "reputationOf", a.address).tasksCompleted == 2
+    assert "nonce" not in a.text().lower()
+
+    status = _verity(net, "node", "status", "--name", "solver-1", "--account", "1")
+    out = _one_line(status)
+    assert status.returncode == 0, out
+    for field in ("roles │ solver,referee", "last seen │", "s ago", "balance │", "stake │ 1,500.00 VRT",
+                  "locked stake │ 0.00 VRT", "earnings │ 2.00 VRT", "reputation │ 2 tasks done, 0 late",
+                  "task:1:", "done"):
+        assert field in out, f"{field!r} missing from:\n{status.stdout}"
+
+    a.proc.send_signal(signal.SIGINT)
+    t0 = time.monotonic()
+    a.proc.wait(timeout=15)
+    assert time.monotonic() - t0 < 10 and a.proc.returncode == 0
+    a.killed = True
+    assert "SIGINT: stopping; finishing" in a.text() and "stopped; snapshot saved" in a.text()

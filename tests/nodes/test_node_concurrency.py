@@ -1,0 +1,162 @@
+"""Unit tests: a long computation never blocks the node's other duties, and Ctrl-C stops it within seconds.
+
+The real SolverRole and NodeLoop run against a fake chain (mocks only at the edge: task/replica reads and
+transactions) with a WorkPool of real threads; `compute_result` is replaced by a gated fake."""
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from verity.chain.views import ReplicaStatus, TaskStatus
+from verity.node import solver as solver_mod
+from verity.node.compute import Result
+from verity.node.loop import NodeLoop
+from verity.node.phases import Phase
+from verity.node.snapshot import Snapshot, SnapshotStore, WorkItem
+from verity.node.solver import SolverRole
+from verity.node.work import WorkPool
+from verity.storage import cid_of_bytes
+
+ME = "0x" + "ab" * 20
+
+
+class _Functions:
+    def __getattr__(self, name):
+        return lambda *args: (name, args)
+
+
+class _FakeChain:
+    """Records transactions; a commit / reveal moves our replica of that task like the contract would."""
+
+    def __init__(self, replicas):
+        self.replicas, self.sent = replicas, []
+        self.jobs = SimpleNamespace(functions=_Functions())
+
+    def transact(self, call):
+        name, args = call
+        self.sent.append((name, args[0]))
+        if name in ("commit", "reveal"):
+            self.replicas[args[0]].status = ReplicaStatus.COMMITTED if name == "commit" else ReplicaStatus.REVEALED
+
+    def now(self):
+        return int(time.time())
+
+
+class _FakeCtx:
+    def __init__(self, work):
+        self.me, self.work = ME, work
+        self.reps = {t: SimpleNamespace(node=ME, status=ReplicaStatus.ASSIGNED, deadline=0) for t in (1, 2)}
+        self.chain = _FakeChain(self.reps)
+
+    def task(self, tid):
+        return SimpleNamespace(jobId=1, status=TaskStatus.ASSIGNED)
+
+    def replicas(self, tid):
+        return [self.reps[tid]]
+
+    def job(self, job_id):
+        return SimpleNamespace(replication=2)
+
+
+class _Cursor:
+    next_block = 0
+
+    def poll(self):
+        return []
+
+
+@pytest.fixture
+def long_task_1(monkeypatch):
+    """compute_result: task 1 trains until released, any other task at once."""
+    release, started = threading.Event(), threading.Event()
+
+    def fake_compute(ctx, tid, task, label="solve"):
+        if tid == 1:
+            started.set()
+            assert release.wait(20), "test never released the long task"
+        trace = [bytes([tid]) * 32, bytes([tid + 1]) * 32]
+        return Result(trace, b"\x00" * 32, cid_of_bytes(bytes([tid])), 1)
+
+    monkeypatch.setattr(solver_mod, "compute_result", fake_compute)
+    yield release, started
+    release.set()
+
+
+def _node(tmp_path, work):
+    ctx = _FakeCtx(work)
+    snap = Snapshot()
+    for tid in (1, 2):
+        key = f"task:{tid}:0"
+        snap.items[key] = WorkItem(key=key, kind="solve", phase=Phase.ASSIGNED, task_id=tid)
+    beats = []
+    loop = NodeLoop(_Cursor(), SnapshotStore(tmp_path), snap, [SolverRole(ctx)], poll_interval=0.01,
+                    periodic=[lambda s: beats.append(time.monotonic())], work=work, stop_grace=1.0)
+    return ctx, snap, loop, beats
+
+
+def _tick_until(loop, predicate, timeout=10.0) -> int:
+    ticks, deadline = 0, time.monotonic() + timeout
+    while not predicate(loop.snap):
+        assert time.monotonic() < deadline, f"not reached after {ticks} ticks: {loop.snap.items}"
+        loop.tick()
+        ticks += 1
+        time.sleep(0.01)
+    return ticks
+
+
+def test_long_training_does_not_block_heartbeats_or_another_task_succeeds(tmp_path, long_task_1):
+    release, started = long_task_1
+    ctx, snap, loop, beats = _node(tmp_path, WorkPool(long_threads=2))
+    ticks = _tick_until(loop, lambda s: s.items["task:2:0"].phase == Phase.REVEALED)
+    first = snap.items["task:1:0"]
+    assert started.is_set() and first.phase == Phase.ASSIGNED and first.data["computing"] == "training"
+    assert snap.items["task:2:0"].phase == Phase.REVEALED
+    assert ("commit", 2) in ctx.chain.sent and ("reveal", 2) in ctx.chain.sent
+    assert len(beats) == ticks >= 3  # the periodic duties (heartbeat, keeper) ran on every tick meanwhile
+    assert SnapshotStore(tmp_path).load().items["task:1:0"].data["computing"] == "training"  # shown by `node status`
+
+    release.set()
+    _tick_until(loop, lambda s: s.items["task:1:0"].phase == Phase.REVEALED)
+    assert snap.items["task:1:0"].phase == Phase.REVEALED and "computing" not in snap.items["task:1:0"].data
+    assert [n for n, t in ctx.chain.sent if t == 1] == ["commit", "reveal"]  # each sent exactly once
+
+
+def test_stop_request_names_the_work_in_flight_and_returns_within_seconds_succeeds(tmp_path, long_task_1, caplog):
+    release, started = long_task_1
+    ctx, snap, loop, _ = _node(tmp_path, WorkPool(long_threads=1))
+    caplog.set_level(logging.INFO, logger="verity.node")
+    threading.Thread(target=lambda: (started.wait(10), loop.request_stop(signal.SIGINT)), daemon=True).start()
+    t0 = time.monotonic()
+    loop.run(max_seconds=15)
+    assert time.monotonic() - t0 < 5  # the long task is still running: it is left, not waited for
+    text = caplog.text
+    assert "SIGINT: stopping; finishing training task 1 (running)" in text
+    assert "left unfinished: training task 1" in text and "stopped; snapshot saved" in text
+    assert SnapshotStore(tmp_path).load().items["task:1:0"].phase == Phase.ASSIGNED  # a restart trains it again
+    assert not [s for s in ctx.chain.sent if s[1] == 1]
+
+
+def test_work_pool_hands_back_results_and_errors_by_key_succeeds():
+    pool = WorkPool(long_threads=1, urgent_threads=1)
+    gate = threading.Event()
+    assert pool.poll("a", lambda: gate.wait(5) and 41 + 1, what="slow") is None
+    assert pool.poll("b", lambda: 1 / 0, what="broken", urgent=True) is None  # urgent lane: not behind "a"
+    deadline = time.monotonic() + 5
+    while pool.busy("b") and time.monotonic() < deadline:
+        try:
+            pool.poll("b", lambda: None, what="broken")
+        except ZeroDivisionError:
+            break
+        time.sleep(0.01)
+    else:
+        pytest.fail("the urgent job never finished while the long one was running")
+    assert pool.poll("a", lambda: None, what="slow") is None and pool.in_flight() == ["slow (running)"]
+    gate.set()
+    while (result := pool.poll("a", lambda: None, what="slow")) is None:
+        time.sleep(0.01)
+    assert result == 42 and not pool.busy("a")
