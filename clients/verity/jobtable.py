@@ -83,3 +83,21 @@ def render(rep, names: dict | None = None) -> Group:
     parts += [Text(line, style="yellow") for line in waiting_lines(rep, names)]
     parts.append(metrics_table(rep))
     return Group(*parts)
+
+
+def follow_live(reader, timeout: float, interval: float = 1.0, names: dict | None = None):
+    """Redraw the job's table until it is no longer active or `timeout` s passed; the last report."""
+    import time
+
+    from rich.live import Live
+
+    from verity.cli.common import console
+
+    deadline = time.monotonic() + timeout
+    with Live(render(rep := reader.report(), names), console=console, refresh_per_second=2) as live:
+        while rep.status == "active" and time.monotonic() < deadline:
+            time.sleep(interval)
+            rep = reader.report()
+            live.update(render(rep, names))
+    console.print()
+    return rep

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from verity.errors import VerityError
@@ -31,20 +30,11 @@ def follow(chain, storage, job_id: int, timeout: float, state_dir: Path, interva
     """Live task table until the job completes; then the final model, verified against the
     on-chain hash, saved under `<state dir>/jobs/<id>/`. Otherwise raises JobNotDone below
     the last table, which shows `jobview.advice` (what the job waits for, how to cancel it)."""
-    from rich.live import Live
-
-    from verity.cli.common import console
-    from verity.jobtable import render
+    from verity.jobtable import follow_live
     from verity.jobview import JobReader
 
     reader = JobReader(chain, storage, job_id)
-    deadline = time.monotonic() + timeout
-    with Live(render(rep := reader.report()), console=console, refresh_per_second=2) as live:
-        while rep.status == "active" and time.monotonic() < deadline:
-            time.sleep(interval)
-            rep = reader.report()
-            live.update(render(rep))
-    console.print()
+    rep = follow_live(reader, timeout, interval)
     if rep.status != "completed":
         raise JobNotDone(job_id, rep.status, timeout)
     model = reader.round_model(rep.rounds - 1)

@@ -2,13 +2,11 @@
 its escrow, and download its model with a model card."""
 from __future__ import annotations
 
-import time
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.live import Live
 from rich.table import Table
 
 from verity.cli.common import console, fail, settings
@@ -108,17 +106,12 @@ def watch(job_id: JobId, plot_to: Plot = None,
           timeout: Annotated[float, typer.Option(help="give up after this many seconds (exit 1, with advice)")] = 3600.0,
           interval: Annotated[float, typer.Option(help="seconds between refreshes")] = 1.0) -> None:
     """Live table until the job completes or is cancelled; on timeout, says what it waits for."""
+    from verity.jobtable import follow_live
     from verity.jobview import advice
 
     try:
         r = reader(job_id)
-        deadline = time.monotonic() + timeout
-        with Live(render(rep := r.report()), console=console, refresh_per_second=2) as live:
-            while rep.status == "active" and time.monotonic() < deadline:
-                time.sleep(interval)
-                rep = r.report()
-                live.update(render(rep))
-        console.print()
+        rep = follow_live(r, timeout, interval)
         if plot_to:
             _plot(r, rep, plot_to)
     except VerityError as exc:
