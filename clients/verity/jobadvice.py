@@ -11,19 +11,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from verity.errors import VerityError
+from verity.units import duration
 
 WAITING = ("open", "assigned", "revealed", "contested")
 EMPTY_SLOT = ("none", "late", "slashed")  # JobRegistry._isEmpty: the slot is drawn again
 
 
-def countdown(seconds: int) -> str:
-    """42 s, 3 min 05 s, 2 h 10 min."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+countdown = duration  # deadlines and windows read as durations
 
 
 def short(addr: str, names: dict | None = None) -> str:

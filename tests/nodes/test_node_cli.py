@@ -12,6 +12,7 @@ import pytest
 
 from node_builders import wait_for
 from verity.chain.views import read
+from verity.units import duration
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +46,7 @@ def test_second_node_run_and_a_name_bound_to_another_account_are_refused_fails(n
     start = _verity(net, "node", "unstake", "--name", "solver-1", "--account", "1", "--amount", "10")
     period = c.call(c.registry.functions.unbondingPeriod())
     assert start.returncode == 0, _one_line(start)
-    assert f"unbonding 10.00 VRT; withdrawable in {period // 60} min {period % 60} s" in _one_line(start)
+    assert f"unbonding 10.00 VRT; withdrawable in {duration(period)}" in _one_line(start)
     early = _verity(net, "node", "unstake", "--name", "solver-1", "--account", "1", "--withdraw")
     assert early.returncode == 1, _one_line(early)
     assert "too early: 10.00 VRT is unbonding and becomes withdrawable at" in _one_line(early)

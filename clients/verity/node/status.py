@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from verity.chain import ChainClient, EventCursor
 from verity.chain.views import read
 from verity.errors import VerityError
+from verity.units import duration, vrt
 
 ROLE_NAMES = {1: "solver", 2: "verifier", 4: "referee"}
 
@@ -26,19 +27,7 @@ class NothingUnbonding(VerityError, RuntimeError):
                          "(optionally --amount)")
 
 
-def vrt(wei: int) -> str:
-    return f"{wei / 1e18:,.2f} VRT"
-
-
-def age(seconds: int) -> str:
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60} s"
-    if s < 86400:
-        return f"{s // 3600} h {s % 3600 // 60} min"
-    return f"{s // 86400} d {s % 86400 // 3600} h"
+age = duration
 
 
 def role_names(mask: int) -> str:
