@@ -95,7 +95,7 @@ def _contracts(chain_id: int, provider):
 @click.option("--account", "alias", default=None, help="ape account alias to sign with (default: --test-account)")
 @click.option("--test-account", default=0, show_default=True, help="ape test account index (devnet only)")
 @click.option("--wait/--no-wait", default=False, help=HELP["wait"])
-@click.option("--timeout", default=1800.0, show_default=True, help=HELP["timeout"])
+@click.option("--timeout", default=1800.0, show_default=True, type=click.FloatRange(min=0), help=HELP["timeout"])
 @click.option("--out", type=click.Path(path_type=Path), default=None, help=HELP["out"])
 def cli(network, model, model_config, dataset, shards, rounds, steps, k, replication, payment, stake, aggregation,
         trim, batch_size, optimizer, lr, seed, eval_fraction, block, challenge_window, name, alias, test_account,

@@ -1,4 +1,4 @@
 """`python -m verity …` is the `verity` command."""
-from verity.cli import app
+from verity.cli import run
 
-app()
+run()

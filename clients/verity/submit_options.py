@@ -125,8 +125,9 @@ def validate_spec(spec: JobSpec) -> None:
         raise BadJobSpec("eval_fraction", f"{spec.eval_fraction:g} is not in 0..0.9")
     if spec.block < 1:
         raise BadJobSpec("block", f"{spec.block} must be ≥ 1")
-    if spec.replication == 1:  # the manifest records at least MIN_CHALLENGE_WINDOW; the chain enforces this one
-        _between("challenge_window", spec.challenge_window, 0, MAX_WINDOW)
+    # replication 1: the manifest records at least MIN_CHALLENGE_WINDOW and the chain enforces it;
+    # replication 2 does not use it, but a nonsensical value is still refused
+    _between("challenge_window", spec.challenge_window, 0, MAX_WINDOW)
     _between("execution_window", spec.execution_window, 0, MAX_WINDOW)
     _between("reveal_window", spec.reveal_window, 0, MAX_WINDOW)
     if len(spec.name) > 128:

@@ -77,11 +77,16 @@ def connect_chain(rpc_url: str, private_key: str | None = None) -> "ChainClient"
     """A client for the deployment recorded for whatever chain answers at `rpc_url`."""
     from verity.chain.deployments import load_deployments
 
+    from verity.chain.deployments import check_deployment_chain
+
+    w3 = Web3(HTTPProvider(rpc_url, request_kwargs={"timeout": 10}))
     try:
-        chain_id = Web3(HTTPProvider(rpc_url, request_kwargs={"timeout": 10})).eth.chain_id
+        chain_id = w3.eth.chain_id
     except OSError:  # requests.ConnectionError and friends: nobody answers
         raise ChainUnreachable(rpc_url) from None
-    return ChainClient(rpc_url, private_key, load_deployments(chain_id))
+    dep = load_deployments(chain_id)
+    check_deployment_chain(w3, chain_id, rpc_url)
+    return ChainClient(rpc_url, private_key, dep)
 
 
 class ChainClient:

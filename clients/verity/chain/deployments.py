@@ -59,6 +59,28 @@ def load_deployments(chain_id: int, path: Path | None = None) -> Deployments:
     return dep
 
 
+class DeploymentOfAnotherChain(VerityError, LookupError):
+    def __init__(self, path: Path, rpc_url: str, recorded: str, actual: str):
+        super().__init__(f"the deployments in {path} belong to the chain with genesis {recorded[:12]}…, but the chain "
+                         f"at {rpc_url} has genesis {actual[:12]}… (another devnet on that port?); start yours with "
+                         f"`verity devnet up` or point VERITY_RPC_URL at it")
+
+
+def check_deployment_chain(w3, chain_id: int, rpc_url: str, path: Path | None = None) -> None:
+    """Where the devnet recorded which chain its deployment lives on (`<chain id>.chain.json`, by
+    genesis hash), refuse another chain with the same id: the same addresses would be someone else's."""
+    from verity.chain.identity import chain_identity, same_chain
+
+    marker = (path or default_path(chain_id)).with_name(f"{chain_id}.chain.json")
+    try:
+        recorded = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return  # no record (a deployment made by hand, or an older devnet): nothing to compare
+    actual = chain_identity(w3)
+    if not same_chain(recorded, actual):
+        raise DeploymentOfAnotherChain(marker, rpc_url, str(recorded.get("genesis_hash")), actual["genesis_hash"])
+
+
 def save_deployments(dep: Deployments, path: Path) -> None:
     """Write atomically: a crash mid-write never leaves a truncated file."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -37,3 +37,27 @@ def demo(keep: bool = typer.Option(False, help="leave the devnet and nodes runni
     from verity.demo import run_demo
 
     raise typer.Exit(run_demo(keep=keep))
+
+
+def run() -> None:
+    """The `verity` entry point: an unexpected exception is one line, not a traceback
+    (VERITY_DEBUG=1 shows it); deliberate errors already exit with their own line."""
+    import os
+    import sys
+
+    from verity.cli.common import err_console
+
+    try:
+        app()
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 — the last line of defence of a command-line tool
+        if os.environ.get("VERITY_DEBUG") == "1":
+            raise
+        from rich.markup import escape
+
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        err_console.print(f"[red]error:[/red] {escape(type(exc).__name__)}: {escape(first)}", highlight=False)
+        err_console.print("(unexpected; run again with VERITY_DEBUG=1 to see the traceback)")
+        sys.exit(1)

@@ -103,8 +103,8 @@ def show(job_id: JobId, plot_to: Plot = None) -> None:
 
 @app.command()
 def watch(job_id: JobId, plot_to: Plot = None,
-          timeout: Annotated[float, typer.Option(help="give up after this many seconds (exit 1, with advice)")] = 3600.0,
-          interval: Annotated[float, typer.Option(help="seconds between refreshes")] = 1.0) -> None:
+          timeout: Annotated[float, typer.Option(min=0, help="give up after this many seconds (exit 1, with advice)")] = 3600.0,
+          interval: Annotated[float, typer.Option(min=0.2, help="seconds between refreshes (≥ 0.2)")] = 1.0) -> None:
     """Live table until the job completes or is cancelled; on timeout, says what it waits for."""
     from verity.jobtable import follow_live
     from verity.jobview import advice

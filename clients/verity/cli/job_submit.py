@@ -18,8 +18,8 @@ from verity.submit_options import HELP, BadJobSpec
 D = JobSpec()  # the defaults, shared with `ape run submit` and `verity data shard`
 
 
-def _opt(field: str, *decls: str):
-    return typer.Option(*decls, help=HELP[field])
+def _opt(field: str, *decls: str, **kw):
+    return typer.Option(*decls, help=HELP[field], **kw)
 
 
 def _error(exc: BaseException) -> None:
@@ -70,7 +70,7 @@ def submit(
     key_file: Annotated[Optional[Path], typer.Option(
         "--key-file", help="file holding the submitter's hex private key (mode 600); for non-devnet chains")] = None,
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help=HELP["wait"])] = False,
-    timeout: Annotated[float, _opt("timeout")] = 1800.0,
+    timeout: Annotated[float, _opt("timeout", min=0)] = 1800.0,
     out: Annotated[Optional[Path], _opt("out")] = None,
 ) -> None:
     """Post a training job: shards and manifest to IPFS, escrow on-chain (no ape needed)."""

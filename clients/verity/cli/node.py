@@ -1,8 +1,11 @@
 """`verity node …`: register, run, inspect and unstake one node (one process, one key)."""
 from __future__ import annotations
 
+import math
 import os
+import re
 import time
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -29,26 +32,63 @@ class FaultsDisabled(VerityError, ValueError):
                          "set VERITY_ENABLE_FAULTS=1 to use it")
 
 
+class LogLevel(str, Enum):
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
+class BadNodeOption(VerityError, ValueError):
+    def __init__(self, option: str, why: str):
+        super().__init__(f"{option}: {why}")
+
+
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def _check_options(name: str, account, key_file, stake: float, roles: str, s) -> None:
+    """Refuse bad options before anything touches the disk or the chain."""
+    from verity.node.app import role_mask
+
+    if not NAME_RE.fullmatch(name) or ".." in name:
+        raise BadNodeOption("--name", f"{name!r} must be 1-64 letters, digits, '.', '_' or '-', starting with a "
+                                      "letter or digit (it names a folder under <state dir>/nodes/)")
+    if account is not None and key_file is not None:
+        raise BadNodeOption("--account", "give --account N or --key-file, not both")
+    if account is not None and not 0 <= account < s.devnet_accounts:
+        raise BadNodeOption("--account", f"{account} is not a devnet account (0-{s.devnet_accounts - 1})")
+    if not math.isfinite(stake) or stake <= 0 or stake > 1e12:
+        raise BadNodeOption("--stake", f"{stake:g} must be a positive amount of VRT")
+    role_mask(roles)  # BadRoles names the bad role
+
+
 def _config(name, account, roles="solver,verifier,referee", stake=1000.0, faults=None, sample_rate=1.0, key_file=None):
     from verity.node.app import NodeConfig, read_key_file
 
+    s = settings()
+    _check_options(name, account, key_file, stake, roles, s)
     return NodeConfig(name=name, roles=roles, account=account, stake=int(stake * 10**18),
                       private_key=read_key_file(key_file) if key_file else None,
-                      faults=list(faults or []), sample_rate=sample_rate, settings=settings())
+                      faults=list(faults or []), sample_rate=sample_rate, settings=s)
 
 
 @app.command()
 def register(name: Name, account: Account = None, roles: Roles = "solver,verifier,referee", stake: Stake = 1000.0,
              key_file: KeyFile = None) -> None:
     """Register the node (or update its roles) and top up its stake."""
+    from verity.chain.views import read
     from verity.node.app import check_name, connect, ensure_registered
+    from verity.node.status import vrt
 
     try:
         cfg = _config(name, account, roles, stake, key_file=key_file)
         ctx = connect(cfg)
         check_name(ctx, cfg)
         ensure_registered(ctx, cfg)
-        console.print(f"[green]registered[/green] {ctx.me} as {roles} with {stake:g} VRT staked")
+        check_name(ctx, cfg, record=True)
+        staked = read(ctx.chain, ctx.chain.registry, "getNode", ctx.me).stake
+        console.print(f"[green]registered[/green] {ctx.me} as {roles} with {vrt(staked)} staked")
     except VerityError as exc:
         fail(exc)
 
@@ -66,7 +106,7 @@ def run(
     workers: Annotated[int, typer.Option(min=1, max=16, help="training / re-execution jobs run at once (referee and "
                                                           "dispute replays have their own lane)")] = 2,
     max_seconds: Annotated[Optional[float], typer.Option(help="stop after this long (default: run until Ctrl-C)")] = None,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
+    log_level: Annotated[LogLevel, typer.Option(help="how much the node logs")] = LogLevel.info,
     key_file: KeyFile = None,
 ) -> None:
     """Run the node: register/stake if needed, then watch the chain and work until stopped."""
@@ -80,7 +120,7 @@ def run(
         cfg.workers = workers
     except VerityError as exc:
         fail(exc)
-    setup_logging(log_level, cfg.state_dir / "node.log", name)
+    setup_logging(log_level.value, cfg.state_dir / "node.log", name)
     try:
         ctx = connect(cfg, WorkPool(long_threads=workers))
         with claim_state_dir(ctx, cfg):  # before any transaction: one process per name and per account
@@ -104,9 +144,12 @@ def status(name: Name, account: Account = None, key_file: KeyFile = None) -> Non
     from verity.node.snapshot import SnapshotStore
     from verity.node.status import age, read_status
 
+    from verity.node.app import check_name
+
     try:
         cfg = _config(name, account, key_file=key_file)
         ctx = connect(cfg)
+        check_name(ctx, cfg)
         st = read_status(ctx.chain, ctx.me)
     except VerityError as exc:
         fail(exc)
@@ -132,18 +175,29 @@ def unstake(name: Name, account: Account = None, key_file: KeyFile = None,
             withdraw: Annotated[bool, typer.Option(help="withdraw stake whose unbonding period has passed")] = False) -> None:
     """Start unbonding stake, or withdraw stake that finished unbonding."""
     from verity.chain.views import read
-    from verity.node.app import connect
+    from verity.node.app import check_name, connect
     from verity.node.status import age, check_withdrawable, vrt
 
     try:
-        ctx = connect(_config(name, account, key_file=key_file))
+        if amount is not None and (not math.isfinite(amount) or amount <= 0):
+            raise BadNodeOption("--amount", f"{amount:g} must be a positive amount of VRT")
+        cfg = _config(name, account, key_file=key_file)
+        ctx = connect(cfg)
+        check_name(ctx, cfg)
         c = ctx.chain
         if withdraw:
             wei = check_withdrawable(c, ctx.me)  # says when, instead of sending a transaction that reverts
             c.transact(c.registry.functions.withdraw())
             console.print(f"[green]withdrawn[/green] {vrt(wei)}")
             return
-        wei = int(amount * 10**18) if amount is not None else c.call(c.registry.functions.freeStake(ctx.me))
+        node = read(c, c.registry, "getNode", ctx.me)
+        if node.slot == 0:
+            raise BadNodeOption("--name", f"{ctx.me} is not a registered node; nothing to unstake")
+        free = c.call(c.registry.functions.freeStake(ctx.me))
+        wei = round(amount * 10**18) if amount is not None else free
+        if wei > free or free == 0:
+            raise BadNodeOption("--amount", f"{vrt(wei)} asked, {vrt(free)} free to unbond "
+                                            f"({vrt(node.locked)} locked by work, {vrt(node.pendingUnstake)} already unbonding)")
         receipt = c.transact(c.registry.functions.requestUnstake(wei))
         ends = int(read(c, c.registry, "getNode", ctx.me).unbondingEnds)
         now = int(c.w3.eth.get_block(receipt["blockNumber"])["timestamp"])

@@ -29,6 +29,10 @@ def to_wei(option: str, amount: str) -> int:
         value = Decimal(amount) * WEI
     except InvalidOperation:
         raise FaucetRefused(option, f"{amount!r} is not a number") from None
+    if not value.is_finite():
+        raise FaucetRefused(option, f"{amount!r} is not a finite number")
+    if value > Decimal(10) ** 30:
+        raise FaucetRefused(option, f"{amount!r} is more than the devnet hands out at once (10^12)")
     if value < 0 or value != value.to_integral_value():
         raise FaucetRefused(option, f"{amount!r} must be a non-negative amount with at most 18 decimals")
     return int(value)

@@ -1,6 +1,8 @@
 """Build and run one node process: key, chain, storage, roles, loop."""
 from __future__ import annotations
 
+import math
+
 import logging
 import shutil
 from dataclasses import dataclass, field
@@ -26,6 +28,7 @@ from verity.node.verifier import VerifierRole
 from verity.node.work import WorkPool
 from verity.settings import Settings
 from verity.storage import Storage
+from verity.units import vrt
 
 log = logging.getLogger("verity.node")
 
@@ -97,15 +100,18 @@ def connect(cfg: NodeConfig, work: WorkPool | None = None) -> NodeContext:
     return ctx
 
 
-def check_name(ctx: NodeContext, cfg: NodeConfig) -> None:
-    """Refuse, before any transaction, a node name already bound to another account."""
-    bind_account(cfg.state_dir, cfg.name, ctx.me, SnapshotStore(cfg.state_dir).load().address)
+def check_name(ctx: NodeContext, cfg: NodeConfig, *, record: bool = False) -> None:
+    """Refuse, before any transaction, a node name already bound to another account; with
+    `record`, bind a new name to this account (done only once the command succeeded or holds its locks)."""
+    legacy = SnapshotStore(cfg.state_dir).load().address if (cfg.state_dir / "snapshot.json").exists() else ""
+    bind_account(cfg.state_dir, cfg.name, ctx.me, legacy, record=record)
 
 
 def claim_state_dir(ctx: NodeContext, cfg: NodeConfig) -> StateDirClaim:
     """The locks `node run` holds while it runs: one process per state dir and per account."""
     check_name(ctx, cfg)
-    return StateDirClaim(cfg.settings.state_dir, cfg.state_dir, cfg.name, ctx.me)
+    return StateDirClaim(cfg.settings.state_dir, cfg.state_dir, cfg.name, ctx.me,
+                         on_acquired=lambda: check_name(ctx, cfg, record=True))
 
 
 def chain_binding(ctx: NodeContext) -> ChainBinding:
@@ -122,6 +128,12 @@ def ensure_registered(ctx: NodeContext, cfg: NodeConfig) -> None:
     profiles = 1 | (2 if device else 0)
     addr = ctx.storage.peer_multiaddr() if ctx.storage.is_up() else "/ip4/127.0.0.1/tcp/4001"
     node = read(c, c.registry, "getNode", ctx.me)
+    need = max(0, cfg.stake - node.stake)
+    balance = c.call(c.token.functions.balanceOf(ctx.me))
+    if balance < need:  # checked before registering, so a failed top-up leaves nothing behind
+        raise VerityError(f"{ctx.me} holds {vrt(balance)}, {vrt(need)} are needed to stake --stake "
+                          f"{vrt(cfg.stake)}; on the devnet: `verity devnet faucet --address {ctx.me} "
+                          f"--amount {math.ceil((need - balance) / 10**18)}`")
     if node.slot == 0:
         c.transact(c.registry.functions.register(mask, device, cfg.memory_mb, 100, profiles, addr))
         log.info("%s registered as %s", ctx.me, cfg.roles)
@@ -131,12 +143,7 @@ def ensure_registered(ctx: NodeContext, cfg: NodeConfig) -> None:
     for spender in (c.registry.address, c.game.address):
         if c.call(c.token.functions.allowance(ctx.me, spender)) < 2**255:
             c.transact(c.token.functions.approve(spender, MAX_UINT))
-    if node.stake < cfg.stake:
-        need = cfg.stake - node.stake
-        balance = c.call(c.token.functions.balanceOf(ctx.me))
-        if balance < need:
-            raise VerityError(f"{ctx.me} holds {balance / 1e18:g} VRT, needs {need / 1e18:g} more to stake; "
-                              "on the devnet `verity devnet up` funds the test accounts")
+    if need > 0:
         c.transact(c.registry.functions.stake(need))
         log.info("%s staked %g VRT", ctx.me, need / 1e18)
 

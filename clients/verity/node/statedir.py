@@ -56,7 +56,7 @@ class ExclusiveLock:
             self._fd = None
 
 
-def bind_account(state_dir: Path, name: str, address: str, legacy_address: str = "") -> None:
+def bind_account(state_dir: Path, name: str, address: str, legacy_address: str = "", *, record: bool = True) -> None:
     """Refuse if `name` was used with another account; record the account on first use.
 
     `legacy_address` is the address an older snapshot recorded (before the `account` file existed)."""
@@ -64,7 +64,7 @@ def bind_account(state_dir: Path, name: str, address: str, legacy_address: str =
     bound = path.read_text().strip() if path.exists() else legacy_address
     if bound and bound.lower() != address.lower():
         raise NameBound(name, bound, address, path if path.exists() else Path(state_dir) / "snapshot.json")
-    if not path.exists():
+    if record and not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name("account.tmp")
         tmp.write_text(address + "\n")
@@ -74,10 +74,10 @@ def bind_account(state_dir: Path, name: str, address: str, legacy_address: str =
 class StateDirClaim:
     """The two locks `node run` holds for its lifetime (see the module doc)."""
 
-    def __init__(self, state_root: Path, state_dir: Path, name: str, address: str):
+    def __init__(self, state_root: Path, state_dir: Path, name: str, address: str, on_acquired=None):
         self.node = ExclusiveLock(Path(state_dir) / "node.lock", f"node state dir {state_dir}")
         self.account = ExclusiveLock(Path(state_root) / "accounts" / f"{address.lower()}.lock", f"account {address}")
-        self.name = name
+        self.name, self.on_acquired = name, on_acquired
 
     def __enter__(self) -> "StateDirClaim":
         self.node.acquire(f"node {self.name}")
@@ -86,6 +86,8 @@ class StateDirClaim:
         except BaseException:
             self.node.release()
             raise
+        if self.on_acquired is not None:
+            self.on_acquired()
         return self
 
     def __exit__(self, *exc) -> None:

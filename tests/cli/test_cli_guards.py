@@ -1,0 +1,81 @@
+"""Bad options are refused before anything touches the disk or a chain, and nothing a user
+types ends in a Python traceback (found by trying the CLI as a new user)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from verity.chain.deployments import DeploymentOfAnotherChain, check_deployment_chain
+from verity.node.statedir import NameBound, bind_account
+
+
+def _verity(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "VERITY_STATE_DIR": str(tmp_path / "state"), "VERITY_DEVNET_DIR": str(tmp_path / "devnet"),
+           "VERITY_ANVIL_PORT": "1", "VERITY_IPFS_API_PORT": "1", "COLUMNS": "200"}
+    env.pop("VERITY_RPC_URL", None)
+    env.pop("VERITY_DEBUG", None)
+    return subprocess.run([sys.executable, "-m", "verity", *args], capture_output=True, text=True, env=env,
+                          timeout=120, cwd=tmp_path)
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--name", "../../etc", "--account", "7"], "--name"),
+    (["--name", "", "--account", "7"], "--name"),
+    (["--name", "a", "--account", "25"], "--account"),
+    (["--name", "a", "--account", "-2"], "--account"),
+    (["--name", "a", "--account", "1", "--stake", "nan"], "--stake"),
+    (["--name", "a", "--account", "1", "--stake", "inf"], "--stake"),
+    (["--name", "a", "--account", "1", "--stake", "-5"], "--stake"),
+    (["--name", "a", "--account", "1", "--roles", "solver,banana"], "banana"),
+])
+def test_nodeRegister_badOption_failsBeforeAnything(tmp_path, args, option):
+    res = _verity(tmp_path, "node", "register", *args)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert option in res.stderr and "Traceback" not in res.stderr + res.stdout
+    assert not (tmp_path / "state").exists() and not (tmp_path / "etc").exists()  # nothing written anywhere
+
+
+def test_cli_unexpectedError_isOneLineNotTraceback(tmp_path):
+    res = _verity(tmp_path, "data", "inspect", str(tmp_path / "no-such-file.safetensors"))
+    assert res.returncode == 1
+    assert "Traceback" not in res.stderr + res.stdout
+    assert "error:" in res.stderr and "no-such-file" in res.stderr
+
+
+def test_cli_noDevnet_usesConfiguredPortNot8545(tmp_path):
+    res = _verity(tmp_path, "job", "list")
+    assert res.returncode == 1 and "http://127.0.0.1:1" in res.stderr and "8545" not in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("amount", ["nan", "inf", "-inf", "1e400"])
+def test_faucet_nonFiniteOrHugeAmount_fails(amount):
+    from verity.devnet.faucet import FaucetRefused, to_wei
+
+    with pytest.raises(FaucetRefused, match="--amount"):
+        to_wei("--amount", amount)
+
+
+def test_bindAccount_checkOnly_writesNothing_succeeds(tmp_path):
+    bind_account(tmp_path / "n", "n", "0xAA", record=False)
+    assert not (tmp_path / "n" / "account").exists()  # a command that then fails leaves the name free
+    bind_account(tmp_path / "n", "n", "0xAA")
+    with pytest.raises(NameBound):
+        bind_account(tmp_path / "n", "n", "0xBB", record=False)
+
+
+def _w3(genesis: str, chain_id: int = 31337):
+    return SimpleNamespace(eth=SimpleNamespace(chain_id=chain_id, get_block=lambda n: {"hash": bytes.fromhex(genesis)}))
+
+
+def test_checkDeploymentChain_anotherChainSameId_fails(tmp_path):
+    (tmp_path / "31337.json").write_text("{}")
+    (tmp_path / "31337.chain.json").write_text(json.dumps({"chain_id": 31337, "genesis_hash": "0x" + "11" * 32}))
+    check_deployment_chain(_w3("11" * 32), 31337, "http://x", tmp_path / "31337.json")  # ours: fine
+    with pytest.raises(DeploymentOfAnotherChain, match="another devnet on that port"):
+        check_deployment_chain(_w3("22" * 32), 31337, "http://x", tmp_path / "31337.json")
