@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -15,11 +15,11 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="VERITY_", extra="ignore")
 
     # chain
-    rpc_url: str = "http://127.0.0.1:8545"
+    rpc_url: str = ""        # default: the devnet's anvil on 127.0.0.1:<anvil_port>
     chain_id: int = 31337
 
     # storage (IPFS HTTP RPC API: a multiaddr or http(s) URL; Kubo in production)
-    ipfs_api: str = "/ip4/127.0.0.1/tcp/5001/http"
+    ipfs_api: str = ""       # default: the devnet's IPFS node on 127.0.0.1:<ipfs_api_port>
     ipfs_timeout: float = Field(30.0, gt=0, description="seconds a request may wait for an answer or the next bytes")
     ipfs_retries: int = Field(3, ge=0, description="extra attempts after a transient failure")
     ipfs_backoff: float = Field(0.5, ge=0, description="first retry delay; doubles each attempt")
@@ -35,3 +35,12 @@ class Settings(BaseSettings):
     devnet_accounts: int = 20
     devnet_mnemonic: str = "test test test test test test test test test test test junk"
     block_interval: float = Field(1.0, ge=0, description="seconds between empty blocks on the devnet; 0 = none")
+
+    @model_validator(mode="after")
+    def _devnet_addresses(self) -> "Settings":
+        """Unset service addresses follow the devnet's configured ports (one place for the rule)."""
+        if not self.rpc_url:
+            self.rpc_url = f"http://127.0.0.1:{self.anvil_port}"
+        if not self.ipfs_api:
+            self.ipfs_api = f"/ip4/127.0.0.1/tcp/{self.ipfs_api_port}/http"
+        return self

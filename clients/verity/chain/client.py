@@ -75,9 +75,7 @@ def _abi_type(inp: dict) -> str:
 
 def connect_chain(rpc_url: str, private_key: str | None = None) -> "ChainClient":
     """A client for the deployment recorded for whatever chain answers at `rpc_url`."""
-    from verity.chain.deployments import load_deployments
-
-    from verity.chain.deployments import check_deployment_chain
+    from verity.chain.deployments import check_deployment_chain, load_deployments
 
     w3 = Web3(HTTPProvider(rpc_url, request_kwargs={"timeout": 10}))
     try:

@@ -24,11 +24,10 @@ def settings() -> Settings:
 
     record = services.load(s.devnet_dir) or {}
     updates = {}
-    # unset addresses follow the recorded devnet, else the devnet's configured ports
-    if "VERITY_RPC_URL" not in os.environ:
-        updates["rpc_url"] = record.get("rpc_url") or f"http://127.0.0.1:{s.anvil_port}"
-    if "VERITY_IPFS_API" not in os.environ:
-        updates["ipfs_api"] = record.get("ipfs_api") or f"/ip4/127.0.0.1/tcp/{s.ipfs_api_port}/http"
+    if "VERITY_RPC_URL" not in os.environ and record.get("rpc_url"):
+        updates["rpc_url"] = record["rpc_url"]
+    if "VERITY_IPFS_API" not in os.environ and record.get("ipfs_api"):
+        updates["ipfs_api"] = record["ipfs_api"]
     return s.model_copy(update=updates)
 
 

@@ -141,15 +141,15 @@ class NodeLoop:
         permanent = isinstance(exc, (ValueError, ProfileUnsupported))
         log.warning("%s: %s: %s (attempt %d%s)", item.key, type(exc).__name__, exc, item.attempts,
                     ", giving up" if permanent else "", exc_info=not isinstance(exc, (VerityError, OSError)))
-        if permanent and item.kind == "solve":
+        declined = permanent and item.kind == "solve"
+        if declined:
             # Say it at once, not when the slot is reported late. JobRegistry has no decline call yet
             # (the economics issue adds one); until then the slot is redrawn only after its deadline.
             log.error("declining task %s slot %s: this node cannot use the job's inputs (%s); the contract has "
                       "no decline call yet, so the slot is freed only when it is reported late", item.task_id,
                       item.slot, exc)
         if permanent or item.attempts >= self.item_attempts:
-            self.snap.abandon(item, f"{'declined: ' if permanent and item.kind == 'solve' else ''}"
-                                    f"{type(exc).__name__}: {exc}")
+            self.snap.abandon(item, f"{'declined: ' if declined else ''}{type(exc).__name__}: {exc}")
 
 
 # the chain's or the IPFS node's endpoint does not answer (NodeUnreachable and ChainUnreachable are ConnectionErrors)
