@@ -1,28 +1,31 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.28;
 
-import {DisputePhase, TaskStatus} from "../types/VerityTypes.sol";
-
-/// @notice The dispute does not exist.
-error DisputeNotFound(uint256 disputeId);
+import {DisputePhase, TaskStatus, Verdict} from "../types/VerityTypes.sol";
 
 /// @notice The dispute is not in the phase this move needs.
 error WrongPhase(uint256 disputeId, DisputePhase phase);
 
-/// @notice The task already has a dispute in progress.
+/// @notice The phase change is not in the game's transition table.
+error IllegalTransition(uint256 disputeId, DisputePhase from, DisputePhase to);
+
+/// @notice The replicated contest of the task already has a dispute in progress.
 error DisputeAlreadyOpen(uint256 taskId, uint256 disputeId);
 
 /// @notice The task is not in a status that can be disputed this way.
 error TaskNotDisputable(uint256 taskId, TaskStatus status);
 
-/// @notice The two claims agree at the end of the trace: nothing to dispute.
+/// @notice The challenger's result has the claim's final hash: nothing to dispute.
 error NoDisagreement(uint256 taskId, bytes32 finalHash);
 
 /// @notice The caller lacks the VERIFIER role.
 error NotVerifier(address caller);
 
-/// @notice The caller is not a party of the dispute.
+/// @notice The caller is not a party of the dispute (nor the defender's co-defender).
 error NotParty(uint256 disputeId, address caller);
+
+/// @notice The caller stands behind the claim it tries to challenge.
+error ChallengerIsDefender(uint256 taskId, address caller);
 
 /// @notice The party has already made this move.
 error AlreadyMoved(uint256 disputeId, address party);
@@ -42,26 +45,26 @@ error NotRequestedIndex(uint256 disputeId, uint8 level, uint32 requested, uint32
 /// @notice No party's clock has run out yet.
 error ClockNotExpired(uint256 disputeId);
 
-/// @notice The caller is not a seated referee of the dispute.
-error NotReferee(uint256 disputeId, address caller);
+/// @notice The clock of party `party` (0 = A, 1 = B) ran out: the move is too late, claim the timeout instead.
+error ClockExpired(uint256 disputeId, uint8 party);
 
-/// @notice The vote commit window has closed.
-error VoteCommitClosed(uint256 disputeId, uint64 deadline);
+/// @notice The dispute was opened against an older candidate of its task (epoch `epoch`, now `current`).
+error StaleDispute(uint256 disputeId, uint32 epoch, uint32 current);
 
-/// @notice Vote reveal has not opened yet or has closed.
-error VoteRevealNotOpen(uint256 disputeId, uint64 opensAfter, uint64 closesAt);
+/// @notice abandon: the dispute's epoch is still the task's.
+error DisputeNotStale(uint256 disputeId, uint32 epoch);
 
-/// @notice The revealed vote does not match the commitment.
-error VoteMismatch(uint256 disputeId, address referee);
+/// @notice No challenge commitment `commitment` exists (or it was used).
+error ChallengeNotCommitted(bytes32 commitment);
 
-/// @notice The referee already committed/revealed.
-error AlreadyVoted(uint256 disputeId, address referee);
+/// @notice The challenge commitment was made in this block; reveal it in a later one.
+error ChallengeCommitTooRecent(bytes32 commitment, uint64 blockNumber);
 
-/// @notice resolve called before the reveal deadline with votes outstanding.
-error VotingNotOver(uint256 disputeId, uint64 revealDeadline);
+/// @notice Only the referee panel may call.
+error NotPanel(address caller);
 
-/// @notice The panel timeout has not passed.
-error PanelTimeoutNotReached(uint256 disputeId, uint64 deadline);
+/// @notice The verdict is not one the game can settle.
+error InvalidVerdict(uint256 disputeId, Verdict verdict);
 
-/// @notice Still no eligible referee.
-error NoEligibleReferee(uint256 disputeId);
+/// @notice The winner's and the referees' shares add up to more than the pot.
+error SharesExceedBps(uint256 winnerShareBps, uint256 refereeShareBps);

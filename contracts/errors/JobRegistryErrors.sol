@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.28;
 
-import {JobStatus, TaskStatus, ReplicaStatus} from "../types/VerityTypes.sol";
+import {JobStatus, TaskStatus, ReplicaStatus, DisputeOutcome} from "../types/VerityTypes.sol";
 
 /// @notice A PostJobParams field is invalid.
 error InvalidJobParameter(bytes32 field, uint256 value);
@@ -57,14 +57,32 @@ error WrongTraceLength(uint256 taskId, uint32 expected, uint32 actual);
 /// @notice A Merkle proof failed.
 error InvalidProof(uint256 taskId, uint256 index, bytes32 leafHash);
 
-/// @notice The challenge window is still open (finalize) or closed (challenge).
+/// @notice The challenge window, or the reveal grace after it, is still open; `deadline` is when both end.
 error ChallengeWindowOpen(uint256 taskId, uint64 deadline);
 
-/// @notice The challenge window has closed.
+/// @notice The challenge window has closed (for a challenge's reveal: the window plus the job's reveal grace).
 error ChallengeWindowClosed(uint256 taskId, uint64 deadline);
+
+/// @notice A challenge was committed after the candidate's challenge deadline.
+error ChallengeCommittedLate(uint256 taskId, uint64 committedAt, uint64 deadline);
+
+/// @notice The dispute refers to a candidate the task no longer has (its epoch moved on).
+error StaleEpoch(uint256 taskId, uint32 current, uint32 given);
+
+/// @notice Disputes against the task's candidate are still open; finalize waits for them.
+error DisputesPending(uint256 taskId, uint32 openDisputes);
 
 /// @notice Only the DisputeGame may call this.
 error NotDisputeGame(address caller);
 
 /// @notice No index holds this (job, round, index).
 error TaskIndexNotFound(uint256 jobId, uint32 round, uint32 index);
+
+/// @notice The DisputeGame is wired already and cannot be changed.
+error DisputeGameAlreadySet(address game);
+
+/// @notice A dispute hook got an outcome it cannot apply.
+error UnexpectedOutcome(uint256 taskId, DisputeOutcome outcome);
+
+/// @notice TaskMachine code runs only by the JobRegistry's delegatecall.
+error NotDelegated();

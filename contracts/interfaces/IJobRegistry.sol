@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.28;
 
-import {Job, Task, Replica, TaskContext} from "../types/VerityTypes.sol";
+import {Job, Task, Replica, TaskContext, Claim, DisputeOutcome} from "../types/VerityTypes.sol";
 
 /// @title IJobRegistry
 /// @notice Jobs, tasks, replica assignment, commit-reveal, acceptance, rounds and payments.
@@ -57,15 +57,33 @@ interface IJobRegistry {
     /// @notice The owner changed a parameter.
     event ParameterSet(bytes32 indexed name, uint256 value);
 
-    /// @notice Marks a Revealed task Contested by an optimistic challenge (DisputeGame only).
-    function onChallenge(uint256 taskId) external;
-    /// @notice Settles a dispute with a winner: the loser's replica is Slashed, the winner's result accepted and paid.
-    function onDisputeResolved(uint256 taskId, address winner, address loser, bytes32 finalHash, bytes32 resultCid)
-        external;
-    /// @notice Settles a dispute both parties lost: their replicas are Slashed and the task is drawn again.
-    function onDisputeBothLost(uint256 taskId) external;
-    /// @notice Settles a dispute no referee could judge: the parties are released unslashed and the task is drawn again.
-    function onDisputeVoided(uint256 taskId) external;
+    /// @notice A task's candidate result changed (a dispute winner now waits out its own window); `epoch` is new.
+    event CandidateReplaced(uint256 indexed taskId, address indexed candidate, bytes32 finalHash, uint32 epoch);
+
+    /// @notice Registers an optimistic challenge against the task's current candidate (DisputeGame only).
+    /// @dev Reverts unless the task is Revealed at `epoch`, `committedAt <= challengeDeadline` and
+    ///      `block.timestamp <= challengeDeadline + revealGrace`. Counts one more open dispute (finalize waits).
+    function onChallenge(uint256 taskId, uint32 epoch, uint64 committedAt) external;
+    /// @notice Settles a dispute about the task (DisputeGame only); a no-op when `epoch` is stale.
+    /// @dev Replicated contest (task Contested; A and B are the two replicas):
+    ///        ChallengerWins / DefenderWins: the loser's replica is Slashed, the winner's result becomes the candidate
+    ///        with a fresh challenge window (P3: a winner is not thereby proven right). BothLose: both Slashed, slots
+    ///        redrawn. Voided: both released (Voided), slots redrawn.
+    ///      Optimistic challenge (task Revealed; A is the challenger, B the claim's defender):
+    ///        ChallengerWins: the claim's replicas (or previous candidate) are Slashed and banned; `challenger` with
+    ///        (root, finalHash, resultCid) becomes the candidate with a fresh window; epoch++, openDisputes = 0.
+    ///        DefenderWins / Voided: one fewer open dispute. BothLose: the claim is rejected too; slots redrawn.
+    ///      The game has already slashed, locked or unlocked the parties' stakes; the registry only updates records,
+    ///      except that a winning challenger's locked task stake is from then on the registry's to release or pay.
+    function onDisputeSettled(
+        uint256 taskId,
+        uint32 epoch,
+        DisputeOutcome outcome,
+        address challenger,
+        bytes32 root,
+        bytes32 finalHash,
+        bytes32 resultCid
+    ) external;
 
     /// @notice The job record.
     function getJob(uint256 jobId) external view returns (Job memory);
@@ -75,4 +93,6 @@ interface IJobRegistry {
     function getReplicas(uint256 taskId) external view returns (Replica[] memory);
     /// @notice What the DisputeGame needs to know about a task.
     function taskContext(uint256 taskId) external view returns (TaskContext memory);
+    /// @notice The result a challenge would dispute now (reverts unless the task is Revealed).
+    function claimOf(uint256 taskId) external view returns (Claim memory);
 }

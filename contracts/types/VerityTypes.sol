@@ -34,8 +34,9 @@ enum TaskKind {
 }
 
 /// @dev Open: some replica slot is empty. Assigned: all slots filled, commit/reveal running.
-///      Revealed: one result is waiting out its challenge window (optimistic).
-///      Contested: results differ or a verifier challenged; the DisputeGame owns the task.
+///      Revealed: a candidate result (the replicas' agreed result, a single replica's, or a dispute winner's)
+///      waits out its challenge window; verifiers may open any number of disputes against it meanwhile.
+///      Contested: two replicas revealed different results; the DisputeGame runs one replica-vs-replica dispute.
 enum TaskStatus {
     None,
     Open,
@@ -103,8 +104,7 @@ struct Job {
     bytes32 modelHash;
     bytes32 modelCid;
     uint256 paymentPerTask;
-    uint256 stakePerReplica;
-    uint256 escrow; // tokens still held for this job (not yet credited or refunded)
+    uint256 stakePerReplica; // (the job's escrow is held by JobEscrow: escrowOf(jobId))
 }
 
 struct Task {
@@ -116,11 +116,29 @@ struct Task {
     TaskStatus status;
     uint64 createdAt;
     uint64 openSince; // when a slot last became empty without refill (0 when all filled)
-    uint64 challengeDeadline;
+    uint64 challengeDeadline; // last second a challenge may be committed (reveals until + the job's revealWindow)
     uint32 drawNonce;
+    uint32 epoch; // bumps whenever the candidate result changes; disputes opened at an older epoch are stale
+    uint32 openDisputes; // live optimistic disputes against the current candidate (finalize waits for 0)
+    address candidate; // a challenger whose result won a dispute and now waits out its own window (0 = replicas')
     bytes32 inputHash;
     bytes32 finalHash;
     bytes32 resultCid;
+    bytes32 candidateRoot; // trace root of `candidate`'s result
+}
+
+/// @notice The result a challenge disputes: the task's current candidate and who stands behind it.
+/// @dev `coDefender` is a second replica that revealed the identical trace: it may move for the defender and shares
+///      its fate (both are slashed if the trace loses; either can answer, so one honest replica suffices).
+struct Claim {
+    address defender;
+    address coDefender;
+    bytes32 root;
+    bytes32 finalHash;
+    bytes32 resultCid;
+    uint32 epoch;
+    uint64 challengeDeadline;
+    uint64 revealGrace; // challenges committed by challengeDeadline may be revealed until challengeDeadline + revealGrace
 }
 
 struct Replica {
@@ -178,17 +196,48 @@ enum DisputePhase {
     Bisect0, // level 0: checkpoint trace
     StepRoots, // both parties submit a per-step root for the pinpointed segment
     Bisect1, // level 1: per-step trace of the segment
-    AwaitingPanel, // no eligible referee yet; drawPanel retries until panelTimeout
-    Voting, // referees commit then reveal h_{s+1}
+    Judging, // the RefereePanel recomputes step s; it calls back DisputeGame.onVerdict
     Resolved
 }
 
+/// @dev Voided: no verdict (no quorum, no panel, or the dispute went stale); nobody is slashed.
 enum DisputeOutcome {
     None,
     ChallengerWins,
     DefenderWins,
     BothLose,
     Voided
+}
+
+/// @dev What a referee panel decided about step s: ForA / ForB = a majority of all seats recomputed that party's
+///      h_{s+1}; Neither = a majority recomputed a third value (both parties shown wrong); NoDecision = no value
+///      reached a majority of the seats, or the panel could not be seated (nobody is slashed for the dispute).
+enum Verdict {
+    None,
+    ForA,
+    ForB,
+    Neither,
+    NoDecision
+}
+
+/// @dev Seating: waiting for randomness, then seat() fills empty seats. Committing: seated referees commit.
+///      Revealing: every seat committed; referees reveal. Decided: the verdict was passed to the game.
+enum PanelPhase {
+    None,
+    Seating,
+    Committing,
+    Revealing,
+    Decided
+}
+
+/// @notice What the DisputeGame asks a RefereePanel to judge.
+struct PanelRequest {
+    bytes32 claimA; // party A's h_{s+1}
+    bytes32 claimB; // party B's h_{s+1}
+    address[3] parties; // never seated: A, B and B's co-defender (or 0)
+    uint8 deviceClass;
+    uint32 minMemoryMb;
+    uint32 profileBit;
 }
 
 /// @notice One-transaction pinpointing: proofs of both parties' leaves at `index` (equal) and `index + 1` (different).

@@ -2,6 +2,7 @@
 pragma solidity 0.8.28;
 
 import {DisputeFixture} from "./base/DisputeFixture.sol";
+import {Fixture} from "./base/Fixture.sol";
 import {DisputeGame} from "../../contracts/DisputeGame.sol";
 import {IDisputeGame} from "../../contracts/interfaces/IDisputeGame.sol";
 import {Merkle} from "../../contracts/lib/Merkle.sol";
@@ -10,52 +11,18 @@ import {
     ReplicaStatus,
     DisputePhase,
     DisputeOutcome,
-    PinpointProof
+    PinpointProof,
+    PanelRequest,
+    PostJobParams,
+    PanelPhase,
+    Verdict
 } from "../../contracts/types/VerityTypes.sol";
+import {ParameterOutOfRange} from "../../contracts/errors/CommonErrors.sol";
 import "../../contracts/errors/DisputeGameErrors.sol";
 
-/// @notice Replicated disputes: public path, bisection, clocks, panel votes, both-lose, void.
+/// @notice Replicated contests: bisection, clocks (P8), the panel hand-off and every verdict's settlement.
 contract DisputeGameTest is DisputeFixture {
-    function test_publicPath_honestWins_succeeds() public {
-        uint256 id = _toVoting();
-        assertEq(game.disputedStep(id), 4, "global step = 2*2 + 0");
-        address[] memory panel = game.panelOf(id);
-        assertEq(panel.length, 3, "panel of 3");
-        for (uint256 i = 0; i < panel.length; ++i) {
-            assertTrue(panel[i] != honest && panel[i] != cheater, "referee not a party");
-        }
-        _allVote(id, _same(sH[1], 3));
-        uint256 burned = token.totalBurned();
-        game.resolve(id);
-
-        DisputeGame.Dispute memory d = game.getDispute(id);
-        assertEq(uint8(d.outcome), uint8(DisputeOutcome.ChallengerWins), "honest (A) wins");
-        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "task accepted");
-        assertEq(jobs.getTask(taskId).finalHash, hH[4], "honest final");
-        assertEq(uint8(_replica(taskId, 1).status), uint8(ReplicaStatus.Slashed), "cheater slashed");
-        assertEq(registry.getNode(cheater).stake, NODE_STAKE - TASK_STAKE, "100% task stake");
-        assertEq(game.credits(honest), TASK_STAKE / 2, "winner share");
-        uint256 each = (TASK_STAKE / 4) / 3;
-        assertEq(game.credits(panel[0]), each, "referee share");
-        assertEq(token.totalBurned() - burned, TASK_STAKE - TASK_STAKE / 2 - 3 * each, "rest burned");
-        assertEq(jobs.credits(honest), PAYMENT, "winner paid for the task");
-        assertEq(registry.reputationOf(cheater).disputesLost, 1, "lost++");
-        assertEq(registry.reputationOf(honest).disputesWon, 1, "won++");
-        for (uint256 i = 0; i < panel.length; ++i) {
-            assertEq(registry.getNode(panel[i]).locked, TASK_STAKE * _aggSlots(panel[i]), "referee unlocked");
-        }
-        assertEq(registry.getNode(honest).locked, TASK_STAKE * _aggSlots(honest), "honest unlocked");
-        assertTrue(_conserved(), "conserved");
-        vm.prank(honest);
-        game.withdraw();
-        assertEq(game.credits(honest), 0, "withdrawn");
-    }
-
-    function _aggSlots(address node) internal view returns (uint256 c) {
-        uint256 agg = jobs.taskOf(jobId, 0, 1);
-        if (_replica(agg, 0).node == node) ++c;
-        if (_replica(agg, 1).node == node) ++c;
-    }
+    // ---------------------------------------------------------------- bisection and panel hand-off
 
     function test_openDispute_emitsAndRequestsMid_succeeds() public {
         _contested();
@@ -66,10 +33,12 @@ contract DisputeGameTest is DisputeFixture {
         DisputeGame.Dispute memory d = game.getDispute(id);
         assertEq(d.mid, 2, "mid of [0,4]");
         assertEq(uint8(d.phase), uint8(DisputePhase.Bisect0), "bisect");
-        assertEq(game.disputeOfTask(taskId), id, "open dispute");
+        assertEq(game.disputeOfTask(taskId), id, "open contest");
+        assertEq(d.epoch, jobs.getTask(taskId).epoch, "epoch snapshot");
+        assertEq(d.coDefender, address(0), "no co-defender in a contest");
     }
 
-    function test_bisection_bothLevels_reachesPanel_succeeds() public {
+    function test_bisection_bothLevels_opensPanel_succeeds() public {
         _contested();
         vm.prank(honest);
         uint256 id = game.openDispute(taskId);
@@ -85,13 +54,163 @@ contract DisputeGameTest is DisputeFixture {
         _submitStepRoot(id, cheater, sC);
         _submitStepRoot(id, honest, sH);
         // level 1: [0,2] mid 1 differs -> [0,1]
+        assertFalse(mock.opened(id), "no panel yet");
         _revealLeaf(id, honest, 1, sH, 1);
         _revealLeaf(id, cheater, 1, sC, 1);
         d = game.getDispute(id);
-        assertEq(uint8(d.phase), uint8(DisputePhase.Voting), "voting");
-        assertEq(d.step, 0, "step 0");
-        assertEq(d.claims[0], sH[1], "claim A");
+        assertEq(uint8(d.phase), uint8(DisputePhase.Judging), "judging");
+        assertEq(game.disputedStep(id), 4, "global step = 2*2 + 0");
+        assertTrue(mock.opened(id), "panel opened");
+        PanelRequest memory r = mock.requestOf(id);
+        assertEq(r.claimA, sH[1], "claim A");
+        assertEq(r.claimB, sC[1], "claim B");
+        assertEq(r.parties[0], honest, "A excluded");
+        assertEq(r.parties[1], cheater, "B excluded");
+        assertEq(r.parties[2], address(0), "no co-defender");
+        assertEq(r.minMemoryMb, 1_000, "memory from the job");
+        assertEq(r.profileBit, 1, "profile from the job");
+        (uint256 a, uint256 b) = game.clocksRemaining(id);
+        vm.warp(block.timestamp + 1_000);
+        (uint256 a2, uint256 b2) = game.clocksRemaining(id);
+        assertEq(a, a2, "clock A stopped while judging");
+        assertEq(b, b2, "clock B stopped while judging");
     }
+
+    /// @dev Equal finals over different roots: every requested leaf may agree; only a pinpoint can go on.
+    function test_bisection_equalFinals_waitsForPinpoint_succeeds() public {
+        bytes32[] memory hE = _honest(INPUT, 4);
+        hE[1] = keccak256("hidden divergence");
+        jobId = _post(_params(1, 1, 2));
+        taskId = jobs.taskOf(jobId, 0, 0);
+        honest = _replica(taskId, 0).node;
+        cheater = _replica(taskId, 1).node;
+        _runReplicated(taskId, hH, hE);
+        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Contested), "contested");
+        vm.prank(honest);
+        uint256 id = game.openDispute(taskId);
+        _revealLeaf(id, honest, 0, hH, 2);
+        _revealLeaf(id, cheater, 0, hE, 2);
+        _revealLeaf(id, honest, 0, hH, 3);
+        _revealLeaf(id, cheater, 0, hE, 3);
+        DisputeGame.Dispute memory d = game.getDispute(id);
+        assertEq(d.mid, 0, "nothing requested");
+        assertEq(uint8(d.phase), uint8(DisputePhase.Bisect0), "still bisecting");
+        bytes32[] memory proof = Merkle.proofOf(hH, 3);
+        vm.prank(honest);
+        vm.expectRevert(abi.encodeWithSelector(NotRequestedIndex.selector, id, uint8(0), uint32(0), uint32(3)));
+        game.revealLeaf(id, 0, 3, hH[3], proof);
+        game.pinpoint(id, _pp(hH, hE, 0));
+        assertEq(uint8(game.getDispute(id).phase), uint8(DisputePhase.StepRoots), "pinpointed segment 0");
+        assertEq(game.getDispute(id).segment, 0, "segment 0");
+    }
+
+    // ---------------------------------------------------------------- verdicts
+
+    function test_onVerdict_forA_challengerWins_succeeds() public {
+        uint256 id = _toJudging();
+        uint256 lockedHonest = registry.getNode(honest).locked;
+        uint256 burned = token.totalBurned();
+        uint256 reward = _decide(id, Verdict.ForA);
+
+        DisputeGame.Dispute memory d = game.getDispute(id);
+        assertEq(uint8(d.outcome), uint8(DisputeOutcome.ChallengerWins), "honest (A) wins");
+        assertEq(uint8(d.phase), uint8(DisputePhase.Resolved), "resolved");
+        assertEq(reward, TASK_STAKE / 4, "referees' share to the panel");
+        assertEq(game.credits(honest), TASK_STAKE / 2, "winner share");
+        assertEq(token.totalBurned() - burned, TASK_STAKE / 4, "rest burned");
+        assertEq(registry.getNode(cheater).stake, NODE_STAKE - TASK_STAKE, "loser slashed its task stake");
+        assertEq(registry.getNode(honest).locked, lockedHonest, "winner replica stays locked");
+        assertEq(uint8(_replica(taskId, 1).status), uint8(ReplicaStatus.Slashed), "cheater slashed");
+        assertEq(registry.reputationOf(cheater).disputesLost, 1, "lost++");
+        assertEq(registry.reputationOf(honest).disputesWon, 1, "won++");
+        // P3: the winner's result is only a candidate with a fresh window.
+        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Revealed), "candidate, not accepted");
+        assertEq(jobs.getTask(taskId).epoch, d.epoch + 1, "new epoch");
+        assertEq(game.disputeOfTask(taskId), 0, "contest closed");
+        assertTrue(_conserved(), "conserved");
+        assertTrue(_gameSolvent(), "game solvent");
+
+        vm.warp(block.timestamp + 1_000);
+        jobs.finalize(taskId);
+        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "accepted after the window");
+        assertEq(escrow.credits(honest), PAYMENT, "winner paid for the task");
+        assertEq(uint8(_replica(taskId, 0).status), uint8(ReplicaStatus.Accepted), "winner released on acceptance");
+        vm.prank(honest);
+        game.withdraw();
+        assertEq(game.credits(honest), 0, "withdrawn");
+        assertTrue(_conserved(), "conserved after withdraw");
+    }
+
+    function test_onVerdict_forB_defenderWins_succeeds() public {
+        uint256 id = _toJudging();
+        uint256 reward = _decide(id, Verdict.ForB);
+        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.DefenderWins), "B wins");
+        assertEq(reward, TASK_STAKE / 4, "referees");
+        assertEq(game.credits(cheater), TASK_STAKE / 2, "B credited");
+        assertEq(registry.getNode(honest).stake, NODE_STAKE - TASK_STAKE, "A slashed");
+        assertEq(uint8(_replica(taskId, 0).status), uint8(ReplicaStatus.Slashed), "A's replica slashed");
+        assertTrue(_conserved(), "conserved");
+        assertTrue(_gameSolvent(), "game solvent");
+    }
+
+    function test_onVerdict_neither_bothLose_succeeds() public {
+        uint256 id = _toJudging();
+        uint256 burned = token.totalBurned();
+        uint256 reward = _decide(id, Verdict.Neither);
+        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.BothLose), "both lose");
+        assertEq(reward, (2 * TASK_STAKE) / 4, "referees' share of both stakes");
+        assertEq(token.totalBurned() - burned, 2 * TASK_STAKE - reward, "no winner: the rest burned");
+        assertEq(game.credits(honest) + game.credits(cheater), 0, "nobody credited");
+        assertEq(registry.getNode(honest).stake, NODE_STAKE - TASK_STAKE, "A slashed");
+        assertEq(registry.getNode(cheater).stake, NODE_STAKE - TASK_STAKE, "B slashed");
+        assertTrue(_status(taskId) == TaskStatus.Assigned || _status(taskId) == TaskStatus.Open, "redrawn");
+        assertTrue(_conserved(), "conserved");
+        assertTrue(_gameSolvent(), "game solvent");
+    }
+
+    function test_onVerdict_noDecision_voided_succeeds() public {
+        uint256 id = _toJudging();
+        uint256 lockedHonest = registry.getNode(honest).locked;
+        uint256 lockedCheater = registry.getNode(cheater).locked;
+        uint256 burned = token.totalBurned();
+        uint256 reward = _decide(id, Verdict.NoDecision);
+        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.Voided), "voided");
+        assertEq(reward, 0, "no referee reward");
+        assertEq(token.totalBurned(), burned, "nothing burned");
+        assertEq(registry.getNode(honest).stake, NODE_STAKE, "A not slashed");
+        assertEq(registry.getNode(cheater).stake, NODE_STAKE, "B not slashed");
+        assertEq(registry.getNode(honest).locked, lockedHonest - TASK_STAKE, "A released (by the registry)");
+        assertEq(registry.getNode(cheater).locked, lockedCheater - TASK_STAKE, "B released (by the registry)");
+        assertTrue(_conserved(), "conserved");
+    }
+
+    function test_onVerdict_notPanel_reverts() public {
+        uint256 id = _toJudging();
+        vm.expectRevert(abi.encodeWithSelector(NotPanel.selector, address(this)));
+        game.onVerdict(id, Verdict.ForA);
+    }
+
+    function test_onVerdict_notJudging_reverts() public {
+        _contested();
+        uint256 id = game.openDispute(taskId);
+        vm.expectRevert(abi.encodeWithSelector(WrongPhase.selector, id, DisputePhase.Bisect0));
+        _decide(id, Verdict.ForA);
+    }
+
+    function test_onVerdict_none_reverts() public {
+        uint256 id = _toJudging();
+        vm.expectRevert(abi.encodeWithSelector(InvalidVerdict.selector, id, Verdict.None));
+        _decide(id, Verdict.None);
+    }
+
+    function test_onVerdict_twice_reverts() public {
+        uint256 id = _toJudging();
+        _decide(id, Verdict.ForA);
+        vm.expectRevert(abi.encodeWithSelector(WrongPhase.selector, id, DisputePhase.Resolved));
+        _decide(id, Verdict.ForA);
+    }
+
+    // ---------------------------------------------------------------- clocks (P8)
 
     function test_timeout_silentPartyLoses_succeeds() public {
         _contested();
@@ -101,10 +220,12 @@ contract DisputeGameTest is DisputeFixture {
         vm.expectRevert(abi.encodeWithSelector(ClockNotExpired.selector, id));
         game.timeout(id);
         vm.warp(block.timestamp + game.clockAllowance() + 1);
+        uint256 burned = token.totalBurned();
         game.timeout(id);
         assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "silent cheater loses");
-        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "accepted");
         assertEq(game.credits(honest), TASK_STAKE / 2, "winner share");
+        assertEq(token.totalBurned() - burned, TASK_STAKE / 2, "no panel: its share is burned too");
+        assertEq(mock.opens(), 0, "no panel involved");
         assertTrue(_conserved(), "conserved");
     }
 
@@ -117,81 +238,85 @@ contract DisputeGameTest is DisputeFixture {
         assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.BothLose), "both lose");
         assertEq(registry.getNode(honest).stake, NODE_STAKE - TASK_STAKE, "A slashed");
         assertEq(registry.getNode(cheater).stake, NODE_STAKE - TASK_STAKE, "B slashed");
-        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Assigned), "redrawn");
-        address a = _replica(taskId, 0).node;
-        address b = _replica(taskId, 1).node;
-        assertTrue(a != honest && a != cheater && b != honest && b != cheater, "losers excluded");
         assertTrue(_conserved(), "conserved");
+        assertTrue(_gameSolvent(), "game solvent");
     }
 
-    function test_panelVote_neitherMatches_bothLose_succeeds() public {
-        uint256 id = _toVoting();
-        _allVote(id, _same(keccak256("third answer"), 3));
-        game.resolve(id);
-        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.BothLose), "both lose");
-        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Assigned), "redrawn");
-        assertEq(jobs.bannedOf(taskId)[0] == honest || jobs.bannedOf(taskId)[1] == honest, true, "banned");
-        assertTrue(_conserved(), "conserved");
-    }
-
-    function test_panelVote_silentRefereeSlashed_succeeds() public {
-        uint256 id = _toVoting();
-        address[] memory panel = game.panelOf(id);
-        _vote(id, panel[0], sC[1]);
-        _vote(id, panel[1], sC[1]);
-        vm.warp(block.timestamp + game.voteCommitWindow() + 1);
-        _revealVote(id, panel[0], sC[1]);
-        _revealVote(id, panel[1], sC[1]);
-        vm.expectRevert(abi.encodeWithSelector(VotingNotOver.selector, id, game.getDispute(id).revealDeadline));
-        game.resolve(id);
-        vm.warp(game.getDispute(id).revealDeadline + 1);
-        game.resolve(id);
-        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.DefenderWins), "majority decides");
-        uint256 penalty = (game.refereeStake() * game.refereeSlashBps()) / 10_000;
-        assertEq(registry.getNode(panel[2]).stake, NODE_STAKE - penalty, "silent referee slashed");
-        assertEq(game.credits(panel[2]), 0, "silent referee unpaid");
-        assertEq(game.credits(panel[0]), (TASK_STAKE / 4) / 2, "revealers share");
-        assertTrue(_conserved(), "conserved");
-    }
-
-    function test_noReferee_voided_succeeds() public {
-        // Only two solver-only nodes: no referee can ever be drawn.
-        game.setPanel(3, NODE_STAKE + 1, 1_000);
-        uint256 id = _toVotingOrPending();
-        assertEq(uint8(game.getDispute(id).phase), uint8(DisputePhase.AwaitingPanel), "awaiting panel");
-        vm.expectRevert(abi.encodeWithSelector(NoEligibleReferee.selector, id));
-        game.drawPanel(id);
-        vm.expectRevert(abi.encodeWithSelector(PanelTimeoutNotReached.selector, id, game.getDispute(id).panelDeadline));
-        game.resolve(id);
-        vm.warp(block.timestamp + game.panelTimeout() + 1);
-        _heartbeatAll();
-        game.resolve(id);
-        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.Voided), "voided");
-        assertEq(registry.getNode(honest).stake, NODE_STAKE, "nobody slashed");
-        assertEq(registry.getNode(cheater).locked, TASK_STAKE * _slotsOf(cheater), "unlocked");
-        assertTrue(_conserved(), "conserved");
-    }
-
-    function _slotsOf(address node) internal view returns (uint256 c) {
-        if (_replica(taskId, 0).node == node) ++c;
-        if (_replica(taskId, 1).node == node) ++c;
-    }
-
-    function _toVotingOrPending() internal returns (uint256 id) {
+    function test_revealLeaf_ownClockExpired_p8_reverts() public {
         _contested();
         vm.prank(honest);
-        id = game.openDisputeWithPinpoint(taskId, _pp(hH, hC, 2));
+        uint256 id = game.openDispute(taskId);
+        _revealLeaf(id, honest, 0, hH, 2);
+        vm.warp(block.timestamp + game.clockAllowance() + 1);
+        bytes32[] memory proof = Merkle.proofOf(hC, 2);
+        vm.prank(cheater);
+        vm.expectRevert(abi.encodeWithSelector(ClockExpired.selector, id, uint8(1)));
+        game.revealLeaf(id, 0, 2, hC[2], proof);
+        game.timeout(id);
+        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "late party lost");
+    }
+
+    function test_submitStepRoot_ownClockExpired_p8_reverts() public {
+        _contested();
+        vm.prank(honest);
+        uint256 id = game.openDisputeWithPinpoint(taskId, _pp(hH, hC, 2));
         _submitStepRoot(id, honest, sH);
-        _submitStepRoot(id, cheater, sC);
-        game.pinpoint(id, _pp(sH, sC, 0));
+        vm.warp(block.timestamp + game.clockAllowance() + 1);
+        bytes32 root = Merkle.rootOf(sC);
+        bytes32[] memory p0 = Merkle.proofOf(sC, 0);
+        bytes32[] memory p2 = Merkle.proofOf(sC, 2);
+        vm.prank(cheater);
+        vm.expectRevert(abi.encodeWithSelector(ClockExpired.selector, id, uint8(1)));
+        game.submitStepRoot(id, root, p0, p2);
+    }
+
+    function test_pinpoint_clockExpired_p8_reverts() public {
+        _contested();
+        uint256 id = game.openDispute(taskId);
+        vm.warp(block.timestamp + game.clockAllowance() + 1);
+        PinpointProof memory p = _pp(hH, hC, 2);
+        vm.expectRevert(abi.encodeWithSelector(ClockExpired.selector, id, uint8(0)));
+        game.pinpoint(id, p);
+    }
+
+    /// @dev P8: owner changes after the dispute opened change nothing about it.
+    function test_setParameters_midDispute_p8_snapshotHolds_succeeds() public {
+        _contested();
+        vm.prank(honest);
+        uint256 id = game.openDispute(taskId);
+        uint64 allowance = game.clockAllowance();
+        game.setClockAllowance(7 days);
+        game.setShares(9_000, 1_000);
+        _revealLeaf(id, honest, 0, hH, 2);
+        vm.warp(block.timestamp + allowance + 1);
+        game.timeout(id); // still the old allowance
+        assertEq(game.credits(honest), (TASK_STAKE * 5_000) / 10_000, "old winner share");
+        DisputeGame.Dispute memory d = game.getDispute(id);
+        assertEq(d.allowance, allowance, "allowance snapshot");
+        assertEq(d.winnerShareBps, 5_000, "share snapshot");
+        // A dispute opened now gets the new rules.
+        game.setClockAllowance(1);
+        assertEq(game.clockAllowance(), 1, "new allowance");
+    }
+
+    function test_clocksRemaining_onlyAwaitedRuns_succeeds() public {
+        _contested();
+        vm.prank(honest);
+        uint256 id = game.openDispute(taskId);
+        _revealLeaf(id, honest, 0, hH, 2);
+        vm.warp(block.timestamp + 50);
+        (uint256 a, uint256 b) = game.clocksRemaining(id);
+        assertEq(a, game.clockAllowance(), "A moved at once: its clock stopped");
+        assertEq(b, game.clockAllowance() - 50, "B's clock runs");
     }
 
     // ---------------------------------------------------------------- reverts
 
     function test_openDispute_notContested_reverts() public {
         jobId = _post(_params(1, 1, 2));
-        vm.expectRevert(abi.encodeWithSelector(TaskNotDisputable.selector, 1, TaskStatus.Assigned));
-        game.openDispute(1);
+        uint256 t = jobs.taskOf(jobId, 0, 0);
+        vm.expectRevert(abi.encodeWithSelector(TaskNotDisputable.selector, t, TaskStatus.Assigned));
+        game.openDispute(t);
     }
 
     function test_openDispute_twice_reverts() public {
@@ -229,9 +354,10 @@ contract DisputeGameTest is DisputeFixture {
     function test_revealLeaf_wrongIndex_reverts() public {
         _contested();
         uint256 id = game.openDispute(taskId);
+        bytes32[] memory proof = Merkle.proofOf(hH, 1);
         vm.prank(honest);
         vm.expectRevert(abi.encodeWithSelector(NotRequestedIndex.selector, id, uint8(0), uint32(2), uint32(1)));
-        game.revealLeaf(id, 0, 1, hH[1], Merkle.proofOf(hH, 1));
+        game.revealLeaf(id, 0, 1, hH[1], proof);
     }
 
     function test_revealLeaf_notParty_reverts() public {
@@ -277,62 +403,189 @@ contract DisputeGameTest is DisputeFixture {
         _submitStepRoot(id, cheater, sH);
     }
 
-    function test_commitVote_notReferee_reverts() public {
-        uint256 id = _toVoting();
-        vm.expectRevert(abi.encodeWithSelector(NotReferee.selector, id, address(this)));
-        game.commitVote(id, "c");
+    function test_timeout_wrongPhase_reverts() public {
+        uint256 id = _toJudging();
+        vm.expectRevert(abi.encodeWithSelector(WrongPhase.selector, id, DisputePhase.Judging));
+        game.timeout(id);
     }
 
-    function test_commitVote_afterWindow_reverts() public {
-        uint256 id = _toVoting();
-        address r = game.panelOf(id)[0];
-        vm.warp(block.timestamp + game.voteCommitWindow() + 1);
-        uint64 deadline = game.getDispute(id).commitDeadline;
-        vm.prank(r);
-        vm.expectRevert(abi.encodeWithSelector(VoteCommitClosed.selector, id, deadline));
-        game.commitVote(id, "c");
-    }
-
-    function test_revealVote_beforeOpen_reverts() public {
-        uint256 id = _toVoting();
-        address r = game.panelOf(id)[0];
-        _vote(id, r, sH[1]);
-        DisputeGame.Dispute memory d = game.getDispute(id);
-        vm.prank(r);
-        vm.expectRevert(abi.encodeWithSelector(VoteRevealNotOpen.selector, id, d.commitDeadline, d.revealDeadline));
-        game.revealVote(id, sH[1], "salt");
-    }
-
-    function test_revealVote_mismatch_reverts() public {
-        uint256 id = _toVoting();
-        address r = game.panelOf(id)[0];
-        _vote(id, r, sH[1]);
-        vm.warp(block.timestamp + game.voteCommitWindow() + 1);
-        vm.prank(r);
-        vm.expectRevert(abi.encodeWithSelector(VoteMismatch.selector, id, r));
-        game.revealVote(id, sC[1], "salt");
-    }
-
-    function test_resolve_wrongPhase_reverts() public {
+    function test_abandon_notStale_reverts() public {
         _contested();
         uint256 id = game.openDispute(taskId);
-        vm.expectRevert(abi.encodeWithSelector(WrongPhase.selector, id, DisputePhase.Bisect0));
-        game.resolve(id);
+        vm.expectRevert(abi.encodeWithSelector(DisputeNotStale.selector, id, game.getDispute(id).epoch));
+        game.abandon(id);
     }
 
     function test_setParameters_succeedsAndReverts() public {
         game.setClockAllowance(60);
         game.setChallengerBond(1e18);
-        game.setPanel(5, 1e18, 500);
-        game.setVoteWindows(10, 20, 30);
         game.setShares(6_000, 3_000);
-        assertEq(game.panelSize(), 5, "panel");
+        assertEq(game.clockAllowance(), 60, "allowance");
+        assertEq(game.challengerBond(), 1e18, "bond");
         assertEq(game.winnerShareBps(), 6_000, "winner");
-        vm.expectRevert();
-        game.setPanel(4, 1e18, 500);
-        vm.expectRevert();
+        assertEq(game.refereeShareBps(), 3_000, "referees");
+        vm.expectRevert(abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("shares"), 11_000, 0, 10_000));
         game.setShares(6_000, 5_000);
-        vm.expectRevert();
+        vm.expectRevert(abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("clockAllowance"), 0, 1, 7 days));
         game.setClockAllowance(0);
+        vm.prank(honest);
+        vm.expectRevert();
+        game.setChallengerBond(0);
+    }
+
+    // ---------------------------------------------------------------- conservation
+
+    /// @dev Every verdict, any shares and stake: the pot is exactly credited, paid to the panel, or burned.
+    function testFuzz_onVerdict_tokensConserved_succeeds(uint16 winnerBps, uint16 refBps, uint96 stake, uint8 v)
+        public
+    {
+        uint256 w = bound(winnerBps, 0, 10_000);
+        uint256 r = bound(refBps, 0, 10_000 - w);
+        game.setShares(w, r);
+        uint256 stakeAmt = bound(stake, 1, 500e18);
+        Verdict verdict = Verdict(bound(v, 1, 4));
+        PostJobParams memory p = _params(1, 1, 2);
+        p.stakePerReplica = stakeAmt;
+        jobId = _post(p);
+        taskId = jobs.taskOf(jobId, 0, 0);
+        honest = _replica(taskId, 0).node;
+        cheater = _replica(taskId, 1).node;
+        _runReplicated(taskId, hH, hC);
+        vm.prank(honest);
+        uint256 id = game.openDisputeWithPinpoint(taskId, _pp(hH, hC, 2));
+        _submitStepRoot(id, honest, sH);
+        _submitStepRoot(id, cheater, sC);
+        game.pinpoint(id, _pp(sH, sC, 0));
+        uint256 burned = token.totalBurned();
+        uint256 reward = _decide(id, verdict);
+        uint256 pot = verdict == Verdict.Neither ? 2 * stakeAmt : (verdict == Verdict.NoDecision ? 0 : stakeAmt);
+        uint256 toWinner = verdict == Verdict.ForA || verdict == Verdict.ForB ? (pot * w) / 10_000 : 0;
+        assertEq(reward, (pot * r) / 10_000, "referees");
+        assertEq(game.credits(honest) + game.credits(cheater), toWinner, "winner");
+        assertEq(token.totalBurned() - burned, pot - toWinner - reward, "burn");
+        assertTrue(_gameSolvent(), "game holds credits");
+        assertTrue(_conserved(), "conserved");
+    }
+}
+
+/// @notice The game with the real RefereePanel: a pinpointed step is seated, voted on and settled end to end.
+contract DisputeGameRealPanelTest is Fixture {
+    function setUp() public override {
+        super.setUp();
+        vm.roll(1_000);
+        _addNodes(8);
+    }
+
+    function _vote(uint256 id, address referee, bytes32 vote) internal {
+        vm.prank(referee);
+        panel.commitVote(id, keccak256(abi.encode(id, vote, bytes32("salt"), referee)));
+    }
+
+    function test_onVerdict_realPanel_majorityDecides_succeeds() public {
+        bytes32[] memory hH = _honest(INPUT, 4);
+        bytes32[] memory hC = _trace(INPUT, 4, "bad", 3);
+        bytes32[] memory sH = new bytes32[](3);
+        bytes32[] memory sC = new bytes32[](3);
+        (sH[0], sH[1], sH[2]) = (hH[2], keccak256("honest step 5"), hH[3]);
+        (sC[0], sC[1], sC[2]) = (hH[2], keccak256("bad step 5"), hC[3]);
+        uint256 jobId = _post(_params(1, 1, 2));
+        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        address honest = _replica(taskId, 0).node;
+        address cheater = _replica(taskId, 1).node;
+        _runReplicated(taskId, hH, hC);
+
+        PinpointProof memory p;
+        (p.index, p.agreed, p.claimA, p.claimB) = (2, hH[2], hH[3], hC[3]);
+        (p.proofAgreedA, p.proofClaimA) = (Merkle.proofOf(hH, 2), Merkle.proofOf(hH, 3));
+        (p.proofAgreedB, p.proofClaimB) = (Merkle.proofOf(hC, 2), Merkle.proofOf(hC, 3));
+        vm.prank(honest);
+        uint256 id = game.openDisputeWithPinpoint(taskId, p);
+        vm.prank(honest);
+        game.submitStepRoot(id, Merkle.rootOf(sH), Merkle.proofOf(sH, 0), Merkle.proofOf(sH, 2));
+        vm.prank(cheater);
+        game.submitStepRoot(id, Merkle.rootOf(sC), Merkle.proofOf(sC, 0), Merkle.proofOf(sC, 2));
+        (p.index, p.agreed, p.claimA, p.claimB) = (0, sH[0], sH[1], sC[1]);
+        (p.proofAgreedA, p.proofClaimA) = (Merkle.proofOf(sH, 0), Merkle.proofOf(sH, 1));
+        (p.proofAgreedB, p.proofClaimB) = (Merkle.proofOf(sC, 0), Merkle.proofOf(sC, 1));
+        game.pinpoint(id, p);
+        assertEq(uint8(game.getDispute(id).phase), uint8(DisputePhase.Judging), "judging");
+
+        vm.roll(block.number + 5);
+        panel.seat(id);
+        address[] memory seats = panel.panelOf(id).seats;
+        for (uint256 i = 0; i < seats.length; ++i) {
+            assertTrue(seats[i] != honest && seats[i] != cheater, "parties never seated");
+            _vote(id, seats[i], sH[1]);
+        }
+        for (uint256 i = 0; i < seats.length; ++i) {
+            vm.prank(seats[i]);
+            panel.revealVote(id, sH[1], "salt");
+        }
+        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "honest wins");
+        assertEq(game.credits(honest), TASK_STAKE / 2, "winner share");
+        assertEq(panel.totalCredits(), ((TASK_STAKE / 4) / seats.length) * seats.length, "referees paid");
+        assertEq(registry.getNode(cheater).stake, NODE_STAKE - TASK_STAKE, "cheater slashed");
+        assertEq(_tokensHeld(), token.totalMinted(), "conserved");
+    }
+
+    /// @dev A challenge judged by a seated real panel goes stale: abandon cancels the panel, referees are released
+    ///      unslashed and unpaid, the challenger gets its bond back.
+    function test_abandon_realPanelSeated_releasesReferees_succeeds() public {
+        bytes32[] memory hH = _honest(INPUT, 4);
+        bytes32[] memory hC = _trace(INPUT, 4, "bad", 3);
+        uint256 jobId = _post(_params(1, 1, 1));
+        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        address solver = _replica(taskId, 0).node;
+        _submit(taskId, solver, hC);
+        address v1 = nodes[0] == solver ? nodes[1] : nodes[0];
+        address v2 = nodes[2] == solver ? nodes[3] : nodes[2];
+        uint256 id1 = _challengeAs(taskId, v1, hH);
+        uint256 id2 = _challengeAs(taskId, v2, hH);
+        // v1 answers its first request; v2's dispute goes on to a seated panel.
+        vm.prank(v1);
+        game.revealLeaf(id1, 0, 2, hH[2], Merkle.proofOf(hH, 2));
+        PinpointProof memory p;
+        (p.index, p.agreed, p.claimA, p.claimB) = (2, hH[2], hH[3], hC[3]);
+        (p.proofAgreedA, p.proofClaimA) = (Merkle.proofOf(hH, 2), Merkle.proofOf(hH, 3));
+        (p.proofAgreedB, p.proofClaimB) = (Merkle.proofOf(hC, 2), Merkle.proofOf(hC, 3));
+        game.pinpoint(id2, p);
+        bytes32[] memory sH = new bytes32[](3);
+        bytes32[] memory sC = new bytes32[](3);
+        (sH[0], sH[1], sH[2]) = (hH[2], keccak256("honest step 5"), hH[3]);
+        (sC[0], sC[1], sC[2]) = (hH[2], keccak256("bad step 5"), hC[3]);
+        vm.prank(v2);
+        game.submitStepRoot(id2, Merkle.rootOf(sH), Merkle.proofOf(sH, 0), Merkle.proofOf(sH, 2));
+        vm.prank(solver);
+        game.submitStepRoot(id2, Merkle.rootOf(sC), Merkle.proofOf(sC, 0), Merkle.proofOf(sC, 2));
+        (p.index, p.agreed, p.claimA, p.claimB) = (0, sH[0], sH[1], sC[1]);
+        (p.proofAgreedA, p.proofClaimA) = (Merkle.proofOf(sH, 0), Merkle.proofOf(sH, 1));
+        (p.proofAgreedB, p.proofClaimB) = (Merkle.proofOf(sC, 0), Merkle.proofOf(sC, 1));
+        game.pinpoint(id2, p);
+        vm.roll(block.number + 5);
+        panel.seat(id2);
+        address[] memory seats = panel.panelOf(id2).seats;
+        uint256 lockedSeat0 = registry.getNode(seats[0]).locked;
+        // v1 beats the silent cheater on the clock: a new candidate, v2's dispute is stale.
+        vm.warp(block.timestamp + game.clockAllowance() + 1);
+        game.timeout(id1);
+        assertEq(uint8(game.getDispute(id1).outcome), uint8(DisputeOutcome.ChallengerWins), "v1 wins on time");
+        game.abandon(id2);
+        assertEq(uint8(panel.panelOf(id2).phase), uint8(PanelPhase.Decided), "panel cancelled");
+        assertEq(lockedSeat0 - registry.getNode(seats[0]).locked, panel.refereeStake(), "referee released");
+        assertEq(registry.getNode(seats[0]).stake, NODE_STAKE, "referee unslashed");
+        assertEq(panel.totalCredits(), 0, "referees unpaid");
+        assertEq(game.credits(v2), game.challengerBond(), "bond back");
+        assertEq(_tokensHeld(), token.totalMinted(), "conserved");
+    }
+
+    function _challengeAs(uint256 taskId, address who, bytes32[] memory h) internal returns (uint256 id) {
+        bytes32 root = Merkle.rootOf(h);
+        bytes32 cid = keccak256("cid");
+        vm.startPrank(who);
+        token.approve(address(game), type(uint256).max);
+        game.commitChallenge(keccak256(abi.encode(taskId, root, h[4], cid, bytes32("s"), who)));
+        vm.roll(block.number + 1);
+        id = game.challengeOptimistic(taskId, root, h[4], 4, cid, "s", Merkle.proofOf(h, 0), Merkle.proofOf(h, 4));
+        vm.stopPrank();
     }
 }

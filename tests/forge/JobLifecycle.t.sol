@@ -3,9 +3,9 @@ pragma solidity 0.8.28;
 
 import {Fixture} from "./base/Fixture.sol";
 import {IJobRegistry} from "../../contracts/interfaces/IJobRegistry.sol";
-import {Job, JobStatus, Task, TaskKind, TaskStatus, Replica, ReplicaStatus} from "../../contracts/types/VerityTypes.sol";
+import {Job, JobStatus, TaskKind, TaskStatus} from "../../contracts/types/VerityTypes.sol";
 
-/// @notice Whole jobs end to end: replicated, optimistic, and with late replicas.
+/// @notice Whole jobs end to end: replicated, optimistic, with late replicas; tokens conserved across the escrow.
 contract JobLifecycleTest is Fixture {
     function setUp() public override {
         super.setUp();
@@ -13,12 +13,9 @@ contract JobLifecycleTest is Fixture {
     }
 
     function _assertConserved() internal view {
-        uint256 sum = token.balanceOf(submitter) + token.balanceOf(address(jobs)) + token.balanceOf(address(registry))
-            + token.balanceOf(address(game)) + token.totalBurned();
-        for (uint256 i = 0; i < nodes.length; ++i) {
-            sum += token.balanceOf(nodes[i]);
-        }
-        assertEq(sum, token.totalMinted(), "tokens conserved");
+        assertEq(_tokensHeld(), token.totalMinted(), "tokens conserved");
+        assertEq(token.balanceOf(address(escrow)), escrow.totalEscrow() + escrow.totalCredits(), "escrow solvent");
+        assertEq(token.balanceOf(address(jobs)), 0, "the registry holds no tokens");
     }
 
     function test_lifecycle_replicated2x2_completes_succeeds() public {
@@ -37,20 +34,21 @@ contract JobLifecycleTest is Fixture {
         assertEq(uint8(job.status), uint8(JobStatus.Completed), "completed");
         assertEq(job.modelHash, jobs.getTask(agg1).finalHash, "model hash");
         assertEq(job.modelCid, jobs.getTask(agg1).resultCid, "model cid");
-        assertEq(job.escrow, 0, "all escrow paid out");
+        assertEq(escrow.escrowOf(jobId), 0, "all escrow paid out");
 
         uint256 paid;
         for (uint256 i = 0; i < nodes.length; ++i) {
             assertEq(registry.getNode(nodes[i]).locked, 0, "all stake unlocked");
-            uint256 c = jobs.credits(nodes[i]);
+            uint256 c = escrow.credits(nodes[i]);
             paid += c;
             if (c > 0) {
                 vm.prank(nodes[i]);
-                jobs.withdrawPayment();
+                escrow.withdraw();
             }
         }
         assertEq(paid, PAYMENT * 2 * 3 * 2, "6 tasks x 2 replicas paid");
         assertEq(jobs.taskCount(), 6, "tasks");
+        assertEq(escrow.totalCredits(), 0, "all withdrawn");
         _assertConserved();
     }
 
@@ -59,7 +57,7 @@ contract JobLifecycleTest is Fixture {
         _runRoundHonest(jobId, 0);
         _runRoundHonest(jobId, 1);
         assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
-        assertEq(jobs.totalCredits(), PAYMENT * 6, "6 payments");
+        assertEq(escrow.totalCredits(), PAYMENT * 6, "6 payments");
         _assertConserved();
     }
 
@@ -74,10 +72,14 @@ contract JobLifecycleTest is Fixture {
         assertTrue(_replica(taskId, 0).node != late && _replica(taskId, 1).node != late, "late node gone");
         bytes32[] memory h = _honest(INPUT, 4);
         _runReplicated(taskId, h, h);
+        _finalizeAfterWindow(taskId);
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "accepted after replacement");
-        _runReplicated(jobs.taskOf(jobId, 0, 1), _honest(keccak256(abi.encode(_one(h[4]))), 1), _honest(keccak256(abi.encode(_one(h[4]))), 1));
+        bytes32[] memory ha = _honest(keccak256(abi.encode(_one(h[4]))), 1);
+        uint256 agg = jobs.taskOf(jobId, 0, 1);
+        _runReplicated(agg, ha, ha);
+        _finalizeAfterWindow(agg);
         assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
-        assertEq(jobs.getJob(jobId).escrow, 0, "replacements were paid");
+        assertEq(escrow.escrowOf(jobId), 0, "replacements were paid");
         _assertConserved();
     }
 
@@ -95,19 +97,22 @@ contract JobLifecycleTest is Fixture {
         emit IJobRegistry.ChallengeWindowOpened(taskId, uint64(block.timestamp) + 30);
         jobs.reportLate(taskId, 1);
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Revealed), "waits out a challenge window");
-        vm.warp(block.timestamp + 31);
-        jobs.finalize(taskId);
-        assertEq(jobs.credits(a), PAYMENT, "revealer paid");
-        assertEq(jobs.credits(b), 0, "late not paid");
+        assertEq(jobs.claimOf(taskId).defender, a, "the revealed replica is the claim");
+        assertEq(jobs.claimOf(taskId).coDefender, address(0), "alone");
+        _finalizeAfterWindow(taskId);
+        assertEq(escrow.credits(a), PAYMENT, "revealer paid");
+        assertEq(escrow.credits(b), 0, "late not paid");
         _heartbeatAll();
         uint256 agg = jobs.taskOf(jobId, 0, 1);
         bytes32[] memory ha = _honest(keccak256(abi.encode(_one(h[4]))), 1);
         _runReplicated(agg, ha, ha);
+        _finalizeAfterWindow(agg);
         assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
         uint256 before = token.balanceOf(submitter);
         vm.prank(submitter);
         jobs.reclaimEscrow(jobId);
         assertEq(token.balanceOf(submitter) - before, PAYMENT, "unspent payment back");
+        assertEq(escrow.escrowOf(jobId), 0, "nothing left");
         _assertConserved();
     }
 
@@ -121,9 +126,9 @@ contract JobLifecycleTest is Fixture {
         address fresh = _replica(taskId, 0).node;
         assertNotEq(fresh, late, "redrawn");
         _submit(taskId, fresh, _honest(INPUT, 4));
-        vm.warp(block.timestamp + 31);
-        jobs.finalize(taskId);
-        assertEq(jobs.credits(fresh), PAYMENT, "paid");
+        _finalizeAfterWindow(taskId);
+        assertEq(escrow.credits(fresh), PAYMENT, "paid");
+        _assertConserved();
     }
 
     function _one(bytes32 x) internal pure returns (bytes32[] memory a) {

@@ -12,13 +12,18 @@ import {
     TaskKind,
     TaskStatus,
     Replica,
-    ReplicaStatus
+    ReplicaStatus,
+    Claim,
+    DisputeOutcome
 } from "../../contracts/types/VerityTypes.sol";
+import {TaskMachine} from "../../contracts/TaskMachine.sol";
+import {ITaskMachineErrors} from "../../contracts/errors/TaskMachineErrors.sol";
 import {ZeroAddress, ParameterOutOfRange, NothingToWithdraw} from "../../contracts/errors/CommonErrors.sol";
 import "../../contracts/errors/JobRegistryErrors.sol";
 import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
 
-/// @notice Unit tests of JobRegistry entry points: posting, commit/reveal/submit, late reports, parameters.
+/// @notice Unit tests of JobRegistry entry points: posting, commit/reveal/submit (P2), finalize and the challenge
+///         window with its reveal grace (P1), late reports, parameters.
 contract JobRegistryTest is Fixture {
     function setUp() public override {
         super.setUp();
@@ -30,10 +35,11 @@ contract JobRegistryTest is Fixture {
     function test_postJob_pullsEscrowAndDraws_succeeds() public {
         uint256 before = token.balanceOf(submitter);
         uint256 jobId = _post(_params(2, 2, 2));
-        uint256 escrow = PAYMENT * 2 * 3 * 2;
-        assertEq(before - token.balanceOf(submitter), escrow, "escrow pulled");
+        uint256 amount = PAYMENT * 2 * 3 * 2;
+        assertEq(before - token.balanceOf(submitter), amount, "escrow pulled");
         Job memory job = jobs.getJob(jobId);
-        assertEq(job.escrow, escrow, "job escrow");
+        assertEq(escrow.escrowOf(jobId), amount, "job escrow");
+        assertEq(token.balanceOf(address(jobs)), 0, "the registry holds no tokens");
         assertTrue(job.everAssigned, "assigned");
         for (uint32 i = 0; i < 2; ++i) {
             uint256 taskId = jobs.taskOf(jobId, 0, i);
@@ -116,9 +122,9 @@ contract JobRegistryTest is Fixture {
         uint256 jobId = _post(p);
         uint256 expected = payment * rep * (uint256(s) + 1) * r;
         assertEq(before - token.balanceOf(submitter), expected, "pulled");
-        assertEq(jobs.getJob(jobId).escrow, expected, "stored");
+        assertEq(escrow.escrowOf(jobId), expected, "stored");
         assertEq(jobs.escrowFor(payment, rep, s, r), expected, "view");
-        assertEq(token.balanceOf(address(jobs)), jobs.totalEscrow() + jobs.totalCredits(), "held");
+        assertEq(token.balanceOf(address(escrow)), escrow.totalEscrow() + escrow.totalCredits(), "held");
     }
 
     // ---------------------------------------------------------------- commit / reveal
@@ -182,7 +188,9 @@ contract JobRegistryTest is Fixture {
         bytes32 expected = keccak256(abi.encode(root, h[4], bytes32("bad"), a));
         vm.prank(a);
         vm.expectRevert(
-            abi.encodeWithSelector(CommitmentMismatch.selector, taskId, _commitment(h, bytes32(uint256(uint160(a))), a), expected)
+            abi.encodeWithSelector(
+                CommitmentMismatch.selector, taskId, _commitment(h, bytes32(uint256(uint160(a))), a), expected
+            )
         );
         jobs.reveal(taskId, root, h[4], 4, 0, "bad", Merkle.proofOf(h, 0), Merkle.proofOf(h, 4));
     }
@@ -215,21 +223,76 @@ contract JobRegistryTest is Fixture {
         _reveal(taskId, a, h);
     }
 
-    function test_reveal_equalFinals_accepts_succeeds() public {
-        (uint256 taskId,,, bytes32[] memory h) = _replicatedTask();
+    function test_reveal_p2EqualTracesOpenWindow_succeeds() public {
+        (uint256 taskId, address a, address b, bytes32[] memory h) = _replicatedTask();
+        _commit(taskId, a, h);
+        _commit(taskId, b, h);
+        _reveal(taskId, a, h);
+        vm.expectEmit(true, false, false, true, address(jobs));
+        emit IJobRegistry.ChallengeWindowOpened(taskId, uint64(block.timestamp) + jobs.defaultChallengeWindow());
+        _reveal(taskId, b, h);
+        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Revealed), "agreement is a claim, not finality");
+        assertEq(uint8(_replica(taskId, 0).status), uint8(ReplicaStatus.Revealed), "replica 0 waits");
+        assertEq(uint8(_replica(taskId, 1).status), uint8(ReplicaStatus.Revealed), "replica 1 waits");
+        assertEq(_replica(taskId, 1).root, Merkle.rootOf(h), "shared root read back");
+        assertEq(escrow.credits(a), 0, "nobody paid yet");
+        assertEq(registry.getNode(a).locked, TASK_STAKE, "stake still locked");
+        assertEq(jobs.taskCount(), 1, "no AGGREGATE yet");
+    }
+
+    function test_finalize_p2AgreeingReplicasWaitWindow_succeeds() public {
+        (uint256 taskId, address a, address b, bytes32[] memory h) = _replicatedTask();
         _runReplicated(taskId, h, h);
+        uint256 end = uint256(jobs.getTask(taskId).challengeDeadline) + jobs.defaultRevealWindow();
+        vm.warp(end);
+        vm.expectRevert(abi.encodeWithSelector(ChallengeWindowOpen.selector, taskId, uint64(end)));
+        jobs.finalize(taskId);
+        vm.warp(end + 1);
+        jobs.finalize(taskId);
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "accepted");
-        assertEq(uint8(_replica(taskId, 1).status), uint8(ReplicaStatus.Accepted), "replica accepted");
-        assertEq(jobs.credits(_replica(taskId, 0).node), PAYMENT, "paid");
+        assertEq(uint8(_replica(taskId, 0).status), uint8(ReplicaStatus.Accepted), "replica 0 accepted");
+        assertEq(uint8(_replica(taskId, 1).status), uint8(ReplicaStatus.Accepted), "replica 1 accepted");
+        assertEq(escrow.credits(a), PAYMENT, "a paid");
+        assertEq(escrow.credits(b), PAYMENT, "b paid");
+        assertEq(registry.reputationOf(a).tasksCompleted, 1, "completed++");
         // Only the new AGGREGATE task's stake (if this node was drawn for it) stays locked.
-        assertLe(registry.getNode(_replica(taskId, 0).node).locked, TASK_STAKE, "unlocked");
+        assertLe(registry.getNode(a).locked, TASK_STAKE, "unlocked");
+        assertEq(jobs.getTask(taskId).finalHash, h[4], "result");
         assertEq(jobs.getTask(taskId + 1).inputHash, keccak256(abi.encode(_finals1(h[4]))), "aggregate input");
+    }
+
+    function test_reveal_p2EqualFinalsDifferentRoots_contests_succeeds() public {
+        (uint256 taskId,,, bytes32[] memory h) = _replicatedTask();
+        bytes32[] memory other = _trace(INPUT, 4, "other", 2);
+        other[4] = h[4]; // same final, different path
+        _runReplicated(taskId, h, other);
+        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Contested), "a different trace is a disagreement");
     }
 
     function test_reveal_differentFinals_contests_succeeds() public {
         (uint256 taskId,,, bytes32[] memory h) = _replicatedTask();
         _runReplicated(taskId, h, _trace(INPUT, 4, "bad", 2));
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Contested), "contested");
+    }
+
+    function test_claimOf_p2AgreeingReplicasCoDefend_succeeds() public {
+        (uint256 taskId, address a, address b, bytes32[] memory h) = _replicatedTask();
+        _runReplicated(taskId, h, h);
+        Claim memory c = jobs.claimOf(taskId);
+        assertEq(c.defender, a, "defender = first replica");
+        assertEq(c.coDefender, b, "co-defender = the identical trace");
+        assertEq(c.root, Merkle.rootOf(h), "root");
+        assertEq(c.finalHash, h[4], "final");
+        assertEq(c.resultCid, keccak256(abi.encode("cid", h[4])), "cid");
+        assertEq(c.epoch, 0, "epoch");
+        assertEq(c.challengeDeadline, jobs.getTask(taskId).challengeDeadline, "deadline");
+        assertEq(c.revealGrace, jobs.defaultRevealWindow(), "grace");
+    }
+
+    function test_claimOf_notRevealed_reverts() public {
+        (uint256 taskId,,,) = _replicatedTask();
+        vm.expectRevert(abi.encodeWithSelector(UnexpectedTaskStatus.selector, taskId, TaskStatus.Assigned));
+        jobs.claimOf(taskId);
     }
 
     function _finals1(bytes32 f) internal pure returns (bytes32[] memory a) {
@@ -255,9 +318,32 @@ contract JobRegistryTest is Fixture {
     function test_finalize_insideWindow_reverts() public {
         _post(_params(1, 1, 1));
         _submit(1, _replica(1, 0).node, _honest(INPUT, 4));
-        uint64 deadline = jobs.getTask(1).challengeDeadline;
-        vm.expectRevert(abi.encodeWithSelector(ChallengeWindowOpen.selector, 1, deadline));
+        uint64 end = jobs.getTask(1).challengeDeadline + jobs.defaultRevealWindow();
+        vm.expectRevert(abi.encodeWithSelector(ChallengeWindowOpen.selector, 1, end));
         jobs.finalize(1);
+    }
+
+    function test_finalize_p1InsideRevealGrace_reverts() public {
+        _post(_params(1, 1, 1));
+        _submit(1, _replica(1, 0).node, _honest(INPUT, 4));
+        uint64 deadline = jobs.getTask(1).challengeDeadline;
+        vm.warp(deadline + 1); // commits are closed, but a committed challenge may still be revealed
+        vm.expectRevert(abi.encodeWithSelector(ChallengeWindowOpen.selector, 1, deadline + jobs.defaultRevealWindow()));
+        jobs.finalize(1);
+    }
+
+    function test_submitResult_optimisticClaim_succeeds() public {
+        _post(_params(1, 1, 1));
+        address solver = _replica(1, 0).node;
+        bytes32[] memory h = _honest(INPUT, 4);
+        _submit(1, solver, h);
+        Claim memory c = jobs.claimOf(1);
+        assertEq(c.defender, solver, "defender");
+        assertEq(c.coDefender, address(0), "no co-defender");
+        assertEq(c.finalHash, h[4], "final");
+        _finalizeAfterWindow(1);
+        assertEq(escrow.credits(solver), PAYMENT, "paid");
+        assertEq(registry.getNode(solver).locked, 0, "unlocked");
     }
 
     function test_finalize_notRevealed_reverts() public {
@@ -403,14 +489,29 @@ contract JobRegistryTest is Fixture {
         }
     }
 
-    function test_cancelJob_pendingChallengeWindow_reverts() public {
-        PostJobParams memory p = _params(2, 1, 1);
+    function test_cancelJob_p1OpenDispute_reverts() public {
+        PostJobParams memory p = _params(5, 1, 1); // 4 nodes, 600-token stake: the fifth shard starves
         p.stakePerReplica = 600e18;
         uint256 jobId = _post(p);
         uint256 t1 = jobs.taskOf(jobId, 0, 0);
         _submit(t1, _replica(t1, 0).node, _honest(INPUT, 4));
+        vm.prank(address(game));
+        jobs.onChallenge(t1, 0, uint64(block.timestamp));
+        vm.warp(block.timestamp + jobs.assignmentTimeout() + 1);
         vm.prank(submitter);
         vm.expectRevert(abi.encodeWithSelector(JobHasPendingTask.selector, jobId, t1, TaskStatus.Revealed));
+        jobs.cancelJob(jobId);
+    }
+
+    function test_cancelJob_contested_reverts() public {
+        PostJobParams memory p = _params(3, 1, 2); // 4 nodes, 600-token stake: the third shard starves
+        p.stakePerReplica = 600e18;
+        uint256 jobId = _post(p);
+        uint256 t1 = jobs.taskOf(jobId, 0, 0);
+        _runReplicated(t1, _honest(INPUT, 4), _trace(INPUT, 4, "bad", 2));
+        vm.warp(block.timestamp + jobs.assignmentTimeout() + 1);
+        vm.prank(submitter);
+        vm.expectRevert(abi.encodeWithSelector(JobHasPendingTask.selector, jobId, t1, TaskStatus.Contested));
         jobs.cancelJob(jobId);
     }
 
@@ -421,9 +522,12 @@ contract JobRegistryTest is Fixture {
         jobs.reclaimEscrow(jobId);
     }
 
-    function test_withdrawPayment_nothing_reverts() public {
-        vm.expectRevert(abi.encodeWithSelector(NothingToWithdraw.selector, address(this)));
-        jobs.withdrawPayment();
+    function test_reclaimEscrow_nothingLeft_reverts() public {
+        uint256 jobId = _post(_params(1, 1, 1));
+        _runRoundHonest(jobId, 0);
+        vm.prank(submitter);
+        vm.expectRevert(abi.encodeWithSelector(NothingToWithdraw.selector, submitter));
+        jobs.reclaimEscrow(jobId);
     }
 
     function test_taskOf_unknown_reverts() public {
@@ -436,6 +540,11 @@ contract JobRegistryTest is Fixture {
     function test_setDisputeGame_idempotent_succeeds() public {
         jobs.setDisputeGame(address(game));
         assertEq(jobs.disputeGame(), address(game), "same");
+    }
+
+    function test_setDisputeGame_secondGame_reverts() public {
+        vm.expectRevert(abi.encodeWithSelector(DisputeGameAlreadySet.selector, address(game)));
+        jobs.setDisputeGame(address(0xBEEF));
     }
 
     function test_setDisputeGame_zero_reverts() public {
@@ -455,7 +564,9 @@ contract JobRegistryTest is Fixture {
     }
 
     function test_setParameters_outOfRange_reverts() public {
-        vm.expectRevert(abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("lateSlashBps"), 10_001, 0, 10_000));
+        vm.expectRevert(
+            abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("lateSlashBps"), 10_001, 0, 10_000)
+        );
         jobs.setLateSlashBps(10_001);
         vm.expectRevert(abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("executionWindow"), 0, 1, 7 days));
         jobs.setDefaultWindows(0, 1, 1);
@@ -466,12 +577,46 @@ contract JobRegistryTest is Fixture {
 
     function test_hooks_notDisputeGame_reverts() public {
         vm.expectRevert(abi.encodeWithSelector(NotDisputeGame.selector, address(this)));
-        jobs.onChallenge(1);
+        jobs.onChallenge(1, 0, 0);
         vm.expectRevert(abi.encodeWithSelector(NotDisputeGame.selector, address(this)));
-        jobs.onDisputeResolved(1, address(1), address(2), 0, 0);
-        vm.expectRevert(abi.encodeWithSelector(NotDisputeGame.selector, address(this)));
-        jobs.onDisputeBothLost(1);
-        vm.expectRevert(abi.encodeWithSelector(NotDisputeGame.selector, address(this)));
-        jobs.onDisputeVoided(1);
+        jobs.onDisputeSettled(1, 0, DisputeOutcome.ChallengerWins, address(this), 0, 0, 0);
+    }
+
+    function test_machine_directCall_reverts() public {
+        TaskMachine machine = TaskMachine(jobs.machine());
+        vm.expectRevert(abi.encodeWithSelector(NotDelegated.selector));
+        machine.finalize(1);
+        vm.prank(address(game));
+        vm.expectRevert(abi.encodeWithSelector(NotDelegated.selector));
+        machine.onDisputeSettled(1, 0, DisputeOutcome.ChallengerWins, address(this), 0, 0, 0);
+    }
+
+    /// @dev The registry's ABI repeats TaskMachine's errors; each must keep its domain file's selector.
+    function test_abi_delegatedErrorsMatch_succeeds() public pure {
+        _sameSelector(ITaskMachineErrors.CancelNotAllowed.selector, CancelNotAllowed.selector);
+        _sameSelector(ITaskMachineErrors.ChallengeCommittedLate.selector, ChallengeCommittedLate.selector);
+        _sameSelector(ITaskMachineErrors.ChallengeWindowClosed.selector, ChallengeWindowClosed.selector);
+        _sameSelector(ITaskMachineErrors.ChallengeWindowOpen.selector, ChallengeWindowOpen.selector);
+        _sameSelector(ITaskMachineErrors.CommitmentMismatch.selector, CommitmentMismatch.selector);
+        _sameSelector(ITaskMachineErrors.DeadlinePassed.selector, DeadlinePassed.selector);
+        _sameSelector(ITaskMachineErrors.DisputesPending.selector, DisputesPending.selector);
+        _sameSelector(ITaskMachineErrors.InvalidProof.selector, InvalidProof.selector);
+        _sameSelector(ITaskMachineErrors.InvalidSlot.selector, InvalidSlot.selector);
+        _sameSelector(ITaskMachineErrors.JobHasPendingTask.selector, JobHasPendingTask.selector);
+        _sameSelector(ITaskMachineErrors.JobNotCompleted.selector, JobNotCompleted.selector);
+        _sameSelector(ITaskMachineErrors.NotDelegated.selector, NotDelegated.selector);
+        _sameSelector(ITaskMachineErrors.NotDisputeGame.selector, NotDisputeGame.selector);
+        _sameSelector(ITaskMachineErrors.NotSubmitter.selector, NotSubmitter.selector);
+        _sameSelector(ITaskMachineErrors.RevealNotOpen.selector, RevealNotOpen.selector);
+        _sameSelector(ITaskMachineErrors.SlotNotLate.selector, SlotNotLate.selector);
+        _sameSelector(ITaskMachineErrors.StaleEpoch.selector, StaleEpoch.selector);
+        _sameSelector(ITaskMachineErrors.UnexpectedOutcome.selector, UnexpectedOutcome.selector);
+        _sameSelector(ITaskMachineErrors.WrongTraceLength.selector, WrongTraceLength.selector);
+        _sameSelector(ITaskMachineErrors.WrongVerificationMode.selector, WrongVerificationMode.selector);
+        _sameSelector(ITaskMachineErrors.NothingToWithdraw.selector, NothingToWithdraw.selector);
+    }
+
+    function _sameSelector(bytes4 a, bytes4 b) internal pure {
+        assertEq(bytes32(a), bytes32(b), "selector drift");
     }
 }

@@ -5,10 +5,16 @@ import {Test} from "./Test.sol";
 import {VerityToken} from "../../../contracts/VerityToken.sol";
 import {NodeRegistry} from "../../../contracts/NodeRegistry.sol";
 import {JobRegistry} from "../../../contracts/JobRegistry.sol";
+import {JobEscrow} from "../../../contracts/JobEscrow.sol";
 import {DisputeGame} from "../../../contracts/DisputeGame.sol";
+import {RefereePanel} from "../../../contracts/RefereePanel.sol";
+import {BlockhashRandomness} from "../../../contracts/BlockhashRandomness.sol";
 import {IVerityToken} from "../../../contracts/interfaces/IVerityToken.sol";
 import {INodeRegistry} from "../../../contracts/interfaces/INodeRegistry.sol";
 import {IJobRegistry} from "../../../contracts/interfaces/IJobRegistry.sol";
+import {IJobEscrow} from "../../../contracts/interfaces/IJobEscrow.sol";
+import {IRandomness} from "../../../contracts/interfaces/IRandomness.sol";
+import {IRefereePanel} from "../../../contracts/interfaces/IRefereePanel.sol";
 import {Merkle} from "../../../contracts/lib/Merkle.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {
@@ -23,7 +29,8 @@ import {
     ROLE_REFEREE
 } from "../../../contracts/types/VerityTypes.sol";
 
-/// @notice Deployed and wired protocol, funded staked nodes, and trace/commitment helpers.
+/// @notice The v2 system deployed and wired in docs/protocol-v2.md's order (token, registry, randomness, escrow, jobs,
+///         panel, game), funded staked nodes, and trace/commitment helpers.
 abstract contract Fixture is Test {
     uint256 internal constant FAUCET = 1_000_000e18;
     uint256 internal constant NODE_STAKE = 1_000e18;
@@ -35,7 +42,10 @@ abstract contract Fixture is Test {
 
     VerityToken internal token;
     NodeRegistry internal registry;
+    BlockhashRandomness internal randomness;
+    JobEscrow internal escrow;
     JobRegistry internal jobs;
+    RefereePanel internal panel;
     DisputeGame internal game;
     address internal owner = address(this);
     address internal submitter = address(0x5B);
@@ -45,16 +55,29 @@ abstract contract Fixture is Test {
         vm.warp(1_700_000_000);
         token = new VerityToken();
         registry = new NodeRegistry(IERC20(address(token)));
-        jobs = new JobRegistry(IVerityToken(address(token)), INodeRegistry(address(registry)));
-        game = new DisputeGame(
-            IVerityToken(address(token)), INodeRegistry(address(registry)), IJobRegistry(address(jobs))
+        randomness = new BlockhashRandomness(2);
+        escrow = new JobEscrow(IERC20(address(token)));
+        jobs = new JobRegistry(
+            IVerityToken(address(token)), INodeRegistry(address(registry)), IJobEscrow(address(escrow))
         );
+        panel = new RefereePanel(
+            IVerityToken(address(token)), INodeRegistry(address(registry)), IRandomness(address(randomness))
+        );
+        game = new DisputeGame(
+            IVerityToken(address(token)),
+            INodeRegistry(address(registry)),
+            IJobRegistry(address(jobs)),
+            IRefereePanel(address(panel))
+        );
+        escrow.setJobs(address(jobs));
+        jobs.setDisputeGame(address(game));
+        panel.setGame(address(game));
         registry.setProtocol(address(jobs), true);
         registry.setProtocol(address(game), true);
-        jobs.setDisputeGame(address(game));
+        registry.setProtocol(address(panel), true);
         token.mint(submitter, FAUCET);
         vm.prank(submitter);
-        token.approve(address(jobs), type(uint256).max);
+        token.approve(address(escrow), type(uint256).max);
     }
 
     // ---------------------------------------------------------------- nodes
@@ -120,7 +143,11 @@ abstract contract Fixture is Test {
     // ---------------------------------------------------------------- traces
 
     /// @dev h_0 = input; h_j = keccak(honest, input, j) for j < divergeAt, keccak(tag, input, j) from divergeAt on.
-    function _trace(bytes32 input, uint256 n, bytes32 tag, uint256 divergeAt) internal pure returns (bytes32[] memory h) {
+    function _trace(bytes32 input, uint256 n, bytes32 tag, uint256 divergeAt)
+        internal
+        pure
+        returns (bytes32[] memory h)
+    {
         h = new bytes32[](n + 1);
         h[0] = input;
         for (uint256 j = 1; j <= n; ++j) {
@@ -170,7 +197,25 @@ abstract contract Fixture is Test {
         );
     }
 
-    /// @dev Both replicas commit and reveal their traces (replication 2).
+    /// @dev Accepts a Revealed task once its challenge window and the reveal grace after it have passed.
+    function _finalizeAfterWindow(uint256 taskId) internal {
+        Task memory t = jobs.getTask(taskId);
+        uint256 end = uint256(t.challengeDeadline) + jobs.getJob(t.jobId).revealWindow;
+        if (block.timestamp <= end) vm.warp(end + 1);
+        jobs.finalize(taskId);
+    }
+
+    /// @dev Every minted token is held by the submitter, a node, a contract of the system, or burned.
+    function _tokensHeld() internal view returns (uint256 sum) {
+        sum = token.balanceOf(submitter) + token.balanceOf(address(escrow)) + token.balanceOf(address(jobs))
+            + token.balanceOf(address(registry)) + token.balanceOf(address(game)) + token.balanceOf(address(panel))
+            + token.totalBurned();
+        for (uint256 i = 0; i < nodes.length; ++i) {
+            sum += token.balanceOf(nodes[i]);
+        }
+    }
+
+    /// @dev Both replicas commit and reveal their traces (replication 2); equal traces leave the task Revealed.
     function _runReplicated(uint256 taskId, bytes32[] memory h0, bytes32[] memory h1) internal {
         address a = _replica(taskId, 0).node;
         address b = _replica(taskId, 1).node;
@@ -180,7 +225,8 @@ abstract contract Fixture is Test {
         _reveal(taskId, b, h1);
     }
 
-    /// @dev Runs every task of `round` honestly, then the AGGREGATE.
+    /// @dev Runs every task of `round` honestly (each result waits out its window, then is finalized), then the
+    ///      AGGREGATE.
     function _runRoundHonest(uint256 jobId, uint32 round) internal {
         Job memory job = jobs.getJob(jobId);
         uint256 n = job.stepsPerRound / job.checkpointInterval;
@@ -192,20 +238,13 @@ abstract contract Fixture is Test {
             if (job.replication == 1) _submit(taskId, _replica(taskId, 0).node, h);
             else _runReplicated(taskId, h, h);
         }
-        if (job.replication == 1) {
-            vm.warp(block.timestamp + job.challengeWindow + 1);
-            for (uint32 i = 0; i < job.shards; ++i) {
-                jobs.finalize(jobs.taskOf(jobId, round, i));
-            }
+        for (uint32 i = 0; i < job.shards; ++i) {
+            _finalizeAfterWindow(jobs.taskOf(jobId, round, i));
         }
         uint256 aggId = jobs.taskOf(jobId, round, job.shards);
         bytes32[] memory ha = _honest(keccak256(abi.encode(finals)), 1);
-        if (job.replication == 1) {
-            _submit(aggId, _replica(aggId, 0).node, ha);
-            vm.warp(block.timestamp + job.challengeWindow + 1);
-            jobs.finalize(aggId);
-        } else {
-            _runReplicated(aggId, ha, ha);
-        }
+        if (job.replication == 1) _submit(aggId, _replica(aggId, 0).node, ha);
+        else _runReplicated(aggId, ha, ha);
+        _finalizeAfterWindow(aggId);
     }
 }

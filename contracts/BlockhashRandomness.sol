@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {IRandomness} from "./interfaces/IRandomness.sol";
+import {ParameterOutOfRange} from "./errors/CommonErrors.sol";
+import {UnknownRequest, RandomnessNotReady, RequestNotStale} from "./errors/RandomnessErrors.sol";
+
+/// @title BlockhashRandomness
+/// @notice Two-phase randomness from the hash of a block mined `delay` blocks after the request
+///         (docs/protocol-v2.md, "Randomness"). Whoever triggers a draw cannot pick the block that decides it.
+/// @dev Residual bias: the proposer of the target block may withhold it; a rollup sequencer chooses its hashes.
+contract BlockhashRandomness is IRandomness {
+    /// @notice Depth of the EVM's readable block-hash window.
+    uint256 public constant HASH_WINDOW = 256;
+    /// @notice Largest accepted delay (keeps a target inside a reasonable horizon).
+    uint64 public constant MAX_DELAY = 1_000_000;
+
+    /// @notice Blocks between a request (or renewal) and its target block.
+    uint64 public immutable delay;
+    /// @notice Number of requests (ids 1..requestCount).
+    uint256 public requestCount;
+    /// @notice Target block of each request (0 = unknown id).
+    mapping(uint256 => uint64) public targetOf;
+
+    constructor(uint64 delay_) {
+        if (delay_ == 0 || delay_ > MAX_DELAY) revert ParameterOutOfRange("delay", delay_, 1, MAX_DELAY);
+        delay = delay_;
+    }
+
+    /// @inheritdoc IRandomness
+    function request() external returns (uint256 requestId) {
+        requestId = ++requestCount;
+        uint64 target = uint64(block.number) + delay;
+        targetOf[requestId] = target;
+        emit RandomnessRequested(requestId, msg.sender, target);
+    }
+
+    /// @inheritdoc IRandomness
+    function renew(uint256 requestId) external {
+        uint64 target = _target(requestId);
+        // INVARIANT: a readable value never changes; only a request whose hash is gone gets a new target.
+        if (!_stale(target)) revert RequestNotStale(requestId, target, block.number);
+        target = uint64(block.number) + delay;
+        targetOf[requestId] = target;
+        emit RandomnessRenewed(requestId, target);
+    }
+
+    /// @inheritdoc IRandomness
+    function isReady(uint256 requestId) external view returns (bool) {
+        return _ready(_target(requestId));
+    }
+
+    /// @inheritdoc IRandomness
+    function isStale(uint256 requestId) external view returns (bool) {
+        return _stale(_target(requestId));
+    }
+
+    /// @inheritdoc IRandomness
+    function valueOf(uint256 requestId) external view returns (bytes32) {
+        uint64 target = _target(requestId);
+        // INVARIANT: the value is read only from a mined target block whose hash the EVM still returns.
+        if (!_ready(target)) revert RandomnessNotReady(requestId, target, block.number);
+        return keccak256(abi.encode(blockhash(target), requestId));
+    }
+
+    function _target(uint256 requestId) internal view returns (uint64 target) {
+        target = targetOf[requestId];
+        if (target == 0) revert UnknownRequest(requestId);
+    }
+
+    function _ready(uint64 target) internal view returns (bool) {
+        return block.number > target && block.number - target <= HASH_WINDOW;
+    }
+
+    function _stale(uint64 target) internal view returns (bool) {
+        return block.number > target && block.number - target > HASH_WINDOW;
+    }
+}

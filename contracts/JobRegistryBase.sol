@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
+
+import {IJobRegistry} from "./interfaces/IJobRegistry.sol";
+import {IJobEscrow} from "./interfaces/IJobEscrow.sol";
+import {INodeRegistry} from "./interfaces/INodeRegistry.sol";
+import {IVerityToken} from "./interfaces/IVerityToken.sol";
+import {Job, Task, TaskKind, TaskStatus, JobStatus, ReplicaStatus} from "./types/VerityTypes.sol";
+import {ZeroAddress} from "./errors/CommonErrors.sol";
+import {TaskNotFound, JobNotActive, NotReplica} from "./errors/JobRegistryErrors.sol";
+
+/// @title JobRegistryBase
+/// @notice The job side's storage and the helpers both halves of the registry use: JobRegistry (jobs, assignment,
+///         parameters, every view) and TaskMachine (the task state machine, run by delegatecall on this storage).
+/// @dev Both contracts inherit exactly this layout and declare no other storage (their own addresses are
+///      immutables), so TaskMachine code run by JobRegistry's delegatecall reads and writes JobRegistry's state.
+abstract contract JobRegistryBase is Ownable {
+    /// @notice Maximum shards per job.
+    uint32 public constant MAX_SHARDS = 32;
+    /// @notice Maximum rounds per job.
+    uint32 public constant MAX_ROUNDS = 256;
+    /// @notice Maximum replicas per task (a dispute is a two-party game).
+    uint8 public constant MAX_REPLICATION = 2;
+    /// @notice Maximum checkpoints per trace and steps per checkpoint segment (keeps proofs <= 20 deep).
+    uint32 public constant MAX_TRACE = 1 << 20;
+    /// @notice Nodes remembered per task as "never again for this task" (late or dispute losers); a ring buffer.
+    uint8 public constant MAX_BANNED = 4;
+    /// @notice Largest value accepted for any window or timeout.
+    uint64 public constant MAX_WINDOW = 7 days;
+
+    /// @notice Stake token (late slashes are burned).
+    IVerityToken public immutable token;
+    /// @notice Node registry (stake, reputation, selection).
+    INodeRegistry public immutable registry;
+    /// @notice Holds every job's escrow and every payment credit.
+    IJobEscrow public immutable escrow;
+
+    /// @notice The DisputeGame allowed to call the dispute hooks (wired once).
+    address public disputeGame;
+    /// @notice Default seconds a replica has from assignment to commit (or submit, with replication 1).
+    uint64 public defaultExecutionWindow = 120;
+    /// @notice Default seconds each replica has to reveal once all replicas committed; also a challenge's reveal
+    ///         grace after the challenge deadline.
+    uint64 public defaultRevealWindow = 60;
+    /// @notice Default seconds a candidate result can be challenged.
+    uint64 public defaultChallengeWindow = 30;
+    /// @notice Seconds a slot may stay empty before the submitter may cancel the job.
+    uint64 public assignmentTimeout = 300;
+    /// @notice Share of the task stake burned when a replica misses a deadline, in basis points.
+    uint256 public lateSlashBps = 1_000;
+    /// @notice Number of jobs posted (ids run 1..jobCount).
+    uint256 public jobCount;
+    /// @notice Number of tasks created (ids run 1..taskCount).
+    uint256 public taskCount;
+
+    mapping(uint256 => Job) internal _jobs;
+    mapping(uint256 => Task) internal _tasks;
+
+    /// @dev Storage form of a replica slot (getReplicas / getReplica rebuild the public Replica struct).
+    ///      `sharesTrace` / `sharesCid`: this slot revealed the same (root, finalHash) / resultCid as the other slot,
+    ///      which stores them; this one leaves them zero (saves fresh slots when replicas agree). Set only on a
+    ///      task's last reveal; before a slot holding shared values is drawn again they are copied into the sharer
+    ///      (_unshare), so every view stays correct.
+    struct ReplicaRecord {
+        address node;
+        ReplicaStatus status;
+        uint64 deadline;
+        bool sharesTrace;
+        bool sharesCid;
+        bytes32 commitment;
+        bytes32 root;
+        bytes32 finalHash;
+        bytes32 resultCid;
+    }
+
+    mapping(uint256 => ReplicaRecord[MAX_REPLICATION]) internal _replicas;
+    mapping(uint256 => mapping(uint32 => mapping(uint32 => uint256))) internal _taskIds;
+    mapping(uint256 => address[MAX_BANNED]) internal _banned;
+    mapping(uint256 => uint8) internal _bannedCount;
+
+    /// @notice The number of live disputes against the task's candidate at `epoch` changed to `openDisputes`.
+    event OpenDisputesChanged(uint256 indexed taskId, uint32 epoch, uint32 openDisputes);
+
+    constructor(IVerityToken token_, INodeRegistry registry_, IJobEscrow escrow_) Ownable(msg.sender) {
+        if (address(token_) == address(0)) revert ZeroAddress("token");
+        if (address(registry_) == address(0)) revert ZeroAddress("registry");
+        if (address(escrow_) == address(0)) revert ZeroAddress("escrow");
+        token = token_;
+        registry = registry_;
+        escrow = escrow_;
+    }
+
+    // ---------------------------------------------------------------- tasks and slots
+
+    function _activeTask(uint256 taskId) internal view returns (Task storage t) {
+        t = _tasks[taskId];
+        if (t.status == TaskStatus.None) revert TaskNotFound(taskId);
+        Job storage job = _jobs[t.jobId];
+        if (job.status != JobStatus.Active) revert JobNotActive(t.jobId, job.status);
+    }
+
+    function _escrowFor(uint256 paymentPerTask, uint8 replication, uint32 shards, uint32 rounds)
+        internal
+        pure
+        returns (uint256)
+    {
+        return paymentPerTask * replication * (uint256(shards) + 1) * rounds;
+    }
+
+    function _isEmpty(ReplicaStatus s) internal pure returns (bool) {
+        return
+            s == ReplicaStatus.None || s == ReplicaStatus.Late || s == ReplicaStatus.Slashed
+                || s == ReplicaStatus.Voided;
+    }
+
+    function _slotOf(uint256 taskId, address node, ReplicaStatus expected, uint8 replication)
+        internal
+        view
+        returns (uint8)
+    {
+        for (uint8 s = 0; s < replication; ++s) {
+            ReplicaRecord storage r = _replicas[taskId][s];
+            if (r.node == node && r.status == expected) return s;
+        }
+        revert NotReplica(taskId, node, expected);
+    }
+
+    function _revealedSlot(uint256 taskId) internal view returns (uint8) {
+        uint8 replication = _jobs[_tasks[taskId].jobId].replication;
+        for (uint8 s = 0; s < replication; ++s) {
+            if (_replicas[taskId][s].status == ReplicaStatus.Revealed) return s;
+        }
+        revert NotReplica(taskId, address(0), ReplicaStatus.Revealed);
+    }
+
+    function _ban(uint256 taskId, address node) internal {
+        uint8 c = _bannedCount[taskId];
+        _banned[taskId][c % MAX_BANNED] = node;
+        _bannedCount[taskId] = c + 1;
+    }
+
+    /// @dev Draws a node for every empty slot. Returns how many were filled; sets Open/Assigned accordingly.
+    function _fillSlots(uint256 taskId) internal returns (uint256 filled) {
+        Task storage t = _tasks[taskId];
+        Job storage job = _jobs[t.jobId];
+        bool anyEmpty = false;
+        for (uint8 s = 0; s < job.replication; ++s) {
+            ReplicaRecord storage r = _replicas[taskId][s];
+            if (!_isEmpty(r.status)) continue;
+            address node = _drawSolver(taskId, s);
+            if (node == address(0)) {
+                anyEmpty = true;
+                continue;
+            }
+            uint64 deadline = uint64(block.timestamp) + job.executionWindow;
+            if (r.status != ReplicaStatus.None) {
+                // A slot drawn again: forget the previous holder's data (a fresh slot is all zero already).
+                _unshare(r, _replicas[taskId][s ^ 1]);
+                delete _replicas[taskId][s];
+            }
+            r.node = node;
+            r.status = ReplicaStatus.Assigned;
+            r.deadline = deadline;
+            job.everAssigned = true;
+            ++filled;
+            emit IJobRegistry.TaskAssigned(taskId, node, s, deadline);
+            registry.lock(node, job.stakePerReplica);
+        }
+        if (anyEmpty) {
+            t.status = TaskStatus.Open;
+            if (t.openSince == 0) t.openSince = uint64(block.timestamp);
+        } else {
+            t.status = TaskStatus.Assigned;
+            t.openSince = 0;
+        }
+    }
+
+    /// @dev Seed = keccak(prevrandao, taskId, slot, nonce): unknown before the drawing transaction's block.
+    function _drawSolver(uint256 taskId, uint8 slot) internal returns (address) {
+        Task storage t = _tasks[taskId];
+        Job storage job = _jobs[t.jobId];
+        bytes32 seed = keccak256(abi.encode(block.prevrandao, taskId, slot, t.drawNonce));
+        ++t.drawNonce;
+        return registry.drawSolver(
+            seed, job.deviceClass, job.minMemoryMb, job.profileBit, job.stakePerReplica, _exclusions(taskId)
+        );
+    }
+
+    /// @dev Other slots' nodes, this slot's previous node, and the task's banned ring.
+    function _exclusions(uint256 taskId) internal view returns (address[] memory ex) {
+        uint8 replication = _jobs[_tasks[taskId].jobId].replication;
+        ex = new address[](uint256(replication) + MAX_BANNED);
+        uint256 c = 0;
+        for (uint8 s = 0; s < replication; ++s) {
+            address node = _replicas[taskId][s].node;
+            if (node != address(0)) ex[c++] = node;
+        }
+        for (uint8 b = 0; b < MAX_BANNED; ++b) {
+            address node = _banned[taskId][b];
+            if (node != address(0)) ex[c++] = node;
+        }
+        assembly ("memory-safe") {
+            mstore(ex, c)
+        }
+    }
+
+    // ---------------------------------------------------------------- results
+
+    /// @dev The record that holds slot `s`'s revealed root and finalHash: its own, or the other slot's if shared.
+    function _traceOf(uint256 taskId, uint8 s) internal view returns (ReplicaRecord storage r) {
+        r = _replicas[taskId][s];
+        if (r.sharesTrace) r = _replicas[taskId][s ^ 1];
+    }
+
+    /// @dev Slot `s`'s revealed resultCid: its own, or the other slot's if shared.
+    function _cidOf(uint256 taskId, uint8 s) internal view returns (bytes32) {
+        ReplicaRecord storage r = _replicas[taskId][s];
+        return r.sharesCid ? _replicas[taskId][s ^ 1].resultCid : r.resultCid;
+    }
+
+    /// @dev Before `r` is cleared for a new holder: the other slot `o` keeps its own copy of what it shared with r.
+    function _unshare(ReplicaRecord storage r, ReplicaRecord storage o) internal {
+        if (o.sharesTrace) {
+            o.root = r.root;
+            o.finalHash = r.finalHash;
+            o.sharesTrace = false;
+        }
+        if (o.sharesCid) {
+            o.resultCid = r.resultCid;
+            o.sharesCid = false;
+        }
+    }
+
+    /// @dev An accepted task's result: that of an Accepted replica, else the task record's (a candidate's; zero while
+    ///      the replicas hold the claim).
+    function _taskResult(uint256 taskId) internal view returns (bytes32, bytes32) {
+        uint8 replication = _jobs[_tasks[taskId].jobId].replication;
+        for (uint8 s = 0; s < replication; ++s) {
+            if (_replicas[taskId][s].status != ReplicaStatus.Accepted) continue;
+            return (_traceOf(taskId, s).finalHash, _cidOf(taskId, s));
+        }
+        return (_tasks[taskId].finalHash, _tasks[taskId].resultCid);
+    }
+
+    /// @dev The one transition into Revealed: the current claim waits out a fresh challenge window.
+    function _openChallengeWindow(uint256 taskId, uint64 window) internal {
+        Task storage t = _tasks[taskId];
+        uint64 deadline = uint64(block.timestamp) + window;
+        t.status = TaskStatus.Revealed;
+        t.challengeDeadline = deadline;
+        emit IJobRegistry.ChallengeWindowOpened(taskId, deadline);
+    }
+
+    // ---------------------------------------------------------------- rounds
+
+    function _createRoundTasks(uint256 jobId) internal {
+        Job storage job = _jobs[jobId];
+        uint32 n = job.stepsPerRound / job.checkpointInterval;
+        for (uint32 i = 0; i < job.shards; ++i) {
+            _createTask(jobId, job.currentRound, i, TaskKind.Train, job.roundInput, n);
+        }
+    }
+
+    function _createTask(uint256 jobId, uint32 round, uint32 index, TaskKind kind, bytes32 inputHash, uint32 n)
+        internal
+    {
+        uint256 taskId = ++taskCount;
+        Task storage t = _tasks[taskId];
+        t.jobId = jobId;
+        t.round = round;
+        t.index = index;
+        t.n = n;
+        t.kind = kind;
+        t.status = TaskStatus.Open;
+        t.createdAt = uint64(block.timestamp);
+        t.inputHash = inputHash;
+        _taskIds[jobId][round][index] = taskId;
+        emit IJobRegistry.TaskCreated(taskId, jobId, round, index, uint8(kind), inputHash);
+        _fillSlots(taskId);
+    }
+}

@@ -1,0 +1,539 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
+import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
+import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {IRefereePanel, IPanelGame} from "./interfaces/IRefereePanel.sol";
+import {IRandomness} from "./interfaces/IRandomness.sol";
+import {INodeRegistry} from "./interfaces/INodeRegistry.sol";
+import {IVerityToken} from "./interfaces/IVerityToken.sol";
+import {PanelRequest, PanelPhase, Verdict, BPS} from "./types/VerityTypes.sol";
+import {ZeroAddress, ParameterOutOfRange, NothingToWithdraw} from "./errors/CommonErrors.sol";
+import "./errors/RefereePanelErrors.sol";
+
+/// @title RefereePanel
+/// @notice Seats a stake-weighted random panel with two-phase randomness, runs commit-reveal voting on one training
+///         step's output, slashes and redraws no-shows, and passes the verdict back to the game
+///         (docs/protocol-v2.md, "Referee panel", P4 and P7).
+/// @dev Every rule a panel depends on is snapshotted when it opens (P8). At rest the panel holds exactly
+///      `totalCredits` tokens: slashes are burned in the transaction that takes them.
+contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
+    using SafeERC20 for IERC20;
+
+    /// @notice Largest panel.
+    uint8 public constant MAX_PANEL = 7;
+    /// @notice Redraw rounds after no-shows; one more no-show round ends the panel without a decision.
+    uint8 public constant MAX_REDRAWS = 2;
+    /// @notice Largest value accepted for any window.
+    uint64 public constant MAX_WINDOW = 7 days;
+    /// @notice Longest exclusion list NodeRegistry accepts (INodeRegistry MAX_EXCLUDE).
+    uint256 public constant MAX_EXCLUDE = 16;
+
+    /// @dev Slash reasons of RefereeSlashed.
+    uint8 internal constant NO_COMMIT = 1;
+    uint8 internal constant NO_REVEAL = 2;
+    uint8 internal constant WRONG_VOTE = 3;
+
+    /// @notice The rules of one panel, copied from the owner's parameters when it opens.
+    struct Params {
+        uint8 size;
+        uint16 noShowSlashBps;
+        uint16 wrongVoteSlashBps;
+        uint64 commitWindow;
+        uint64 revealWindow;
+        uint64 panelTimeout;
+        uint256 refereeStake;
+    }
+
+    /// @notice One dispute's panel. `seats[i] == address(0)` is an empty seat; `everSeated` lists every referee ever
+    ///         seated (no-shows stay listed and are not drawn again while the exclusion list has room).
+    struct Panel {
+        PanelPhase phase;
+        Verdict verdict;
+        uint8 redraws;
+        uint8 committed; // seats holding a commitment (revealed seats included)
+        uint8 revealed; // seats holding a revealed vote
+        uint32 attempt; // randomness requests made for this panel
+        uint64 openedAt;
+        uint64 seatingSince; // start of the current seating phase (panelTimeout counts from here)
+        uint64 commitDeadline;
+        uint64 revealDeadline;
+        uint64 decidedAt;
+        uint256 requestId;
+        bytes32 majorityVote;
+        Params params;
+        PanelRequest request;
+        address[] seats;
+        address[] everSeated;
+    }
+
+    /// @notice A referee's standing in one panel.
+    struct Vote {
+        bool seated;
+        bool committed;
+        bool revealed;
+        bytes32 commitment;
+        bytes32 vote;
+    }
+
+    /// @notice Token of stakes and rewards.
+    IVerityToken public immutable token;
+    /// @notice Node registry (referee draws, stake locks and slashes).
+    INodeRegistry public immutable registry;
+    /// @notice Two-phase randomness source.
+    IRandomness public immutable randomness;
+    /// @notice The game that opens panels and receives verdicts (set once).
+    address public game;
+
+    /// @notice Referees per panel (odd, 1..MAX_PANEL).
+    uint8 public panelSize = 3;
+    /// @notice Stake each referee locks while seated.
+    uint256 public refereeStake = 10e18;
+    /// @notice Share of the referee stake burned for not committing or not revealing, in basis points.
+    uint256 public noShowSlashBps = 1_000;
+    /// @notice Share of the referee stake burned for a vote against the majority, in basis points.
+    uint256 public wrongVoteSlashBps = 5_000;
+    /// @notice Seconds seated referees have to commit.
+    uint64 public commitWindow = 60;
+    /// @notice Seconds referees have to reveal once every seat committed.
+    uint64 public revealWindow = 60;
+    /// @notice Seconds a seating phase may keep failing to fill a seat before the panel ends with NoDecision.
+    uint64 public panelTimeout = 300;
+
+    /// @notice Referee rewards waiting to be withdrawn.
+    mapping(address => uint256) public credits;
+    /// @notice Sum of all credits (== the panel's token balance at rest).
+    uint256 public totalCredits;
+
+    mapping(uint256 => Panel) internal _panels;
+    mapping(uint256 => mapping(address => Vote)) internal _votes;
+
+    modifier onlyGame() {
+        if (msg.sender != game) revert NotGame(msg.sender);
+        _;
+    }
+
+    constructor(IVerityToken token_, INodeRegistry registry_, IRandomness randomness_) Ownable(msg.sender) {
+        if (address(token_) == address(0)) revert ZeroAddress("token");
+        if (address(registry_) == address(0)) revert ZeroAddress("registry");
+        if (address(randomness_) == address(0)) revert ZeroAddress("randomness");
+        token = token_;
+        registry = registry_;
+        randomness = randomness_;
+    }
+
+    // ---------------------------------------------------------------- owner
+
+    /// @notice Sets the game (once).
+    function setGame(address game_) external onlyOwner {
+        if (game_ == address(0)) revert ZeroAddress("game");
+        if (game != address(0)) revert GameAlreadySet(game);
+        game = game_;
+        emit ParameterSet("game", uint256(uint160(game_)));
+    }
+
+    /// @notice Sets the panel size (odd, 1..MAX_PANEL) for panels opened afterwards.
+    function setPanelSize(uint8 size) external onlyOwner {
+        if (size == 0 || size > MAX_PANEL || size % 2 == 0) revert ParameterOutOfRange("panelSize", size, 1, MAX_PANEL);
+        panelSize = size;
+        emit ParameterSet("panelSize", size);
+    }
+
+    /// @notice Sets the stake each referee locks (nonzero) for panels opened afterwards.
+    function setRefereeStake(uint256 amount) external onlyOwner {
+        if (amount == 0 || amount > type(uint128).max) {
+            revert ParameterOutOfRange("refereeStake", amount, 1, type(uint128).max);
+        }
+        refereeStake = amount;
+        emit ParameterSet("refereeStake", amount);
+    }
+
+    /// @notice Sets the no-show and wrong-vote slashes (basis points of the referee stake) for later panels.
+    function setSlashes(uint256 noShowBps, uint256 wrongVoteBps) external onlyOwner {
+        if (noShowBps > BPS) revert ParameterOutOfRange("noShowSlashBps", noShowBps, 0, BPS);
+        if (wrongVoteBps > BPS) revert ParameterOutOfRange("wrongVoteSlashBps", wrongVoteBps, 0, BPS);
+        noShowSlashBps = noShowBps;
+        wrongVoteSlashBps = wrongVoteBps;
+        emit ParameterSet("noShowSlashBps", noShowBps);
+        emit ParameterSet("wrongVoteSlashBps", wrongVoteBps);
+    }
+
+    /// @notice Sets the commit and reveal windows and the seating timeout (seconds) for panels opened afterwards.
+    function setWindows(uint64 commitSeconds, uint64 revealSeconds, uint64 timeoutSeconds) external onlyOwner {
+        _checkWindow("commitWindow", commitSeconds);
+        _checkWindow("revealWindow", revealSeconds);
+        _checkWindow("panelTimeout", timeoutSeconds);
+        commitWindow = commitSeconds;
+        revealWindow = revealSeconds;
+        panelTimeout = timeoutSeconds;
+        emit ParameterSet("commitWindow", commitSeconds);
+        emit ParameterSet("revealWindow", revealSeconds);
+        emit ParameterSet("panelTimeout", timeoutSeconds);
+    }
+
+    // ---------------------------------------------------------------- game
+
+    /// @inheritdoc IRefereePanel
+    function open(uint256 disputeId, PanelRequest calldata r) external onlyGame nonReentrant {
+        Panel storage p = _panels[disputeId];
+        if (p.phase != PanelPhase.None) revert PanelExists(disputeId);
+        // INVARIANT: a vote must be able to tell the parties apart.
+        if (r.claimA == r.claimB) revert ClaimsEqual(disputeId, r.claimA);
+        // INVARIANT: the panel's rules are fixed now; later owner changes never reach it (P8).
+        p.params = Params({
+            size: panelSize,
+            noShowSlashBps: uint16(noShowSlashBps),
+            wrongVoteSlashBps: uint16(wrongVoteSlashBps),
+            commitWindow: commitWindow,
+            revealWindow: revealWindow,
+            panelTimeout: panelTimeout,
+            refereeStake: refereeStake
+        });
+        p.request = r;
+        for (uint256 i = 0; i < p.params.size; ++i) {
+            p.seats.push();
+        }
+        p.openedAt = uint64(block.timestamp);
+        _enterSeating(disputeId, p, true);
+    }
+
+    /// @inheritdoc IRefereePanel
+    /// @dev Emits PanelDecided with verdict 0 (None) and no callback to the game.
+    function cancel(uint256 disputeId) external onlyGame nonReentrant {
+        Panel storage p = _panels[disputeId];
+        if (p.phase == PanelPhase.None || p.phase == PanelPhase.Decided) revert PanelNotLive(disputeId, p.phase);
+        _enterDecided(disputeId, p, Verdict.None, bytes32(0));
+        _releaseAll(disputeId, p);
+    }
+
+    // ---------------------------------------------------------------- seating
+
+    /// @notice Fills every empty seat from the panel's random value (anyone). A stale request is renewed instead.
+    /// @dev The value comes from a block mined after the request, so the caller's choice of block does not matter (P4).
+    function seat(uint256 disputeId) external nonReentrant {
+        Panel storage p = _panels[disputeId];
+        _requirePhase(disputeId, p, PanelPhase.Seating);
+        uint256 requestId = p.requestId;
+        if (randomness.isStale(requestId)) {
+            randomness.renew(requestId);
+            return;
+        }
+        // INVARIANT: seats are drawn only from a value fixed after the request was made (P4).
+        if (!randomness.isReady(requestId)) revert SeatingRandomnessPending(disputeId, requestId);
+        bytes32 value = randomness.valueOf(requestId);
+        Params memory params = p.params;
+        PanelRequest memory r = p.request;
+        (address[] memory exclude, uint256 n) = _exclusions(disputeId, p);
+        bool full = true;
+        for (uint256 i = 0; i < params.size; ++i) {
+            if (p.seats[i] != address(0)) continue;
+            address referee = registry.drawReferee(
+                keccak256(abi.encode(value, disputeId, i, p.attempt)),
+                r.deviceClass,
+                r.minMemoryMb,
+                r.profileBit,
+                params.refereeStake,
+                exclude
+            );
+            if (referee == address(0)) {
+                full = false;
+                continue;
+            }
+            registry.lock(referee, params.refereeStake);
+            p.seats[i] = referee;
+            p.everSeated.push(referee);
+            _votes[disputeId][referee].seated = true;
+            exclude[n++] = referee; // room for every empty seat was reserved
+        }
+        if (full) {
+            _enterCommitting(disputeId, p);
+        } else if (block.timestamp > uint256(p.seatingSince) + params.panelTimeout) {
+            _decide(disputeId, p, Verdict.NoDecision, bytes32(0));
+        } else {
+            // The seating clock keeps running across retries: panelTimeout bounds the whole seating phase.
+            p.requestId = _request(p);
+            emit SeatingRetry(disputeId, p.requestId);
+        }
+    }
+
+    // ---------------------------------------------------------------- voting
+
+    /// @notice Commits `c = keccak256(abi.encode(disputeId, vote, salt, msg.sender))` (seated referees).
+    function commitVote(uint256 disputeId, bytes32 c) external nonReentrant {
+        Panel storage p = _panels[disputeId];
+        _requirePhase(disputeId, p, PanelPhase.Committing);
+        // INVARIANT: no commitment after the window; late seats are left to advance().
+        if (block.timestamp > p.commitDeadline) revert WindowClosed(disputeId, p.phase, p.commitDeadline);
+        Vote storage v = _votes[disputeId][msg.sender];
+        if (!v.seated) revert NotSeated(disputeId, msg.sender);
+        // INVARIANT: a zero commitment would be indistinguishable from none (P7).
+        if (c == bytes32(0)) revert ZeroCommitment(disputeId, msg.sender);
+        if (v.committed) revert AlreadyCommitted(disputeId, msg.sender);
+        v.committed = true;
+        v.commitment = c;
+        emit VoteCommitted(disputeId, msg.sender);
+        if (++p.committed == p.params.size) _enterRevealing(disputeId, p);
+    }
+
+    /// @notice Reveals the vote and salt of the caller's commitment; the last reveal decides the panel.
+    function revealVote(uint256 disputeId, bytes32 vote, bytes32 salt) external nonReentrant {
+        Panel storage p = _panels[disputeId];
+        // INVARIANT: reveals start only after every seat committed, so no referee votes knowing another's vote.
+        _requirePhase(disputeId, p, PanelPhase.Revealing);
+        if (block.timestamp > p.revealDeadline) revert WindowClosed(disputeId, p.phase, p.revealDeadline);
+        Vote storage v = _votes[disputeId][msg.sender];
+        if (!v.seated) revert NotSeated(disputeId, msg.sender);
+        if (v.revealed) revert AlreadyRevealed(disputeId, msg.sender);
+        // INVARIANT: the commitment binds the referee's address, so a copied commitment cannot be revealed.
+        if (keccak256(abi.encode(disputeId, vote, salt, msg.sender)) != v.commitment) {
+            revert CommitmentMismatch(disputeId, msg.sender, v.commitment);
+        }
+        v.revealed = true;
+        v.vote = vote;
+        emit VoteRevealed(disputeId, msg.sender, vote);
+        if (++p.revealed == p.params.size) {
+            (bytes32 majority, bool found) = _tally(disputeId, p);
+            _decide(disputeId, p, found ? _verdictOf(p, majority) : Verdict.NoDecision, majority);
+        }
+    }
+
+    /// @notice Handles a window that ended (anyone): slashes and unseats the seats that did not commit (or reveal),
+    ///         then redraws them, decides when the missing votes can no longer change the majority, or ends with
+    ///         NoDecision once MAX_REDRAWS redraw rounds were used.
+    function advance(uint256 disputeId) external nonReentrant {
+        Panel storage p = _panels[disputeId];
+        PanelPhase phase = p.phase;
+        uint64 deadline = phase == PanelPhase.Committing
+            ? p.commitDeadline
+            : (phase == PanelPhase.Revealing ? p.revealDeadline : 0);
+        // INVARIANT: only a window that has ended can make a referee late.
+        if (deadline == 0 || block.timestamp <= deadline) revert NothingToAdvance(disputeId, phase, deadline);
+        bool committing = phase == PanelPhase.Committing;
+        Params memory params = p.params;
+        uint256 slashAmount = (params.refereeStake * params.noShowSlashBps) / BPS;
+        for (uint256 i = 0; i < params.size; ++i) {
+            address referee = p.seats[i];
+            Vote storage v = _votes[disputeId][referee];
+            if (committing ? v.committed : v.revealed) continue;
+            if (v.committed) --p.committed;
+            delete _votes[disputeId][referee];
+            p.seats[i] = address(0);
+            _settle(disputeId, referee, params.refereeStake, slashAmount, committing ? NO_COMMIT : NO_REVEAL);
+            registry.recordLate(referee);
+        }
+        if (!committing) {
+            // Revealed votes are counted against every seat: a value already held by more than half of the seats
+            // stays the majority whatever the missing seats would vote.
+            (bytes32 majority, bool found) = _tally(disputeId, p);
+            if (found) {
+                _decide(disputeId, p, _verdictOf(p, majority), majority);
+                return;
+            }
+        }
+        if (p.redraws >= MAX_REDRAWS) {
+            _decide(disputeId, p, Verdict.NoDecision, bytes32(0));
+            return;
+        }
+        ++p.redraws;
+        _enterSeating(disputeId, p, false);
+    }
+
+    /// @notice Withdraws the caller's referee rewards.
+    function withdraw() external nonReentrant {
+        uint256 amount = credits[msg.sender];
+        if (amount == 0) revert NothingToWithdraw(msg.sender);
+        credits[msg.sender] = 0;
+        totalCredits -= amount;
+        emit CreditWithdrawn(msg.sender, amount);
+        IERC20(address(token)).safeTransfer(msg.sender, amount);
+    }
+
+    // ---------------------------------------------------------------- views
+
+    /// @notice The panel of `disputeId` (phase None if never opened).
+    function panelOf(uint256 disputeId) external view returns (Panel memory) {
+        return _panels[disputeId];
+    }
+
+    /// @notice `referee`'s standing in the panel of `disputeId`.
+    function voteOf(uint256 disputeId, address referee) external view returns (Vote memory) {
+        return _votes[disputeId][referee];
+    }
+
+    // ---------------------------------------------------------------- transitions
+
+    /// @dev Starts a seating phase (and its clock) on a fresh value: at open, or to redraw no-shows.
+    function _enterSeating(uint256 disputeId, Panel storage p, bool opening) internal {
+        p.phase = PanelPhase.Seating;
+        p.seatingSince = uint64(block.timestamp);
+        uint256 requestId = _request(p);
+        p.requestId = requestId;
+        if (opening) emit PanelOpened(disputeId, requestId);
+        else emit SeatingRetry(disputeId, requestId);
+    }
+
+    function _request(Panel storage p) internal returns (uint256) {
+        ++p.attempt;
+        return randomness.request();
+    }
+
+    function _enterCommitting(uint256 disputeId, Panel storage p) internal {
+        p.phase = PanelPhase.Committing;
+        uint64 deadline = uint64(block.timestamp) + p.params.commitWindow;
+        p.commitDeadline = deadline;
+        emit RefereesSeated(disputeId, p.seats, deadline);
+    }
+
+    function _enterRevealing(uint256 disputeId, Panel storage p) internal {
+        p.phase = PanelPhase.Revealing;
+        uint64 deadline = uint64(block.timestamp) + p.params.revealWindow;
+        p.revealDeadline = deadline;
+        emit RevealOpened(disputeId, deadline);
+    }
+
+    /// @dev Ends the panel: settles every seated referee, calls the game back, splits its reward among the majority.
+    function _decide(uint256 disputeId, Panel storage p, Verdict verdict, bytes32 majority) internal {
+        _enterDecided(disputeId, p, verdict, majority);
+        address[] memory winners;
+        if (verdict == Verdict.NoDecision) {
+            _releaseAll(disputeId, p);
+        } else {
+            winners = _settleVotes(disputeId, p, majority);
+        }
+
+        uint256 before = token.balanceOf(address(this));
+        uint256 reward = IPanelGame(game).onVerdict(disputeId, verdict);
+        uint256 received = token.balanceOf(address(this)) - before;
+        // INVARIANT: only tokens the panel holds are credited (balance == totalCredits at rest).
+        if (received < reward) revert RewardNotReceived(disputeId, reward, received);
+        if (reward == 0) return;
+        uint256 share = winners.length == 0 ? 0 : reward / winners.length;
+        if (share > 0) {
+            for (uint256 i = 0; i < winners.length; ++i) {
+                credits[winners[i]] += share;
+                emit Credited(winners[i], share);
+            }
+            totalCredits += share * winners.length;
+        }
+        // Rounding dust, and the whole reward when nobody is in a majority, is burned.
+        uint256 remainder = reward - share * winners.length;
+        if (remainder > 0) token.burn(remainder);
+    }
+
+    /// @dev Final phase; verdict None means cancelled by the game.
+    function _enterDecided(uint256 disputeId, Panel storage p, Verdict verdict, bytes32 majority) internal {
+        p.phase = PanelPhase.Decided;
+        p.decidedAt = uint64(block.timestamp);
+        p.verdict = verdict;
+        p.majorityVote = majority;
+        emit PanelDecided(disputeId, uint8(verdict), majority);
+    }
+
+    // ---------------------------------------------------------------- internals
+
+    function _requirePhase(uint256 disputeId, Panel storage p, PanelPhase expected) internal view {
+        if (p.phase != expected) revert PanelNotInPhase(disputeId, p.phase, expected);
+    }
+
+    function _checkWindow(bytes32 name, uint64 value) internal pure {
+        if (value == 0 || value > MAX_WINDOW) revert ParameterOutOfRange(name, value, 1, MAX_WINDOW);
+    }
+
+    /// @dev Parties, current seats, then earlier (unseated) referees newest first, capped so that the list plus one
+    ///      entry per empty seat fits MAX_EXCLUDE. Returns the list (tail zero-filled for the seats about to be drawn)
+    ///      and the number of entries filled. Zero entries are ignored by the registry.
+    function _exclusions(uint256 disputeId, Panel storage p) internal view returns (address[] memory list, uint256 n) {
+        uint256 size = p.params.size;
+        uint256 empty;
+        list = new address[](MAX_EXCLUDE);
+        for (uint256 i = 0; i < 3; ++i) {
+            address party = p.request.parties[i];
+            if (party != address(0)) list[n++] = party;
+        }
+        for (uint256 i = 0; i < size; ++i) {
+            address s = p.seats[i];
+            if (s == address(0)) ++empty;
+            else list[n++] = s;
+        }
+        // n + empty <= 3 + size <= 10, so parties and seats always fit; history fills what is left.
+        uint256 room = MAX_EXCLUDE - empty;
+        address[] storage history = p.everSeated;
+        for (uint256 i = history.length; i > 0 && n < room; --i) {
+            address h = history[i - 1];
+            if (!_votes[disputeId][h].seated) list[n++] = h;
+        }
+    }
+
+    /// @dev Most common revealed vote and whether it is held by more than half of all seats.
+    function _tally(uint256 disputeId, Panel storage p) internal view returns (bytes32 majority, bool found) {
+        uint256 size = p.params.size;
+        for (uint256 i = 0; i < size; ++i) {
+            Vote storage vi = _votes[disputeId][p.seats[i]];
+            if (!vi.revealed) continue;
+            uint256 count;
+            for (uint256 j = 0; j < size; ++j) {
+                Vote storage vj = _votes[disputeId][p.seats[j]];
+                if (vj.revealed && vj.vote == vi.vote) ++count;
+            }
+            if (count > size / 2) return (vi.vote, true);
+        }
+    }
+
+    function _verdictOf(Panel storage p, bytes32 majority) internal view returns (Verdict) {
+        if (majority == p.request.claimA) return Verdict.ForA;
+        if (majority == p.request.claimB) return Verdict.ForB;
+        return Verdict.Neither;
+    }
+
+    /// @dev Unlocks the majority (returned), slashes revealed votes against it, unlocks unrevealed seats unslashed.
+    function _settleVotes(uint256 disputeId, Panel storage p, bytes32 majority)
+        internal
+        returns (address[] memory winners)
+    {
+        Params memory params = p.params;
+        uint256 wrongSlash = (params.refereeStake * params.wrongVoteSlashBps) / BPS;
+        winners = new address[](params.size);
+        uint256 count;
+        for (uint256 i = 0; i < params.size; ++i) {
+            address referee = p.seats[i];
+            if (referee == address(0)) continue;
+            Vote storage v = _votes[disputeId][referee];
+            if (v.revealed && v.vote == majority) {
+                winners[count++] = referee;
+                registry.unlock(referee, params.refereeStake);
+                registry.recordDispute(referee, true);
+            } else if (v.revealed) {
+                _settle(disputeId, referee, params.refereeStake, wrongSlash, WRONG_VOTE);
+                registry.recordDispute(referee, false);
+            } else {
+                registry.unlock(referee, params.refereeStake);
+            }
+        }
+        assembly ("memory-safe") {
+            mstore(winners, count)
+        }
+    }
+
+    /// @dev Releases every seated referee unslashed.
+    function _releaseAll(uint256 disputeId, Panel storage p) internal {
+        uint256 stakeAmount = p.params.refereeStake;
+        for (uint256 i = 0; i < p.params.size; ++i) {
+            address referee = p.seats[i];
+            if (referee != address(0) && _votes[disputeId][referee].seated) registry.unlock(referee, stakeAmount);
+        }
+    }
+
+    /// @dev Burns `slashAmount` of `referee`'s locked referee stake and unlocks the rest.
+    function _settle(uint256 disputeId, address referee, uint256 stakeAmount, uint256 slashAmount, uint8 reason)
+        internal
+    {
+        if (slashAmount > 0) {
+            registry.slash(referee, slashAmount, address(this));
+            token.burn(slashAmount);
+        }
+        if (stakeAmount > slashAmount) registry.unlock(referee, stakeAmount - slashAmount);
+        emit RefereeSlashed(disputeId, referee, slashAmount, reason);
+    }
+}

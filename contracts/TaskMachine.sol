@@ -1,0 +1,514 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {IJobRegistry} from "./interfaces/IJobRegistry.sol";
+import {IJobEscrow} from "./interfaces/IJobEscrow.sol";
+import {INodeRegistry} from "./interfaces/INodeRegistry.sol";
+import {IVerityToken} from "./interfaces/IVerityToken.sol";
+import {JobRegistryBase} from "./JobRegistryBase.sol";
+import {Merkle} from "./lib/Merkle.sol";
+import {Job, JobStatus, Task, TaskKind, TaskStatus, ReplicaStatus, DisputeOutcome, BPS} from "./types/VerityTypes.sol";
+import {ZeroAddress, NothingToWithdraw} from "./errors/CommonErrors.sol";
+import "./errors/JobRegistryErrors.sol";
+
+/// @title TaskMachine
+/// @notice The task state machine of the JobRegistry: commit-reveal (replication 2), optimistic submission
+///         (replication 1), challenge windows and open disputes (P1), agreement as a claim rather than finality
+///         (P2), dispute winners as new candidates with epochs (P3), acceptance and payment, rounds, late reports,
+///         cancellation and escrow reclaim.
+/// @dev Runs only by the JobRegistry's delegatecall, on its storage (JobRegistryBase); called directly it refuses.
+///      Lifecycle: docs/protocol-v2.md "Task lifecycle".
+contract TaskMachine is JobRegistryBase {
+    address private immutable _self;
+
+    modifier onlyDelegated() {
+        // INVARIANT: this code only ever acts on the JobRegistry's storage, with the JobRegistry's authority.
+        if (address(this) == _self) revert NotDelegated();
+        _;
+    }
+
+    modifier onlyDisputeGame() {
+        // INVARIANT: only the wired game reports challenges and outcomes (unset: nobody matches).
+        if (msg.sender != disputeGame || msg.sender == address(0)) revert NotDisputeGame(msg.sender);
+        _;
+    }
+
+    constructor(IVerityToken token_, INodeRegistry registry_, IJobEscrow escrow_)
+        JobRegistryBase(token_, registry_, escrow_)
+    {
+        _self = address(this);
+    }
+
+    // ---------------------------------------------------------------- submitter
+
+    /// @notice Cancels an active job and refunds all escrow not yet credited. Allowed (a) before any slot was ever
+    ///         assigned or (b) when a task of the current round has had an empty slot for over `assignmentTimeout`.
+    ///         Tasks under dispute (Contested, or Revealed with open disputes) must be settled first; the stake of
+    ///         every replica and candidate still holding a task is released.
+    function cancelJob(uint256 jobId) external onlyDelegated {
+        Job storage job = _jobs[jobId];
+        if (job.status != JobStatus.Active) revert JobNotActive(jobId, job.status);
+        if (msg.sender != job.submitter) revert NotSubmitter(jobId, msg.sender);
+        bool starved = false;
+        uint32 round = job.currentRound;
+        for (uint32 i = 0; i <= job.shards; ++i) {
+            uint256 taskId = _taskIds[jobId][round][i];
+            if (taskId == 0) continue;
+            Task storage t = _tasks[taskId];
+            // INVARIANT: a live dispute's parties and stakes are settled by the game before the task can end.
+            if (t.status == TaskStatus.Contested || (t.status == TaskStatus.Revealed && t.openDisputes > 0)) {
+                revert JobHasPendingTask(jobId, taskId, t.status);
+            }
+            if (t.status == TaskStatus.Open && block.timestamp > uint256(t.openSince) + assignmentTimeout) {
+                starved = true;
+            }
+        }
+        if (job.everAssigned && !starved) revert CancelNotAllowed(jobId);
+        for (uint32 i = 0; i <= job.shards; ++i) {
+            uint256 taskId = _taskIds[jobId][round][i];
+            if (taskId == 0 || _tasks[taskId].status == TaskStatus.Accepted) continue;
+            Task storage t = _tasks[taskId];
+            t.status = TaskStatus.Cancelled;
+            // Disputes still running in the game (all stale) stay no-ops for good.
+            ++t.epoch;
+            _releaseAll(taskId, job.replication, job.stakePerReplica);
+            // INVARIANT: a candidate's task stake is released once: here, on acceptance, or slashed by the game.
+            if (t.candidate != address(0)) registry.unlock(t.candidate, job.stakePerReplica);
+        }
+        job.status = JobStatus.Cancelled;
+        uint256 refund = escrow.refund(jobId, job.submitter);
+        emit IJobRegistry.JobCancelled(jobId, refund);
+    }
+
+    /// @notice Returns the unspent escrow of a completed job to its submitter.
+    function reclaimEscrow(uint256 jobId) external onlyDelegated {
+        Job storage job = _jobs[jobId];
+        if (job.status != JobStatus.Completed) revert JobNotCompleted(jobId, job.status);
+        if (msg.sender != job.submitter) revert NotSubmitter(jobId, msg.sender);
+        uint256 amount = escrow.refund(jobId, msg.sender);
+        if (amount == 0) revert NothingToWithdraw(msg.sender);
+        emit IJobRegistry.EscrowReclaimed(jobId, amount);
+    }
+
+    // ---------------------------------------------------------------- solvers
+
+    /// @notice Commits keccak256(abi.encode(root, finalHash, salt, msg.sender)) for a replicated task.
+    function commit(uint256 taskId, bytes32 commitment) external onlyDelegated {
+        Task storage t = _activeTask(taskId);
+        Job storage job = _jobs[t.jobId];
+        if (job.replication < 2) revert WrongVerificationMode(taskId, job.replication);
+        if (t.status != TaskStatus.Open && t.status != TaskStatus.Assigned) {
+            revert UnexpectedTaskStatus(taskId, t.status);
+        }
+        uint8 slot = _slotOf(taskId, msg.sender, ReplicaStatus.Assigned, job.replication);
+        ReplicaRecord storage r = _replicas[taskId][slot];
+        if (block.timestamp > r.deadline) revert DeadlinePassed(taskId, slot, r.deadline);
+        r.commitment = commitment;
+        r.status = ReplicaStatus.Committed;
+        r.deadline = 0;
+        emit IJobRegistry.ResultCommitted(taskId, msg.sender, slot);
+        if (_allAtLeastCommitted(taskId, job.replication)) {
+            uint64 deadline = uint64(block.timestamp) + job.revealWindow;
+            for (uint8 s = 0; s < job.replication; ++s) {
+                _replicas[taskId][s].deadline = deadline;
+            }
+            emit IJobRegistry.RevealOpened(taskId, deadline);
+        }
+    }
+
+    /// @notice Reveals a committed result once every replica has committed. Proves leaf 0 == the task's input hash
+    ///         and leaf n == finalHash. After the last reveal, equal (root, finalHash) wait out a challenge window
+    ///         (P2: agreement is not finality); anything else is Contested.
+    function reveal(
+        uint256 taskId,
+        bytes32 root,
+        bytes32 finalHash,
+        uint32 n,
+        bytes32 resultCid,
+        bytes32 salt,
+        bytes32[] calldata proof0,
+        bytes32[] calldata proofN
+    ) external onlyDelegated {
+        uint8 slot = _checkReveal(taskId, root, finalHash, salt);
+        _checkTrace(taskId, root, finalHash, n, proof0, proofN);
+        _recordResult(taskId, slot, root, finalHash, resultCid);
+        _settleReveals(taskId);
+    }
+
+    /// @notice Submits the result of an optimistic task (replication 1); opens its challenge window.
+    function submitResult(
+        uint256 taskId,
+        bytes32 root,
+        bytes32 finalHash,
+        uint32 n,
+        bytes32 resultCid,
+        bytes32[] calldata proof0,
+        bytes32[] calldata proofN
+    ) external onlyDelegated {
+        Task storage t = _activeTask(taskId);
+        Job storage job = _jobs[t.jobId];
+        if (job.replication != 1) revert WrongVerificationMode(taskId, job.replication);
+        if (t.status != TaskStatus.Assigned) revert UnexpectedTaskStatus(taskId, t.status);
+        ReplicaRecord storage r = _replicas[taskId][0];
+        if (r.node != msg.sender || r.status != ReplicaStatus.Assigned) {
+            revert NotReplica(taskId, msg.sender, ReplicaStatus.Assigned);
+        }
+        if (block.timestamp > r.deadline) revert DeadlinePassed(taskId, 0, r.deadline);
+        _checkTrace(taskId, root, finalHash, n, proof0, proofN);
+        _recordResult(taskId, 0, root, finalHash, resultCid);
+        _openChallengeWindow(taskId, job.challengeWindow);
+    }
+
+    /// @notice Accepts a Revealed task (anyone) once its challenge window and the reveal grace after it have passed
+    ///         and no dispute against its candidate is open: pays and releases the candidate, or every Revealed
+    ///         replica with the claimed result.
+    function finalize(uint256 taskId) external onlyDelegated {
+        Task storage t = _activeTask(taskId);
+        if (t.status != TaskStatus.Revealed) revert UnexpectedTaskStatus(taskId, t.status);
+        // INVARIANT (P1): no candidate is accepted while any challenge against it is undecided.
+        if (t.openDisputes != 0) revert DisputesPending(taskId, t.openDisputes);
+        uint64 end = t.challengeDeadline + _jobs[t.jobId].revealWindow;
+        // INVARIANT (P1): a challenge committed by the deadline can still be revealed until `end`.
+        if (block.timestamp <= end) revert ChallengeWindowOpen(taskId, end);
+        if (t.candidate != address(0)) {
+            _accept(taskId, t.finalHash, t.resultCid);
+        } else {
+            uint8 s = _revealedSlot(taskId);
+            _accept(taskId, _traceOf(taskId, s).finalHash, _cidOf(taskId, s));
+        }
+    }
+
+    /// @notice Reports a replica past its commit/submit/reveal deadline (anyone): burns `lateSlashBps` of its task
+    ///         stake, unlocks the rest, counts late++, and draws the slot again. If another replica already revealed,
+    ///         that result becomes the candidate and waits out a challenge window instead (so a newcomer can't copy
+    ///         it).
+    function reportLate(uint256 taskId, uint8 slot) external onlyDelegated {
+        Task storage t = _activeTask(taskId);
+        Job storage job = _jobs[t.jobId];
+        if (slot >= job.replication) revert InvalidSlot(taskId, slot);
+        if (t.status != TaskStatus.Open && t.status != TaskStatus.Assigned) {
+            revert UnexpectedTaskStatus(taskId, t.status);
+        }
+        ReplicaRecord storage r = _replicas[taskId][slot];
+        bool pending = r.status == ReplicaStatus.Assigned || r.status == ReplicaStatus.Committed;
+        if (!pending || r.deadline == 0 || block.timestamp <= r.deadline) {
+            revert SlotNotLate(taskId, slot, r.status, r.deadline);
+        }
+        address node = r.node;
+        uint256 slashed = (job.stakePerReplica * lateSlashBps) / BPS;
+        r.status = ReplicaStatus.Late;
+        r.deadline = 0;
+        _ban(taskId, node);
+        emit IJobRegistry.ReplicaLate(taskId, node, slot, slashed);
+
+        if (slashed > 0) registry.slash(node, slashed, address(this));
+        registry.unlock(node, job.stakePerReplica - slashed);
+        registry.recordLate(node);
+        if (slashed > 0) token.burn(slashed);
+
+        bool otherRevealed = false;
+        for (uint8 s = 0; s < job.replication; ++s) {
+            ReplicaRecord storage o = _replicas[taskId][s];
+            if (o.status == ReplicaStatus.Revealed) otherRevealed = true;
+            // A partner still inside its reveal window waits for the new replica to commit.
+            if (o.status == ReplicaStatus.Committed && o.deadline >= block.timestamp) o.deadline = 0;
+        }
+        if (otherRevealed) {
+            _openChallengeWindow(taskId, job.challengeWindow);
+        } else {
+            _fillSlots(taskId);
+        }
+    }
+
+    // ---------------------------------------------------------------- dispute hooks
+
+    /// @notice See IJobRegistry.
+    function onChallenge(uint256 taskId, uint32 epoch, uint64 committedAt) external onlyDisputeGame onlyDelegated {
+        Task storage t = _activeTask(taskId);
+        if (t.status != TaskStatus.Revealed) revert UnexpectedTaskStatus(taskId, t.status);
+        // INVARIANT (P3): a challenge disputes the candidate it was made against, never a later one.
+        if (epoch != t.epoch) revert StaleEpoch(taskId, t.epoch, epoch);
+        uint64 deadline = t.challengeDeadline;
+        // INVARIANT (P1): only challenges committed inside the window count ...
+        if (committedAt > deadline) revert ChallengeCommittedLate(taskId, committedAt, deadline);
+        uint64 end = deadline + _jobs[t.jobId].revealWindow;
+        // ... and they are revealed by the end of the grace, which finalize waits out.
+        if (block.timestamp > end) revert ChallengeWindowClosed(taskId, end);
+        uint32 open = ++t.openDisputes;
+        emit OpenDisputesChanged(taskId, epoch, open);
+    }
+
+    /// @notice See IJobRegistry.
+    function onDisputeSettled(
+        uint256 taskId,
+        uint32 epoch,
+        DisputeOutcome outcome,
+        address challenger,
+        bytes32 root,
+        bytes32 finalHash,
+        bytes32 resultCid
+    ) external onlyDelegated onlyDisputeGame {
+        Task storage t = _tasks[taskId];
+        if (t.status == TaskStatus.None) revert TaskNotFound(taskId);
+        // INVARIANT (P3): a dispute about an older candidate changes nothing (the game releases its parties).
+        // Checked before anything else: a stale dispute may end after the task was accepted or cancelled.
+        if (epoch != t.epoch) return;
+        Job storage job = _jobs[t.jobId];
+        if (t.status == TaskStatus.Contested) {
+            _settleContest(taskId, t, job, outcome, challenger);
+        } else if (t.status == TaskStatus.Revealed) {
+            _settleChallenge(taskId, t, job, outcome, challenger, root, finalHash, resultCid);
+        } else {
+            revert UnexpectedTaskStatus(taskId, t.status);
+        }
+    }
+
+    // ---------------------------------------------------------------- internals: checks
+
+    /// @dev Caller holds a Committed slot whose reveal window is open, and the commitment opens to these values.
+    function _checkReveal(uint256 taskId, bytes32 root, bytes32 finalHash, bytes32 salt)
+        internal
+        view
+        returns (uint8 slot)
+    {
+        Task storage t = _activeTask(taskId);
+        uint8 replication = _jobs[t.jobId].replication;
+        if (replication < 2) revert WrongVerificationMode(taskId, replication);
+        if (t.status != TaskStatus.Assigned) revert UnexpectedTaskStatus(taskId, t.status);
+        slot = _slotOf(taskId, msg.sender, ReplicaStatus.Committed, replication);
+        ReplicaRecord storage r = _replicas[taskId][slot];
+        if (r.deadline == 0) revert RevealNotOpen(taskId);
+        if (block.timestamp > r.deadline) revert DeadlinePassed(taskId, slot, r.deadline);
+        bytes32 expected = keccak256(abi.encode(root, finalHash, salt, msg.sender));
+        if (expected != r.commitment) revert CommitmentMismatch(taskId, r.commitment, expected);
+    }
+
+    function _checkTrace(
+        uint256 taskId,
+        bytes32 root,
+        bytes32 finalHash,
+        uint32 n,
+        bytes32[] calldata proof0,
+        bytes32[] calldata proofN
+    ) internal view {
+        Task storage t = _tasks[taskId];
+        if (n != t.n) revert WrongTraceLength(taskId, t.n, n);
+        if (!Merkle.verify(root, 0, t.inputHash, proof0)) revert InvalidProof(taskId, 0, t.inputHash);
+        if (!Merkle.verify(root, n, finalHash, proofN)) revert InvalidProof(taskId, n, finalHash);
+    }
+
+    function _allAtLeastCommitted(uint256 taskId, uint8 replication) internal view returns (bool) {
+        for (uint8 s = 0; s < replication; ++s) {
+            ReplicaStatus st = _replicas[taskId][s].status;
+            if (st != ReplicaStatus.Committed && st != ReplicaStatus.Revealed) return false;
+        }
+        return true;
+    }
+
+    /// @dev Unlocks every replica still holding the task's stake and marks it Voided (job cancelled).
+    function _releaseAll(uint256 taskId, uint8 replication, uint256 stakeAmount) internal {
+        for (uint8 s = 0; s < replication; ++s) {
+            ReplicaRecord storage r = _replicas[taskId][s];
+            ReplicaStatus st = r.status;
+            if (st == ReplicaStatus.Assigned || st == ReplicaStatus.Committed || st == ReplicaStatus.Revealed) {
+                r.status = ReplicaStatus.Voided;
+                registry.unlock(r.node, stakeAmount);
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- internals: results
+
+    function _recordResult(uint256 taskId, uint8 slot, bytes32 root, bytes32 finalHash, bytes32 resultCid) internal {
+        ReplicaRecord storage r = _replicas[taskId][slot];
+        // slot ^ 1 is the other slot (replication <= 2; with replication 1 it is never Revealed).
+        _storeResult(r, _replicas[taskId][slot ^ 1], root, finalHash, resultCid);
+        r.status = ReplicaStatus.Revealed;
+        r.deadline = 0;
+        emit IJobRegistry.ResultRevealed(taskId, msg.sender, slot, root, finalHash, resultCid, _tasks[taskId].n);
+    }
+
+    /// @dev Writes r's result, or only marks it shared where it equals that of the already revealed other slot `o`.
+    function _storeResult(
+        ReplicaRecord storage r,
+        ReplicaRecord storage o,
+        bytes32 root,
+        bytes32 finalHash,
+        bytes32 resultCid
+    ) internal {
+        bool otherRevealed = o.status == ReplicaStatus.Revealed;
+        if (otherRevealed && o.root == root && o.finalHash == finalHash) {
+            r.sharesTrace = true;
+        } else {
+            r.root = root;
+            r.finalHash = finalHash;
+        }
+        if (otherRevealed && o.resultCid == resultCid) r.sharesCid = true;
+        else r.resultCid = resultCid;
+    }
+
+    /// @dev After a reveal (replication 2): once both revealed, an identical trace (root and final) becomes the
+    ///      claim with a challenge window (P2); anything else, equal finals over different roots included, is
+    ///      Contested.
+    function _settleReveals(uint256 taskId) internal {
+        if (_replicas[taskId][0].status != ReplicaStatus.Revealed) return;
+        if (_replicas[taskId][1].status != ReplicaStatus.Revealed) return;
+        ReplicaRecord storage a = _traceOf(taskId, 0);
+        ReplicaRecord storage b = _traceOf(taskId, 1);
+        if (a.root != b.root || a.finalHash != b.finalHash) {
+            _tasks[taskId].status = TaskStatus.Contested;
+            emit IJobRegistry.TaskContested(taskId);
+            return;
+        }
+        _openChallengeWindow(taskId, _jobs[_tasks[taskId].jobId].challengeWindow);
+    }
+
+    /// @dev Accepts the task: pays and releases its candidate, or every Revealed replica with this final hash (at
+    ///      Revealed every Revealed replica stands behind the claim), then advances the job.
+    function _accept(uint256 taskId, bytes32 finalHash, bytes32 resultCid) internal {
+        Task storage t = _tasks[taskId];
+        Job storage job = _jobs[t.jobId];
+        t.status = TaskStatus.Accepted;
+        emit IJobRegistry.TaskAccepted(taskId, finalHash, resultCid);
+        address candidate = t.candidate;
+        if (candidate != address(0)) {
+            // The game left the winning challenger's task stake locked for the registry to release.
+            _pay(job, t.jobId, candidate);
+        } else {
+            for (uint8 s = 0; s < job.replication; ++s) {
+                ReplicaRecord storage r = _replicas[taskId][s];
+                if (r.status != ReplicaStatus.Revealed || _traceOf(taskId, s).finalHash != finalHash) continue;
+                r.status = ReplicaStatus.Accepted;
+                _pay(job, t.jobId, r.node);
+            }
+        }
+        _advance(t, finalHash, resultCid);
+    }
+
+    function _pay(Job storage job, uint256 jobId, address node) internal {
+        escrow.pay(jobId, node, job.paymentPerTask);
+        registry.unlockCompleted(node, job.stakePerReplica);
+    }
+
+    // ---------------------------------------------------------------- internals: dispute outcomes
+
+    /// @dev A replica-vs-replica dispute ended. A winner's result is only the new claim (P3); both losing or no
+    ///      verdict reopens the task.
+    function _settleContest(uint256 taskId, Task storage t, Job storage job, DisputeOutcome outcome, address challenger)
+        internal
+    {
+        if (outcome == DisputeOutcome.ChallengerWins || outcome == DisputeOutcome.DefenderWins) {
+            uint8 a = _slotOf(taskId, challenger, ReplicaStatus.Revealed, job.replication);
+            uint8 loser = outcome == DisputeOutcome.ChallengerWins ? a ^ 1 : a;
+            ReplicaRecord storage l = _replicas[taskId][loser];
+            // The game slashed the loser's task stake; the winner's stays locked as a Revealed replica's.
+            l.status = ReplicaStatus.Slashed;
+            _ban(taskId, l.node);
+            ReplicaRecord storage w = _replicas[taskId][loser ^ 1];
+            _newClaim(taskId, t, job, w.node, _traceOf(taskId, loser ^ 1).finalHash);
+        } else if (outcome == DisputeOutcome.BothLose) {
+            _reopen(taskId, t, job, ReplicaStatus.Slashed);
+        } else if (outcome == DisputeOutcome.Voided) {
+            _reopen(taskId, t, job, ReplicaStatus.Voided);
+        } else {
+            revert UnexpectedOutcome(taskId, outcome);
+        }
+    }
+
+    /// @dev An optimistic challenge against the current claim ended.
+    function _settleChallenge(
+        uint256 taskId,
+        Task storage t,
+        Job storage job,
+        DisputeOutcome outcome,
+        address challenger,
+        bytes32 root,
+        bytes32 finalHash,
+        bytes32 resultCid
+    ) internal {
+        if (outcome == DisputeOutcome.DefenderWins || outcome == DisputeOutcome.Voided) {
+            // The claim stands; other challenges against it may still be running.
+            uint32 open = t.openDisputes;
+            if (open > 0) t.openDisputes = --open;
+            emit OpenDisputesChanged(taskId, t.epoch, open);
+        } else if (outcome == DisputeOutcome.ChallengerWins) {
+            if (challenger == address(0)) revert ZeroAddress("challenger");
+            _dropClaim(taskId, t, job, ReplicaStatus.Slashed);
+            t.candidate = challenger;
+            t.candidateRoot = root;
+            t.finalHash = finalHash;
+            t.resultCid = resultCid;
+            _newClaim(taskId, t, job, challenger, finalHash);
+        } else if (outcome == DisputeOutcome.BothLose) {
+            _reopen(taskId, t, job, ReplicaStatus.Slashed);
+        } else {
+            revert UnexpectedOutcome(taskId, outcome);
+        }
+    }
+
+    /// @dev P3: a dispute winner's result is the new claim, challengeable in a fresh window; disputes against the
+    ///      old claim become stale.
+    function _newClaim(uint256 taskId, Task storage t, Job storage job, address holder, bytes32 finalHash) internal {
+        uint32 epoch = ++t.epoch;
+        t.openDisputes = 0;
+        emit IJobRegistry.CandidateReplaced(taskId, holder, finalHash, epoch);
+        _openChallengeWindow(taskId, job.challengeWindow);
+    }
+
+    /// @dev The current claim lost: its Revealed replicas are marked `mark` (Voided ones get their stake back; the
+    ///      game slashed the others) and banned, or its candidate is banned (the game slashed its stake).
+    function _dropClaim(uint256 taskId, Task storage t, Job storage job, ReplicaStatus mark) internal {
+        for (uint8 s = 0; s < job.replication; ++s) {
+            ReplicaRecord storage r = _replicas[taskId][s];
+            if (r.status != ReplicaStatus.Revealed) continue;
+            r.status = mark;
+            _ban(taskId, r.node);
+            if (mark == ReplicaStatus.Voided) registry.unlock(r.node, job.stakePerReplica);
+        }
+        if (t.candidate != address(0)) _ban(taskId, t.candidate);
+    }
+
+    /// @dev No acceptable result: drop the claim, forget any candidate, and draw the slots again.
+    function _reopen(uint256 taskId, Task storage t, Job storage job, ReplicaStatus mark) internal {
+        _dropClaim(taskId, t, job, mark);
+        t.candidate = address(0);
+        t.candidateRoot = 0;
+        t.finalHash = 0;
+        t.resultCid = 0;
+        ++t.epoch;
+        t.openDisputes = 0;
+        t.challengeDeadline = 0;
+        emit IJobRegistry.TaskReopened(taskId);
+        _fillSlots(taskId);
+    }
+
+    // ---------------------------------------------------------------- internals: rounds
+
+    /// @dev Called on every acceptance: completes a round's shards into an AGGREGATE, or an AGGREGATE into the next
+    ///      round or the job's end.
+    function _advance(Task storage t, bytes32 finalHash, bytes32 resultCid) internal {
+        uint256 jobId = t.jobId;
+        Job storage job = _jobs[jobId];
+        if (t.kind == TaskKind.Train) {
+            if (++job.acceptedInRound < job.shards) return;
+            bytes32[] memory finals = new bytes32[](job.shards);
+            for (uint32 i = 0; i < job.shards; ++i) {
+                (finals[i],) = _taskResult(_taskIds[jobId][t.round][i]);
+            }
+            _createTask(jobId, t.round, job.shards, TaskKind.Aggregate, keccak256(abi.encode(finals)), 1);
+            return;
+        }
+        if (t.round + 1 < job.rounds) {
+            job.currentRound = t.round + 1;
+            job.acceptedInRound = 0;
+            job.roundInput = finalHash;
+            emit IJobRegistry.RoundAdvanced(jobId, job.currentRound, finalHash);
+            _createRoundTasks(jobId);
+        } else {
+            job.status = JobStatus.Completed;
+            job.modelHash = finalHash;
+            job.modelCid = resultCid;
+            emit IJobRegistry.JobCompleted(jobId, finalHash, resultCid);
+        }
+    }
+}

@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+/// @title IRandomness
+/// @notice Two-phase randomness: a consumer requests, and only later reads a value nobody could know when the
+///         request was made. Whoever triggers a draw can therefore not pick a favourable block for it.
+/// @dev The default implementation (BlockhashRandomness) uses the hash of a block `delay` blocks after the request;
+///      a chain with a VRF or a beacon can replace it behind this interface. Residual bias: docs/protocol-v2.md.
+interface IRandomness {
+    /// @notice `requester` asked for randomness `requestId`, available from block `targetBlock + 1`.
+    event RandomnessRequested(uint256 indexed requestId, address indexed requester, uint64 targetBlock);
+    /// @notice A stale request (its block hash no longer readable) now targets `targetBlock`.
+    event RandomnessRenewed(uint256 indexed requestId, uint64 targetBlock);
+
+    /// @notice Requests a random value; returns its id.
+    function request() external returns (uint256 requestId);
+    /// @notice True once the value can be read (target block mined and its hash still readable).
+    function isReady(uint256 requestId) external view returns (bool);
+    /// @notice True when the target block's hash can no longer be read (renew it).
+    function isStale(uint256 requestId) external view returns (bool);
+    /// @notice The value; reverts unless isReady.
+    function valueOf(uint256 requestId) external view returns (bytes32);
+    /// @notice Re-targets a stale request to a future block (anyone).
+    function renew(uint256 requestId) external;
+}

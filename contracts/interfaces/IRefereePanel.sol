@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {PanelRequest, Verdict} from "../types/VerityTypes.sol";
+
+/// @title IRefereePanel
+/// @notice Seats a stake-weighted random panel with two-phase randomness, runs commit-reveal voting on one training
+///         step's output, redraws no-shows, and passes a verdict back to the game (docs/protocol-v2.md).
+interface IRefereePanel {
+    /// @notice The game asked for a panel; seats are drawn once randomness `requestId` is ready.
+    event PanelOpened(uint256 indexed disputeId, uint256 requestId);
+    /// @notice The seats are filled (the whole current panel); votes are committed until `commitDeadline`.
+    event RefereesSeated(uint256 indexed disputeId, address[] referees, uint64 commitDeadline);
+    /// @notice Some seat could not be filled; new randomness `requestId` was requested for another try.
+    event SeatingRetry(uint256 indexed disputeId, uint256 requestId);
+    /// @notice A referee committed its vote.
+    event VoteCommitted(uint256 indexed disputeId, address indexed referee);
+    /// @notice Every seat committed: votes are revealed until `revealDeadline`.
+    event RevealOpened(uint256 indexed disputeId, uint64 revealDeadline);
+    /// @notice A referee revealed its vote (its recomputed h_{s+1}).
+    event VoteRevealed(uint256 indexed disputeId, address indexed referee, bytes32 vote);
+    /// @notice A referee lost `amount` (reason 1 = did not commit, 2 = did not reveal, 3 = voted against the majority).
+    event RefereeSlashed(uint256 indexed disputeId, address indexed referee, uint256 amount, uint8 reason);
+    /// @notice The panel decided (verdict: 1 for A, 2 for B, 3 neither, 4 no decision).
+    event PanelDecided(uint256 indexed disputeId, uint8 verdict, bytes32 majorityVote);
+    /// @notice `amount` was credited to `to` (pull).
+    event Credited(address indexed to, uint256 amount);
+    /// @notice `to` withdrew its credits.
+    event CreditWithdrawn(address indexed to, uint256 amount);
+    /// @notice The owner changed a parameter (applies to panels opened afterwards).
+    event ParameterSet(bytes32 indexed name, uint256 value);
+
+    /// @notice Starts a panel for `disputeId` (game only).
+    function open(uint256 disputeId, PanelRequest calldata r) external;
+    /// @notice Ends a panel whose dispute went stale: referees are released unslashed and unpaid (game only).
+    function cancel(uint256 disputeId) external;
+}
+
+/// @notice What a RefereePanel calls back on the game that opened it.
+interface IPanelGame {
+    /// @notice The panel decided `v` about `disputeId`. The game settles the parties, transfers the referees' share
+    ///         of the pot to the panel and returns that amount (the panel splits it among majority voters).
+    function onVerdict(uint256 disputeId, Verdict v) external returns (uint256 refereeReward);
+}

@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {Test} from "./base/Test.sol";
+import {VerityToken} from "../../contracts/VerityToken.sol";
+import {JobEscrow} from "../../contracts/JobEscrow.sol";
+import {IJobEscrow} from "../../contracts/interfaces/IJobEscrow.sol";
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
+import {ZeroAddress, NothingToWithdraw} from "../../contracts/errors/CommonErrors.sol";
+import {NotJobs, JobsAlreadySet, InsufficientEscrow} from "../../contracts/errors/JobEscrowErrors.sol";
+
+/// @notice JobEscrow alone, with this test contract wired as its JobRegistry: access, arithmetic, conservation.
+contract JobEscrowTest is Test {
+    VerityToken internal token;
+    JobEscrow internal escrow;
+    address internal submitter = address(0x5B);
+    address internal alice = address(0xA11CE);
+    address internal bob = address(0xB0B);
+
+    function setUp() public {
+        token = new VerityToken();
+        escrow = new JobEscrow(IERC20(address(token)));
+        escrow.setJobs(address(this));
+        token.mint(submitter, 1 << 100);
+        vm.prank(submitter);
+        token.approve(address(escrow), type(uint256).max);
+    }
+
+    function _assertConserved() internal view {
+        assertEq(token.balanceOf(address(escrow)), escrow.totalEscrow() + escrow.totalCredits(), "balance = books");
+    }
+
+    // ---------------------------------------------------------------- wiring
+
+    function test_constructor_zeroToken_reverts() public {
+        vm.expectRevert(abi.encodeWithSelector(ZeroAddress.selector, bytes32("token")));
+        new JobEscrow(IERC20(address(0)));
+    }
+
+    function test_setJobs_twice_reverts() public {
+        vm.expectRevert(abi.encodeWithSelector(JobsAlreadySet.selector, address(this)));
+        escrow.setJobs(alice);
+    }
+
+    function test_setJobs_zero_reverts() public {
+        JobEscrow e = new JobEscrow(IERC20(address(token)));
+        vm.expectRevert(abi.encodeWithSelector(ZeroAddress.selector, bytes32("jobs")));
+        e.setJobs(address(0));
+    }
+
+    function test_setJobs_notOwner_reverts() public {
+        JobEscrow e = new JobEscrow(IERC20(address(token)));
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(Ownable.OwnableUnauthorizedAccount.selector, alice));
+        e.setJobs(alice);
+    }
+
+    function test_setJobs_emits_succeeds() public {
+        JobEscrow e = new JobEscrow(IERC20(address(token)));
+        vm.expectEmit(true, false, false, true, address(e));
+        emit IJobEscrow.JobsSet(alice);
+        e.setJobs(alice);
+        assertEq(e.jobs(), alice, "wired");
+    }
+
+    function test_unwired_nobodyMoves_reverts() public {
+        JobEscrow e = new JobEscrow(IERC20(address(token)));
+        vm.expectRevert(abi.encodeWithSelector(NotJobs.selector, address(this)));
+        e.deposit(1, submitter, 1);
+    }
+
+    function test_onlyJobs_reverts() public {
+        vm.startPrank(alice);
+        vm.expectRevert(abi.encodeWithSelector(NotJobs.selector, alice));
+        escrow.deposit(1, submitter, 1);
+        vm.expectRevert(abi.encodeWithSelector(NotJobs.selector, alice));
+        escrow.pay(1, alice, 1);
+        vm.expectRevert(abi.encodeWithSelector(NotJobs.selector, alice));
+        escrow.refund(1, alice);
+        vm.stopPrank();
+    }
+
+    // ---------------------------------------------------------------- flows
+
+    function test_deposit_pullsAndBooks_succeeds() public {
+        vm.expectEmit(true, true, false, true, address(escrow));
+        emit IJobEscrow.EscrowDeposited(7, submitter, 100e18);
+        escrow.deposit(7, submitter, 100e18);
+        assertEq(escrow.escrowOf(7), 100e18, "job escrow");
+        assertEq(escrow.totalEscrow(), 100e18, "total");
+        assertEq(token.balanceOf(address(escrow)), 100e18, "held");
+    }
+
+    function test_pay_creditsFromJob_succeeds() public {
+        escrow.deposit(1, submitter, 100e18);
+        vm.expectEmit(true, true, false, true, address(escrow));
+        emit IJobEscrow.PaymentCredited(1, alice, 30e18);
+        escrow.pay(1, alice, 30e18);
+        assertEq(escrow.escrowOf(1), 70e18, "escrow left");
+        assertEq(escrow.credits(alice), 30e18, "credited");
+        assertEq(escrow.totalCredits(), 30e18, "total credits");
+        _assertConserved();
+    }
+
+    function test_pay_moreThanJobEscrow_reverts() public {
+        escrow.deposit(1, submitter, 10e18);
+        escrow.deposit(2, submitter, 100e18);
+        vm.expectRevert(abi.encodeWithSelector(InsufficientEscrow.selector, 1, 10e18, 11e18));
+        escrow.pay(1, alice, 11e18); // another job's escrow is never touched
+    }
+
+    function test_pay_zeroAddress_reverts() public {
+        escrow.deposit(1, submitter, 10e18);
+        vm.expectRevert(abi.encodeWithSelector(ZeroAddress.selector, bytes32("to")));
+        escrow.pay(1, address(0), 1);
+    }
+
+    function test_refund_returnsRest_succeeds() public {
+        escrow.deposit(1, submitter, 100e18);
+        escrow.pay(1, alice, 40e18);
+        uint256 before = token.balanceOf(submitter);
+        uint256 amount = escrow.refund(1, submitter);
+        assertEq(amount, 60e18, "rest");
+        assertEq(token.balanceOf(submitter) - before, 60e18, "sent");
+        assertEq(escrow.escrowOf(1), 0, "emptied");
+        assertEq(escrow.refund(1, submitter), 0, "nothing twice");
+        _assertConserved();
+    }
+
+    function test_withdraw_paysCredits_succeeds() public {
+        escrow.deposit(1, submitter, 100e18);
+        escrow.pay(1, alice, 40e18);
+        vm.expectEmit(true, false, false, true, address(escrow));
+        emit IJobEscrow.PaymentWithdrawn(alice, 40e18);
+        vm.prank(alice);
+        escrow.withdraw();
+        assertEq(token.balanceOf(alice), 40e18, "received");
+        assertEq(escrow.credits(alice), 0, "cleared");
+        assertEq(escrow.totalCredits(), 0, "total cleared");
+        _assertConserved();
+    }
+
+    function test_withdraw_nothing_reverts() public {
+        vm.prank(bob);
+        vm.expectRevert(abi.encodeWithSelector(NothingToWithdraw.selector, bob));
+        escrow.withdraw();
+    }
+
+    // ---------------------------------------------------------------- fuzz
+
+    /// @dev Any sequence of deposits, payments, refunds and withdrawals over three jobs and two payees keeps
+    ///      balance == totalEscrow + totalCredits, and every job's escrow equals its deposits minus payments.
+    function testFuzz_conservation_anySequence_succeeds(uint256 seed) public {
+        uint256[3] memory expected;
+        address[2] memory payees = [alice, bob];
+        for (uint256 i = 0; i < 24; ++i) {
+            uint256 r = uint256(keccak256(abi.encode(seed, i)));
+            uint256 job = r % 3;
+            uint256 op = (r >> 8) % 4;
+            uint256 amount = (r >> 16) % 1_000e18;
+            if (op == 0) {
+                escrow.deposit(job, submitter, amount);
+                expected[job] += amount;
+            } else if (op == 1) {
+                uint256 pay = expected[job] == 0 ? 0 : amount % (expected[job] + 1);
+                escrow.pay(job, payees[(r >> 200) & 1], pay);
+                expected[job] -= pay;
+            } else if (op == 2) {
+                assertEq(escrow.refund(job, submitter), expected[job], "refund = rest");
+                expected[job] = 0;
+            } else {
+                address who = payees[(r >> 200) & 1];
+                if (escrow.credits(who) > 0) {
+                    vm.prank(who);
+                    escrow.withdraw();
+                }
+            }
+            _assertConserved();
+            assertEq(escrow.escrowOf(job), expected[job], "job books");
+        }
+        assertEq(escrow.totalEscrow(), expected[0] + expected[1] + expected[2], "total escrow");
+    }
+
+    function testFuzz_pay_neverExceedsJob_succeeds(uint96 deposited, uint96 asked) public {
+        escrow.deposit(1, submitter, deposited);
+        if (asked > deposited) {
+            vm.expectRevert(abi.encodeWithSelector(InsufficientEscrow.selector, 1, uint256(deposited), uint256(asked)));
+        }
+        escrow.pay(1, alice, asked);
+        _assertConserved();
+    }
+}

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {IRefereePanel, IPanelGame} from "../../../contracts/interfaces/IRefereePanel.sol";
+import {PanelRequest, Verdict} from "../../../contracts/types/VerityTypes.sol";
+
+/// @notice A referee panel a test drives by hand: records what the game asked, and `decide` passes a verdict back,
+///         checking that the game transferred the referee reward it reports.
+contract MockPanel is IRefereePanel {
+    IERC20 public immutable token;
+    mapping(uint256 => PanelRequest) internal _requests;
+    mapping(uint256 => bool) public opened;
+    mapping(uint256 => bool) public cancelled;
+    uint256 public opens;
+    uint256 public rewards;
+
+    constructor(IERC20 token_) {
+        token = token_;
+    }
+
+    /// @inheritdoc IRefereePanel
+    function open(uint256 disputeId, PanelRequest calldata r) external {
+        require(!opened[disputeId], "MockPanel: opened twice");
+        opened[disputeId] = true;
+        _requests[disputeId] = r;
+        ++opens;
+    }
+
+    /// @inheritdoc IRefereePanel
+    function cancel(uint256 disputeId) external {
+        require(opened[disputeId], "MockPanel: cancel unopened");
+        cancelled[disputeId] = true;
+    }
+
+    /// @notice What the game asked to judge.
+    function requestOf(uint256 disputeId) external view returns (PanelRequest memory) {
+        return _requests[disputeId];
+    }
+
+    /// @notice Passes `v` to `game`; reverts unless the reported reward arrived.
+    function decide(IPanelGame game, uint256 disputeId, Verdict v) external returns (uint256 reward) {
+        uint256 before = token.balanceOf(address(this));
+        reward = game.onVerdict(disputeId, v);
+        require(token.balanceOf(address(this)) - before == reward, "MockPanel: reward not transferred");
+        rewards += reward;
+    }
+}

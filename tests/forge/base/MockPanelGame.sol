@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {IRefereePanel, IPanelGame} from "../../../contracts/interfaces/IRefereePanel.sol";
+import {PanelRequest, Verdict} from "../../../contracts/types/VerityTypes.sol";
+
+/// @notice Test-only game: opens and cancels panels, and on onVerdict pays a configurable reward and records the verdict.
+contract MockPanelGame is IPanelGame {
+    IERC20 public immutable token;
+    IRefereePanel public immutable panel;
+    /// @notice Tokens transferred to the panel on each verdict.
+    uint256 public reward;
+    /// @notice Extra amount onVerdict declares on top of what it transfers (to test a lying game).
+    uint256 public overstate;
+    /// @notice Number of onVerdict calls.
+    uint256 public verdictCount;
+    /// @notice Last verdict per dispute.
+    mapping(uint256 => Verdict) public verdictOf;
+
+    constructor(IERC20 token_, IRefereePanel panel_) {
+        token = token_;
+        panel = panel_;
+    }
+
+    function setReward(uint256 amount, uint256 overstated) external {
+        reward = amount;
+        overstate = overstated;
+    }
+
+    function open(uint256 disputeId, PanelRequest calldata r) external {
+        panel.open(disputeId, r);
+    }
+
+    function cancel(uint256 disputeId) external {
+        panel.cancel(disputeId);
+    }
+
+    /// @inheritdoc IPanelGame
+    function onVerdict(uint256 disputeId, Verdict v) external returns (uint256) {
+        require(msg.sender == address(panel), "not panel");
+        verdictOf[disputeId] = v;
+        ++verdictCount;
+        if (reward > 0) token.transfer(address(panel), reward);
+        return reward + overstate;
+    }
+}
