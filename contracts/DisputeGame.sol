@@ -37,6 +37,10 @@ import "./errors/DisputeGameErrors.sol";
 ///         dispute (clock allowance, bond, shares, task stake) are copied into it when it opens (P8).
 /// @dev Party index 0 = A (challenger / opener), 1 = B (defender; its co-defender may move for it). At each level the
 ///      game keeps "leaf lo agreed, leaf hi differs" (lo = 0 and hi = n are proven when the dispute opens).
+///      Fate follows claims: B's two members share the checkpoint trace, so either moves at level 0 and both answer
+///      for it; B's step root is the claim of the member that submitted it, which alone moves for B at level 1 and
+///      alone answers for B's step-level loss (verdict or clock). The other member is then spared: not slashed, its
+///      replica released by the job registry (`sparedDefender` during `onDisputeSettled`).
 contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
     using SafeERC20 for IERC20;
     using ChessClock for Clock;
@@ -86,7 +90,9 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         uint64 phaseAt; // when `phase` was entered
         uint256 taskStake; // snapshot
         uint256 bond; // snapshot (0 for a replicated contest)
-        address coDefender; // may move for B and shares B's fate (0 = none)
+        address coDefender; // may move for B at level 0 and shares B's checkpoint-level fate (0 = none)
+        uint8 movedB; // B-side members that made a move: bit 1 = defender, bit 2 = co-defender
+        uint8 stepRootBy; // the B-side member (same bits) that submitted B's step root (0 = none yet)
         bytes32 agreed; // leaf lo (both agree)
         Side[2] sides; // [A, B]
     }
@@ -127,6 +133,11 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
     uint256 public totalCredits;
     /// @notice Sum of bonds held by open disputes.
     uint256 public totalBonds;
+
+    /// @notice While the game calls `jobs.onDisputeSettled`: the co-defender member of a losing B side that the game
+    ///         did not slash (the other member alone made B's losing step-level claim); the job registry releases its
+    ///         replica (Voided, unlocked, unpaid). 0 otherwise.
+    address public transient sparedDefender;
 
     mapping(uint256 => Dispute) internal _disputes;
 
@@ -239,7 +250,7 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
     }
 
     /// @notice Reveals the requested leaf `index` of the caller's trace at `level`, with its Merkle proof
-    ///         (party B's co-defender may move for B).
+    ///         (party B's co-defender may move for B at level 0; at level 1 only B's step-root submitter moves for B).
     function revealLeaf(uint256 disputeId, uint8 level, uint32 index, bytes32 leafHash, bytes32[] calldata proof)
         external
         nonReentrant
@@ -248,7 +259,7 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         // INVARIANT: only the leaf the game requested, at the current level (0 = nothing requested).
         if (level != d.level) revert WrongPhase(disputeId, d.phase);
         if (index != d.mid || index == 0) revert NotRequestedIndex(disputeId, level, d.mid, index);
-        uint256 p = _mover(disputeId, d);
+        (uint256 p,) = _mover(disputeId, d);
         // INVARIANT: the leaf belongs to the trace the party committed to.
         _checkProof(disputeId, level, level == 0 ? d.sides[p].root : d.sides[p].stepRoot, index, leafHash, proof);
         d.sides[p].midLeaf = leafHash;
@@ -270,7 +281,8 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
     }
 
     /// @notice Commits the caller's per-step trace of the pinpointed segment: leaf 0 must be the agreed checkpoint,
-    ///         leaf k the party's own checkpoint claim (party B's co-defender may move for B).
+    ///         leaf k the party's own checkpoint claim (either B-side member may submit B's, the first one counts: it
+    ///         alone then moves for B at level 1 and answers for B's step-level loss).
     function submitStepRoot(
         uint256 disputeId,
         bytes32 stepRoot,
@@ -278,11 +290,12 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         bytes32[] calldata proofLast
     ) external nonReentrant {
         Dispute storage d = _live(disputeId, 1 << uint8(DisputePhase.StepRoots));
-        uint256 p = _mover(disputeId, d);
+        (uint256 p, uint8 member) = _mover(disputeId, d);
         // INVARIANT: the step trace joins the agreed checkpoint to the party's own checkpoint claim.
         _checkProof(disputeId, 1, stepRoot, 0, d.agreed, proofFirst);
         _checkProof(disputeId, 1, stepRoot, d.k, d.sides[p].claim, proofLast);
         d.sides[p].stepRoot = stepRoot;
+        d.stepRootBy |= member; // A adds 0; B submits once
         d.sides[p].moved = true;
         d.sides[p].clock.stop();
         emit StepRootSubmitted(disputeId, msg.sender, stepRoot);
@@ -474,12 +487,17 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         if (current != d.epoch) revert StaleDispute(disputeId, d.epoch, current);
     }
 
-    /// @dev The caller's party index, checked to be awaited and in time.
-    function _mover(uint256 disputeId, Dispute storage d) internal view returns (uint256 p) {
-        // INVARIANT: only A, B or B's co-defender (P2: same trace, same clock, same fate) move.
+    /// @dev The caller's party index and B-side member bit (1 = defender, 2 = co-defender, 0 for A), checked to be
+    ///      awaited and in time; records a B-side member's move.
+    function _mover(uint256 disputeId, Dispute storage d) internal returns (uint256 p, uint8 member) {
+        // INVARIANT: only A, B or B's co-defender (P2: same trace, same clock) move.
         if (msg.sender == d.sides[0].party) p = 0;
-        else if (msg.sender == d.sides[1].party || msg.sender == d.coDefender) p = 1; // msg.sender is never 0
+        else if (msg.sender == d.sides[1].party) (p, member) = (1, 1);
+        else if (msg.sender == d.coDefender) (p, member) = (1, 2); // msg.sender is never 0
         else revert NotParty(disputeId, msg.sender);
+        // INVARIANT: B's level-1 leaves are the step-root submitter's claims; only it moves for B at level 1.
+        if (d.level == 1 && member != d.stepRootBy && p == 1) revert NotStepRootSubmitter(disputeId, msg.sender);
+        d.movedB |= member;
         // INVARIANT: each party moves once per request.
         if (d.sides[p].moved) revert AlreadyMoved(disputeId, msg.sender);
         // INVARIANT (P8): a party whose own clock ran out cannot move any more; the timeout decides.
@@ -615,6 +633,7 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         if (toBurn > 0) token.burn(toBurn);
         Side storage sa = d.sides[0];
         jobs.onDisputeSettled(d.taskId, d.epoch, outcome, a, sa.root, sa.finalHash, sa.resultCid);
+        sparedDefender = address(0);
     }
 
     /// @dev Slashes the losers into the game and settles the bond; returns the pot.
@@ -628,28 +647,39 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         }
         if (lostA) pot += _slash(d.sides[0].party, d.taskStake);
         if (outcome == DisputeOutcome.ChallengerWins || outcome == DisputeOutcome.BothLose) {
-            pot += _slash(d.sides[1].party, d.taskStake);
-            // P2: the co-defender stood behind the same trace and shares its fate.
-            if (d.coDefender != address(0)) pot += _slash(d.coDefender, d.taskStake);
+            // INVARIANT (fate follows claims): before B's step root both members stood behind the same checkpoint
+            // claims and either could move: both answer. After it, B's claims are its submitter's alone.
+            uint8 liable = d.stepRootBy == 0 ? 3 : d.stepRootBy;
+            if (liable & 1 != 0) pot += _slash(d.sides[1].party, d.taskStake);
+            address co = d.coDefender;
+            if (co != address(0)) {
+                if (liable & 2 != 0) pot += _slash(co, d.taskStake);
+                // The member that made no step-level claim is spared: the job registry releases its replica.
+                if (liable != 3) sparedDefender = liable == 1 ? co : d.sides[1].party;
+            }
         }
     }
 
-    /// @dev Credits the winner's share (split with the co-defender when B wins) and records the win.
+    /// @dev Credits the winner's share and records the win. When B wins, the share goes to the B-side members that
+    ///      made a move, in equal parts (both, in equal parts, when neither moved).
     function _reward(uint256 disputeId, Dispute storage d, DisputeOutcome outcome, uint256 toWinner) internal {
         (address a, address b, address co) = (d.sides[0].party, d.sides[1].party, d.coDefender);
         if (outcome == DisputeOutcome.ChallengerWins) {
             _credit(a, toWinner);
             registry.recordDispute(a, true);
-            emit DisputeResolved(disputeId, d.taskId, a, b, uint8(outcome));
+            emit DisputeResolved(disputeId, d.taskId, a, d.stepRootBy == 2 ? co : b, uint8(outcome));
         } else if (outcome == DisputeOutcome.DefenderWins) {
-            uint256 half = co == address(0) ? 0 : toWinner / 2;
-            if (co != address(0)) {
-                _credit(co, half);
+            uint8 paid = co == address(0) ? 1 : (d.movedB == 0 ? 3 : d.movedB);
+            uint256 toCo = paid == 3 ? toWinner / 2 : toWinner;
+            if (paid & 2 != 0) {
+                _credit(co, toCo);
                 registry.recordDispute(co, true);
             }
-            _credit(b, toWinner - half);
-            registry.recordDispute(b, true);
-            emit DisputeResolved(disputeId, d.taskId, b, a, uint8(outcome));
+            if (paid & 1 != 0) {
+                _credit(b, paid == 3 ? toWinner - toCo : toWinner);
+                registry.recordDispute(b, true);
+            }
+            emit DisputeResolved(disputeId, d.taskId, paid == 2 ? co : b, a, uint8(outcome));
         } else {
             emit DisputeResolved(disputeId, d.taskId, address(0), address(0), uint8(outcome));
         }

@@ -2,6 +2,7 @@
 pragma solidity 0.8.28;
 
 import {IJobRegistry} from "./interfaces/IJobRegistry.sol";
+import {IDisputeGame} from "./interfaces/IDisputeGame.sol";
 import {IJobEscrow} from "./interfaces/IJobEscrow.sol";
 import {INodeRegistry} from "./interfaces/INodeRegistry.sol";
 import {IVerityToken} from "./interfaces/IVerityToken.sol";
@@ -426,6 +427,9 @@ contract TaskMachine is JobRegistryBase {
         bytes32 finalHash,
         bytes32 resultCid
     ) internal {
+        // Fate follows claims: a co-defender the game did not slash (the other member alone made B's losing
+        // step-level claim) is released before the claim's other replicas are dropped (nonzero only when B lost).
+        _spare(taskId, job, IDisputeGame(msg.sender).sparedDefender());
         if (outcome == DisputeOutcome.DefenderWins || outcome == DisputeOutcome.Voided) {
             // The claim stands; other challenges against it may still be running.
             uint32 open = t.openDisputes;
@@ -466,6 +470,17 @@ contract TaskMachine is JobRegistryBase {
             if (mark == ReplicaStatus.Voided) registry.unlock(r.node, job.stakePerReplica);
         }
         if (t.candidate != address(0)) _ban(taskId, t.candidate);
+    }
+
+    /// @dev The game spared `node`: its Revealed replica is Voided and its stake unlocked; it is not paid (nor banned).
+    function _spare(uint256 taskId, Job storage job, address node) internal {
+        if (node == address(0)) return;
+        for (uint8 s = 0; s < job.replication; ++s) {
+            ReplicaRecord storage r = _replicas[taskId][s];
+            if (r.node != node || r.status != ReplicaStatus.Revealed) continue;
+            r.status = ReplicaStatus.Voided;
+            registry.unlock(node, job.stakePerReplica);
+        }
     }
 
     /// @dev No acceptable result: drop the claim, forget any candidate, and draw the slots again.

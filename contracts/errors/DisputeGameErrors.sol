@@ -27,6 +27,9 @@ error NotParty(uint256 disputeId, address caller);
 /// @notice The caller stands behind the claim it tries to challenge.
 error ChallengerIsDefender(uint256 taskId, address caller);
 
+/// @notice At level 1 only the B-side member that submitted B's step root moves for B (its step trace, its claims).
+error NotStepRootSubmitter(uint256 disputeId, address caller);
+
 /// @notice The party has already made this move.
 error AlreadyMoved(uint256 disputeId, address party);
 

@@ -4,7 +4,7 @@ pragma solidity 0.8.28;
 import {DisputePhase} from "../types/VerityTypes.sol";
 
 /// @title IDisputeGame
-/// @notice Events of the dispute game (docs/protocol-v2.md).
+/// @notice Events and the settlement-time view of the dispute game (docs/protocol-v2.md).
 interface IDisputeGame {
     /// @notice A challenger committed `commitment` = keccak256(abi.encode(taskId, root, finalHash, resultCid, salt,
     ///         challenger)); it reveals the challenge in a later block.
@@ -37,4 +37,9 @@ interface IDisputeGame {
     event CreditWithdrawn(address indexed to, uint256 amount);
     /// @notice The owner changed a parameter (applies to disputes opened afterwards).
     event ParameterSet(bytes32 indexed name, uint256 value);
+
+    /// @notice While the game calls `IJobRegistry.onDisputeSettled`: the co-defender member of a losing B side that
+    ///         the game did not slash, because the other member alone made B's losing step-level claim (it submitted
+    ///         B's step root); the job registry releases its replica (Voided, stake unlocked, not paid). 0 otherwise.
+    function sparedDefender() external view returns (address);
 }

@@ -48,10 +48,6 @@ interface IJobRegistry {
     event JobCancelled(uint256 indexed jobId, uint256 refund);
     /// @notice The submitter of a completed job took back the unspent escrow.
     event EscrowReclaimed(uint256 indexed jobId, uint256 amount);
-    /// @notice `amount` was credited to `to` (pull payment).
-    event PaymentCredited(address indexed to, uint256 amount);
-    /// @notice `to` withdrew its credits.
-    event PaymentWithdrawn(address indexed to, uint256 amount);
     /// @notice The owner wired the DisputeGame.
     event DisputeGameSet(address indexed game);
     /// @notice The owner changed a parameter.
@@ -73,8 +69,9 @@ interface IJobRegistry {
     ///        ChallengerWins: the claim's replicas (or previous candidate) are Slashed and banned; `challenger` with
     ///        (root, finalHash, resultCid) becomes the candidate with a fresh window; epoch++, openDisputes = 0.
     ///        DefenderWins / Voided: one fewer open dispute. BothLose: the claim is rejected too; slots redrawn.
-    ///      The game has already slashed, locked or unlocked the parties' stakes; the registry only updates records,
-    ///      except that a winning challenger's locked task stake is from then on the registry's to release or pay.
+    ///      The game has already slashed the losers' stakes and released a challenger's stake it locked itself
+    ///      (Voided); the registry releases replica stakes it locked (a voided contest unlocks both replicas), and a
+    ///      winning challenger's locked task stake is from then on the registry's to release or pay.
     function onDisputeSettled(
         uint256 taskId,
         uint32 epoch,

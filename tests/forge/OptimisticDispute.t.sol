@@ -372,8 +372,9 @@ contract OptimisticDisputeTest is DisputeFixture {
 
     // ---------------------------------------------------------------- P2: co-defender
 
-    /// @dev Two colluding replicas agree on a wrong trace: the co-defender moves for B, and both lose their stake.
-    function test_coDefender_movesForDefender_p2_bothSlashed_succeeds() public {
+    /// @dev Two colluding replicas agree on a wrong trace: the co-defender moves for B. Fate follows claims: B's step
+    ///      root is the co-defender's claim, so the step-level loss slashes it alone (tests/forge/CoDefender.t.sol).
+    function test_coDefender_movesForDefender_p2_submitterSlashed_succeeds() public {
         jobId = _post(_params(1, 1, 2));
         taskId = jobs.taskOf(jobId, 0, 0);
         address defender = _replica(taskId, 0).node;
@@ -396,17 +397,18 @@ contract OptimisticDisputeTest is DisputeFixture {
         PanelRequest memory r = mock.requestOf(id);
         assertEq(r.parties[2], co, "co-defender kept off the panel");
         uint256 reward = _decide(id, Verdict.ForA);
-        uint256 pot = 2 * TASK_STAKE;
-        assertEq(reward, pot / 4, "referees' share of both stakes");
-        assertEq(game.credits(verifier), BOND + pot / 2, "winner share of both stakes");
-        assertEq(registry.getNode(defender).stake, NODE_STAKE - TASK_STAKE, "defender slashed");
-        assertEq(registry.getNode(co).stake, NODE_STAKE - TASK_STAKE, "co-defender slashed");
+        uint256 pot = TASK_STAKE;
+        assertEq(reward, pot / 4, "referees' share of the submitter's stake");
+        assertEq(game.credits(verifier), BOND + pot / 2, "winner share of the submitter's stake");
+        assertEq(registry.getNode(defender).stake, NODE_STAKE, "defender made no step-level claim: not slashed");
+        assertEq(registry.getNode(co).stake, NODE_STAKE - TASK_STAKE, "co-defender (step root) slashed");
         assertEq(registry.reputationOf(co).disputesLost, 1, "co-defender lost++");
         assertTrue(_conserved(), "conserved");
         assertTrue(_gameSolvent(), "solvent");
     }
 
-    /// @dev Two honest replicas: either may answer (one honest replica suffices); the reward is shared.
+    /// @dev Two honest replicas: either may answer (one honest replica suffices); the member that moved earns the
+    ///      winner's share.
     function test_coDefender_answersAlone_p2_defendersWin_succeeds() public {
         jobId = _post(_params(1, 1, 2));
         taskId = jobs.taskOf(jobId, 0, 0);
@@ -420,8 +422,8 @@ contract OptimisticDisputeTest is DisputeFixture {
         game.timeout(id);
         assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.DefenderWins), "defenders win");
         uint256 toWinner = (TASK_STAKE + BOND) / 2;
-        assertEq(game.credits(co), toWinner / 2, "co-defender's half");
-        assertEq(game.credits(defender), toWinner - toWinner / 2, "defender's half");
+        assertEq(game.credits(co), toWinner, "the member that moved");
+        assertEq(game.credits(defender), 0, "the idle member");
         assertEq(registry.getNode(verifier).stake, NODE_STAKE - TASK_STAKE, "wrong challenger slashed");
         assertTrue(_conserved(), "conserved");
         _finalizeLater();
@@ -538,7 +540,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         _toJudgingAt2(id, verifier, defender);
         uint256 burned = token.totalBurned();
         uint256 reward = _decide(id, verdict);
-        uint256 stakes = withCo ? 2 * TASK_STAKE : TASK_STAKE;
+        uint256 stakes = TASK_STAKE; // with a co-defender, only B's step-root submitter (the defender) answers
         uint256 pot = verdict == Verdict.ForA
             ? stakes
             : verdict == Verdict.ForB ? TASK_STAKE + b : verdict == Verdict.Neither ? stakes + TASK_STAKE + b : 0;
