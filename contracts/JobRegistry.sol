@@ -39,7 +39,8 @@ import {ITaskMachineErrors} from "./errors/TaskMachineErrors.sol";
 ///         state machine (commit-reveal, optimistic submission, challenge windows, dispute outcomes, acceptance,
 ///         rounds, late reports, cancellation) is TaskMachine's code, run here by delegatecall on this storage.
 /// @dev Lifecycle: docs/protocol-v2.md "Task lifecycle". Split for EIP-170 size; one address, one ABI for clients.
-///      External calls go only to the protocol's own token, NodeRegistry, JobEscrow and TaskMachine (no callbacks).
+///      External calls go only to the protocol's own token, NodeRegistry, JobEscrow, TaskMachine and (to read
+///      `sparedDefender` while settling) the DisputeGame (no callbacks).
 contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
     /// @notice The task state machine's code (deployed by this constructor, run only by delegatecall).
     address public immutable machine;

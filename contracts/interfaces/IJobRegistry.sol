@@ -30,9 +30,9 @@ interface IJobRegistry {
     );
     /// @notice Every replica committed; reveals are due by `deadline`.
     event RevealOpened(uint256 indexed taskId, uint64 deadline);
-    /// @notice A single revealed result now waits out a challenge window (optimistic, or a replica missed its reveal).
+    /// @notice A candidate result (optimistic, agreed replicas, a lone replica, or a dispute winner) waits out a window.
     event ChallengeWindowOpened(uint256 indexed taskId, uint64 deadline);
-    /// @notice Results differ, or a verifier challenged: the task goes to the DisputeGame.
+    /// @notice Two replicas revealed different traces: one replica-vs-replica dispute follows in the DisputeGame.
     event TaskContested(uint256 indexed taskId);
     /// @notice The task's result is final.
     event TaskAccepted(uint256 indexed taskId, bytes32 finalHash, bytes32 resultCid);
@@ -72,6 +72,8 @@ interface IJobRegistry {
     ///      The game has already slashed the losers' stakes and released a challenger's stake it locked itself
     ///      (Voided); the registry releases replica stakes it locked (a voided contest unlocks both replicas), and a
     ///      winning challenger's locked task stake is from then on the registry's to release or pay.
+    ///      A co-defender the game spared (`IDisputeGame.sparedDefender`, set only during this call) is Voided and
+    ///      unlocked, unpaid and unbanned.
     function onDisputeSettled(
         uint256 taskId,
         uint32 epoch,

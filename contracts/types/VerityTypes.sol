@@ -128,8 +128,9 @@ struct Task {
 }
 
 /// @notice The result a challenge disputes: the task's current candidate and who stands behind it.
-/// @dev `coDefender` is a second replica that revealed the identical trace: it may move for the defender and shares
-///      its fate (both are slashed if the trace loses; either can answer, so one honest replica suffices).
+/// @dev `coDefender` is a second replica that revealed the identical trace: it may move for the defender. Fate follows
+///      claims: both are slashed for a lost checkpoint-level claim (both committed it); for a lost step-level claim
+///      only the member that submitted B's step root is (the other is released unpaid).
 struct Claim {
     address defender;
     address coDefender;
