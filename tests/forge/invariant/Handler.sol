@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {System} from "./HandlerBase.sol";
+import {HonestSide} from "./HonestSide.sol";
+import {
+    PostJobParams,
+    JobStatus,
+    Task,
+    TaskStatus,
+    Claim,
+    DisputePhase
+} from "../../../contracts/types/VerityTypes.sol";
+
+/// @notice Drives random v2 traffic: jobs (replication 1 and 2), honest, cheating and adversarial replicas, sybil
+///         challenges, honest challenges, dispute play, panels with no-shows, finalization, late reports, owner
+///         parameter changes mid-flight, stake moves, withdrawals, cancel and reclaim. Time passes only in `warp`,
+///         after the honest side has done everything due ("one honest staked party looks").
+contract Handler is HonestSide {
+    constructor(System memory s, address[] memory honest_, address[] memory adv_, uint8 sabotage_)
+        HonestSide(s, honest_, adv_, sabotage_)
+    {}
+
+    function _pickTask(uint256 seed) internal view returns (uint256) {
+        uint256 n = jobs.taskCount();
+        return n == 0 ? 0 : 1 + (seed % n);
+    }
+
+    /// @dev The first task from a random start whose status is `st` (0 if none): actions are not wasted.
+    function _pickTaskIn(uint256 seed, TaskStatus st) internal view returns (uint256) {
+        uint256 n = jobs.taskCount();
+        for (uint256 i = 0; i < n; ++i) {
+            uint256 id = 1 + ((seed % n + i) % n);
+            if (jobs.getTask(id).status == st) return id;
+        }
+        return 0;
+    }
+
+    /// @dev The first dispute from a random start that is not Resolved (0 if none).
+    /// @dev The first dispute from a random start in phase `want` (None: any phase but Resolved), 0 if none.
+    function _pickDispute(uint256 seed, DisputePhase want) internal view returns (uint256) {
+        uint256 n = game.disputeCount();
+        for (uint256 i = 0; i < n; ++i) {
+            uint256 id = 1 + ((seed % n + i) % n);
+            DisputePhase ph = game.getDispute(id).phase;
+            if (want == DisputePhase.None ? ph != DisputePhase.Resolved : ph == want) return id;
+        }
+        return 0;
+    }
+
+    function _pickJob(uint256 seed) internal view returns (uint256) {
+        uint256 n = jobs.jobCount();
+        return n == 0 ? 0 : 1 + (seed % n);
+    }
+
+    // ---------------------------------------------------------------- submitter
+
+    function postJob(uint8 shards, bool replicated, uint8 rounds, uint8 steps) external tracked {
+        if (jobs.jobCount() >= 4) return;
+        PostJobParams memory p;
+        p.manifestCid = keccak256("cid");
+        p.manifestHash = keccak256("manifest");
+        p.initialStateHash = keccak256(abi.encode("input", jobs.jobCount()));
+        p.shards = uint32(bound(shards, 1, 2));
+        p.rounds = uint32(bound(rounds, 1, 2));
+        p.stepsPerRound = uint32(bound(steps, 2, 4));
+        p.checkpointInterval = 1;
+        p.paymentPerTask = 3e18;
+        p.replication = replicated ? 2 : 1;
+        p.stakePerReplica = 100e18;
+        p.profileBit = 1;
+        uint256 amount = jobs.escrowFor(p.paymentPerTask, p.replication, p.shards, p.rounds);
+        vm.prank(submitter);
+        try jobs.postJob(p) {
+            ghostEscrowPosted += amount;
+        } catch {}
+    }
+
+    function cancel(uint256 seed) external tracked {
+        uint256 jobId = _pickJob(seed);
+        if (jobId == 0) return;
+        uint256 refund = escrow.escrowOf(jobId);
+        vm.prank(submitter);
+        try jobs.cancelJob(jobId) {
+            ghostRefunded += refund;
+        } catch {}
+    }
+
+    function reclaim(uint256 seed) external tracked {
+        uint256 jobId = _pickJob(seed);
+        if (jobId == 0 || jobs.getJob(jobId).status != JobStatus.Completed) return;
+        uint256 refund = escrow.escrowOf(jobId);
+        vm.prank(submitter);
+        try jobs.reclaimEscrow(jobId) {
+            ghostRefunded += refund;
+        } catch {}
+    }
+
+    // ---------------------------------------------------------------- solvers and keepers
+
+    /// @dev Assigned replicas work; adversaries act or stay silent.
+    function work(uint256 seed) external tracked {
+        uint256 taskId = _pickTaskIn(seed, TaskStatus.Assigned);
+        if (taskId == 0) return;
+        _work(taskId, seed % 3 != 0);
+    }
+
+    function finalize(uint256 seed) external tracked {
+        uint256 taskId = _pickTaskIn(seed, TaskStatus.Revealed);
+        if (taskId == 0) return;
+        Task memory t = jobs.getTask(taskId);
+        if (t.status != TaskStatus.Revealed || t.openDisputes != 0) return;
+        try jobs.finalize(taskId) {} catch {}
+    }
+
+    function reportLate(uint256 seed, bool slot1) external tracked {
+        uint256 taskId = _pickTask(seed);
+        if (taskId == 0) return;
+        try jobs.reportLate(taskId, slot1 ? 1 : 0) {} catch {}
+    }
+
+    function assign(uint256 seed) external tracked {
+        uint256 taskId = _pickTaskIn(seed, TaskStatus.Open);
+        if (taskId == 0 || jobs.getTask(taskId).status != TaskStatus.Open) return;
+        try jobs.assign(taskId) {} catch {}
+    }
+
+    // ---------------------------------------------------------------- challenges
+
+    /// @dev P1: an adversary identity challenges a Revealed claim with a wrong trace, then goes silent.
+    function sybilChallenge(uint256 seed, uint256 who) external tracked {
+        uint256 taskId = _pickTaskIn(seed, TaskStatus.Revealed);
+        if (taskId == 0) return;
+        Task memory t = jobs.getTask(taskId);
+        if (t.status != TaskStatus.Revealed || block.timestamp > t.challengeDeadline) return;
+        if (jobs.getJob(t.jobId).status != JobStatus.Active) return;
+        Claim memory c = jobs.claimOf(taskId);
+        address a = adv[who % adv.length];
+        if (a == c.defender || a == c.coDefender) return;
+        bytes32[] memory h = _sybilTrace(taskId, a);
+        if (h[t.n] == c.finalHash) return;
+        if (registry.freeStake(a) < jobs.getJob(t.jobId).stakePerReplica) return;
+        if (_challenge(taskId, a, h) != 0) ++ghostSybilChallenges;
+    }
+
+    /// @dev An honest verifier challenges a Revealed claim whose final is wrong.
+    function honestChallenge(uint256 seed) external tracked {
+        uint256 taskId = _pickTaskIn(seed, TaskStatus.Revealed);
+        if (taskId == 0) return;
+        _honestChallengeOf(taskId, seed);
+    }
+
+    function openContest(uint256 seed) external tracked {
+        uint256 taskId = _pickTaskIn(seed, TaskStatus.Contested);
+        if (taskId == 0 || jobs.getTask(taskId).status != TaskStatus.Contested) return;
+        if (game.disputeOfTask(taskId) != 0) return;
+        try game.openDispute(taskId) {} catch {}
+    }
+
+    /// @dev Plays a dispute: honest parties move, dishonest ones move or stay silent; timeouts; stale ones abandoned.
+    function dispute(uint256 seed) external tracked {
+        uint256 id = _pickDispute(seed, DisputePhase.Bisect0);
+        if (id == 0) id = _pickDispute(seed, DisputePhase.None);
+        if (id == 0) return;
+        _playDispute(id, seed % 2 == 0);
+    }
+
+    /// @dev Seats, votes (one seat may no-show) and advances a panel.
+    function panelAct(uint256 seed) external tracked {
+        uint256 id = _pickDispute(seed, DisputePhase.Judging);
+        if (id == 0) return;
+        _playPanel(id, true, seed / 7);
+    }
+
+    // ---------------------------------------------------------------- time
+
+    /// @dev The honest side acts first, then time passes; every node sends a heartbeat.
+    function warp(uint16 secs, uint256 seed) external tracked {
+        _honestTurn(seed);
+        vm.warp(block.timestamp + bound(secs, 1, 200));
+        vm.roll(block.number + 1);
+        for (uint256 i = 0; i < everyone.length; ++i) {
+            vm.prank(everyone[i]);
+            registry.heartbeat();
+        }
+    }
+
+    /// @dev A keeper's block: the honest side acts, a minute or more passes, then every ready task is finalized
+    ///      and every open one assigned (time moves faster, so runs of 64 calls complete jobs).
+    function tick(uint16 secs, uint256 seed) external tracked {
+        _honestTurn(seed);
+        vm.warp(block.timestamp + bound(secs, 60, 240));
+        vm.roll(block.number + 1);
+        for (uint256 i = 0; i < everyone.length; ++i) {
+            vm.prank(everyone[i]);
+            registry.heartbeat();
+        }
+        for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
+            Task memory t = jobs.getTask(id);
+            if (t.status == TaskStatus.Revealed && t.openDisputes == 0) {
+                try jobs.finalize(id) {} catch {}
+            } else if (t.status == TaskStatus.Open) {
+                try jobs.assign(id) {} catch {}
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- owner
+
+    function setParams(uint8 which, uint256 a, uint256 b) external tracked {
+        which = which % 10;
+        vm.startPrank(owner);
+        if (which == 0) game.setClockAllowance(uint64(bound(a, 30, 300)));
+        else if (which == 1) game.setChallengerBond(bound(a, 0, 20e18));
+        else if (which == 2) game.setShares(bound(a, 0, 6_000), bound(b, 0, 4_000));
+        else if (which == 3) panel.setPanelSize(uint8(1 + 2 * bound(a, 0, 2)));
+        else if (which == 4) panel.setRefereeStake(bound(a, 1e18, 50e18));
+        else if (which == 5) panel.setSlashes(bound(a, 0, 10_000), bound(b, 0, 10_000));
+        else if (which == 6) panel.setWindows(uint64(bound(a, 30, 300)), uint64(bound(b, 30, 300)), uint64(bound(a ^ b, 60, 600)));
+        else if (which == 7) jobs.setLateSlashBps(bound(a, 0, 10_000));
+        else if (which == 8) jobs.setAssignmentTimeout(uint64(bound(a, 60, 900)));
+        else jobs.setDefaultWindows(uint64(bound(a, 10, 300)), uint64(bound(b, 10, 200)), uint64(bound(a ^ b, 5, 200)));
+        vm.stopPrank();
+        ++ghostParamChanges;
+    }
+
+    // ---------------------------------------------------------------- stake and credits
+
+    function stakeMore(uint256 who, uint96 amount) external tracked {
+        address node = everyone[who % everyone.length];
+        vm.prank(node);
+        try registry.stake(bound(amount, 1, 100e18)) {} catch {}
+    }
+
+    /// @dev Honest nodes keep at least 700 of stake bonded (enough to verify and referee); adversaries anything.
+    function unstake(uint256 who, uint96 amount) external tracked {
+        address node = everyone[who % everyone.length];
+        uint256 free = registry.freeStake(node);
+        if (isHonest[node]) {
+            uint256 bonded = registry.getNode(node).stake - registry.getNode(node).pendingUnstake;
+            if (bonded <= 700e18) return;
+            if (free > bonded - 700e18) free = bonded - 700e18;
+        }
+        if (free == 0) return;
+        vm.prank(node);
+        try registry.requestUnstake(bound(amount, 1, free)) {} catch {}
+    }
+
+    function withdrawStake(uint256 who) external tracked {
+        address node = everyone[who % everyone.length];
+        vm.prank(node);
+        try registry.withdraw() {} catch {}
+    }
+
+    function withdrawCredits(uint256 who) external tracked {
+        address node = everyone[who % everyone.length];
+        uint256 c = escrow.credits(node);
+        if (c > 0) {
+            vm.prank(node);
+            escrow.withdraw();
+            ghostEscrowWithdrawn += c;
+        }
+        if (game.credits(node) > 0) {
+            vm.prank(node);
+            game.withdraw();
+        }
+        if (panel.credits(node) > 0) {
+            vm.prank(node);
+            panel.withdraw();
+        }
+    }
+}

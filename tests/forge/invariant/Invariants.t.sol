@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {Fixture} from "../base/Fixture.sol";
+import {Handler} from "./Handler.sol";
+import {System} from "./HandlerBase.sol";
+import {DisputeGame} from "../../../contracts/DisputeGame.sol";
+import {RefereePanel} from "../../../contracts/RefereePanel.sol";
+import {
+    Job,
+    JobStatus,
+    Task,
+    TaskStatus,
+    Replica,
+    ReplicaStatus,
+    Node,
+    DisputePhase,
+    PanelPhase,
+    ROLE_SOLVER,
+    ROLE_VERIFIER
+} from "../../../contracts/types/VerityTypes.sol";
+
+/// @notice Protocol-wide invariants of the v2 system under random traffic from Handler: conservation, locked stake,
+///         state consistency, soundness (no wrong result is ever accepted) and honest stake (nobody acting honestly
+///         is ever slashed).
+contract InvariantsTest is Fixture {
+    uint256 internal constant HONEST_NODES = 10;
+    uint256 internal constant ADV_NODES = 3;
+
+    Handler internal handler;
+    address[] internal honestNodes;
+    address[] internal advNodes;
+
+    function setUp() public override {
+        super.setUp();
+        for (uint256 i = 0; i < HONEST_NODES; ++i) {
+            honestNodes.push(_newNode(i, ALL_ROLES, NODE_STAKE));
+        }
+        // The adversary stakes heavily so that it often holds both replicas of a task (collusion).
+        for (uint256 i = 0; i < ADV_NODES; ++i) {
+            advNodes.push(_newNode(HONEST_NODES + i, ROLE_SOLVER | ROLE_VERIFIER, 3 * NODE_STAKE));
+        }
+        handler = _newHandler(0);
+        targetContract(address(handler));
+    }
+
+    function _newHandler(uint8 sabotage) internal returns (Handler) {
+        return new Handler(
+            System(token, registry, randomness, escrow, jobs, panel, game, owner, submitter),
+            honestNodes,
+            advNodes,
+            sabotage
+        );
+    }
+
+    // ---------------------------------------------------------------- conservation
+
+    /// @notice balances + burned == minted, and each contract holds exactly its books.
+    /// forge-config: default.invariant.runs = 160
+    /// forge-config: default.invariant.depth = 64
+    function invariant_tokensConserved() public view {
+        uint256 sum = token.balanceOf(submitter) + token.balanceOf(address(escrow)) + token.balanceOf(address(jobs))
+            + token.balanceOf(address(registry)) + token.balanceOf(address(game)) + token.balanceOf(address(panel))
+            + token.balanceOf(address(handler)) + token.balanceOf(owner) + token.totalBurned();
+        uint256 stakes;
+        for (uint256 i = 0; i < nodes.length; ++i) {
+            sum += token.balanceOf(nodes[i]);
+            stakes += registry.getNode(nodes[i]).stake;
+        }
+        assertEq(sum, token.totalMinted(), "tokens conserved");
+        assertEq(token.balanceOf(address(registry)), stakes, "registry holds the stakes");
+        assertEq(token.balanceOf(address(jobs)), 0, "jobs holds no tokens");
+        assertEq(token.balanceOf(address(escrow)), escrow.totalEscrow() + escrow.totalCredits(), "escrow books");
+        assertEq(token.balanceOf(address(game)), game.totalCredits() + game.totalBonds(), "game books");
+        assertEq(token.balanceOf(address(panel)), panel.totalCredits(), "panel books");
+        assertEq(
+            handler.ghostEscrowPosted(),
+            escrow.totalEscrow() + escrow.totalCredits() + handler.ghostEscrowWithdrawn() + handler.ghostRefunded(),
+            "escrow accounted"
+        );
+        uint256 earned;
+        for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
+            Task memory t = jobs.getTask(id);
+            if (t.status != TaskStatus.Accepted) continue;
+            uint256 payees = t.candidate != address(0) ? 1 : 0;
+            Replica[] memory reps = jobs.getReplicas(id);
+            for (uint256 s = 0; s < reps.length; ++s) {
+                if (reps[s].status == ReplicaStatus.Accepted) ++payees;
+            }
+            assertGt(payees, 0, "accepted task paid nobody");
+            earned += payees * jobs.getJob(t.jobId).paymentPerTask;
+        }
+        assertEq(escrow.totalCredits() + handler.ghostEscrowWithdrawn(), earned, "payments == accepted work");
+        uint256 bonds;
+        for (uint256 id = 1; id <= game.disputeCount(); ++id) {
+            DisputeGame.Dispute memory d = game.getDispute(id);
+            if (d.phase != DisputePhase.Resolved && d.optimistic) bonds += d.bond;
+        }
+        assertEq(game.totalBonds(), bonds, "open bonds");
+    }
+
+    // ---------------------------------------------------------------- stake
+
+    /// @notice Every node's locked stake is exactly what its live work holds; nothing locked is withdrawable.
+    /// forge-config: default.invariant.runs = 160
+    /// forge-config: default.invariant.depth = 64
+    function invariant_lockedMatchesWork() public view {
+        uint256[] memory expected = new uint256[](nodes.length);
+        for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
+            Task memory t = jobs.getTask(id);
+            uint256 stakeAmount = jobs.getJob(t.jobId).stakePerReplica;
+            Replica[] memory reps = jobs.getReplicas(id);
+            for (uint256 s = 0; s < reps.length; ++s) {
+                ReplicaStatus st = reps[s].status;
+                if (st == ReplicaStatus.Assigned || st == ReplicaStatus.Committed || st == ReplicaStatus.Revealed) {
+                    expected[_idx(reps[s].node)] += stakeAmount;
+                }
+            }
+            if (t.status == TaskStatus.Revealed && t.candidate != address(0)) {
+                expected[_idx(t.candidate)] += stakeAmount;
+            }
+        }
+        for (uint256 id = 1; id <= game.disputeCount(); ++id) {
+            DisputeGame.Dispute memory d = game.getDispute(id);
+            if (d.phase != DisputePhase.Resolved && d.optimistic) expected[_idx(d.sides[0].party)] += d.taskStake;
+            RefereePanel.Panel memory p = panel.panelOf(id);
+            if (p.phase == PanelPhase.None || p.phase == PanelPhase.Decided) continue;
+            for (uint256 i = 0; i < p.seats.length; ++i) {
+                if (p.seats[i] != address(0)) expected[_idx(p.seats[i])] += p.params.refereeStake;
+            }
+        }
+        for (uint256 i = 0; i < nodes.length; ++i) {
+            Node memory n = registry.getNode(nodes[i]);
+            assertEq(n.locked, expected[i], "locked == live work");
+            assertLe(n.locked + n.pendingUnstake, n.stake, "locked and unbonding within stake");
+        }
+    }
+
+    // ---------------------------------------------------------------- states
+
+    /// @notice Task, replica, candidate, epoch and dispute states agree.
+    /// forge-config: default.invariant.runs = 160
+    /// forge-config: default.invariant.depth = 64
+    function invariant_statesConsistent() public view {
+        uint256 tasks = jobs.taskCount();
+        uint256[] memory live = new uint256[](tasks + 1);
+        for (uint256 id = 1; id <= game.disputeCount(); ++id) {
+            DisputeGame.Dispute memory d = game.getDispute(id);
+            Task memory t = jobs.getTask(d.taskId);
+            assertLe(d.epoch, t.epoch, "dispute from a future epoch");
+            PanelPhase pp = panel.panelOf(id).phase;
+            if (d.phase == DisputePhase.Judging) assertTrue(pp != PanelPhase.None, "judging without a panel");
+            if (pp != PanelPhase.None && pp != PanelPhase.Decided) {
+                assertEq(uint8(d.phase), uint8(DisputePhase.Judging), "live panel of a dispute not judging");
+            }
+            if (d.phase == DisputePhase.Resolved) continue;
+            if (d.optimistic && d.epoch == t.epoch) ++live[d.taskId];
+            if (!d.optimistic && d.epoch == t.epoch) {
+                assertEq(game.disputeOfTask(d.taskId), id, "contest dispute listed");
+                assertEq(uint8(t.status), uint8(TaskStatus.Contested), "live contest of a task not Contested");
+            }
+        }
+        for (uint256 id = 1; id <= tasks; ++id) {
+            _checkTask(id, live[id]);
+        }
+    }
+
+    function _checkTask(uint256 id, uint256 liveDisputes) internal view {
+        Task memory t = jobs.getTask(id);
+        Job memory job = jobs.getJob(t.jobId);
+        Replica[] memory reps = jobs.getReplicas(id);
+        uint256 accepted;
+        uint256 empty;
+        uint256 pending;
+        uint256 revealed;
+        for (uint256 s = 0; s < reps.length; ++s) {
+            ReplicaStatus st = reps[s].status;
+            if (st == ReplicaStatus.Accepted) ++accepted;
+            if (st == ReplicaStatus.Revealed) ++revealed;
+            if (st == ReplicaStatus.Assigned || st == ReplicaStatus.Committed) ++pending;
+            if (_emptyish(st)) ++empty;
+        }
+        if (reps.length == 2 && !_emptyish(reps[0].status) && !_emptyish(reps[1].status)) {
+            assertNotEq(reps[0].node, reps[1].node, "one node holds two replicas");
+        }
+        assertEq(t.openDisputes, liveDisputes, "openDisputes == live disputes at the task's epoch");
+        if (t.status == TaskStatus.Accepted) {
+            assertEq(pending, 0, "accepted task with pending replica");
+        } else {
+            assertEq(accepted, 0, "accepted replica in unaccepted task");
+        }
+        if (t.status == TaskStatus.Assigned) assertEq(empty, 0, "assigned task with empty slot");
+        if (t.status == TaskStatus.Open && job.status == JobStatus.Active) assertGt(empty, 0, "open task without empty slot");
+        if (t.status == TaskStatus.Contested) {
+            assertEq(uint8(job.status), uint8(JobStatus.Active), "contested in inactive job");
+            assertEq(revealed, 2, "contested without two reveals");
+            assertEq(t.candidate, address(0), "contested task with candidate");
+        }
+        if (t.status == TaskStatus.Revealed) {
+            assertGt(t.challengeDeadline, 0, "revealed without window");
+            assertEq(pending, 0, "revealed task with pending replica");
+            if (t.candidate == address(0)) assertGt(revealed, 0, "revealed task without claim holder");
+            else assertEq(revealed, 0, "candidate and revealed replicas at once");
+            if (revealed == 2) {
+                assertEq(reps[0].root, reps[1].root, "co-defenders disagree");
+                assertEq(reps[0].finalHash, reps[1].finalHash, "co-defenders disagree");
+            }
+        } else {
+            assertEq(t.openDisputes, 0, "open disputes outside Revealed");
+        }
+        if (t.status != TaskStatus.Revealed && t.status != TaskStatus.Accepted && t.status != TaskStatus.Cancelled) {
+            assertEq(t.candidate, address(0), "candidate outside Revealed");
+        }
+    }
+
+    function _emptyish(ReplicaStatus st) internal pure returns (bool) {
+        return st == ReplicaStatus.None || st == ReplicaStatus.Late || st == ReplicaStatus.Slashed
+            || st == ReplicaStatus.Voided;
+    }
+
+    function _idx(address node) internal view returns (uint256) {
+        for (uint256 i = 0; i < nodes.length; ++i) {
+            if (nodes[i] == node) return i;
+        }
+        revert("unknown node");
+    }
+
+    // ---------------------------------------------------------------- soundness and honest stake
+
+    /// @notice No Accepted task holds a wrong final, and every completed job's model is the honest AGGREGATE of its
+    ///         last round.
+    /// forge-config: default.invariant.runs = 160
+    /// forge-config: default.invariant.depth = 128
+    function invariant_soundness() public view {
+        for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
+            Task memory t = jobs.getTask(id);
+            if (t.status != TaskStatus.Accepted) continue;
+            assertEq(t.finalHash, handler.honestFinal(id), "accepted a wrong final");
+        }
+        for (uint256 jobId = 1; jobId <= jobs.jobCount(); ++jobId) {
+            Job memory job = jobs.getJob(jobId);
+            if (job.status != JobStatus.Completed) continue;
+            uint256 agg = jobs.taskOf(jobId, job.rounds - 1, job.shards);
+            assertEq(job.modelHash, handler.honestFinal(agg), "model from a wrong aggregate");
+        }
+    }
+
+    /// @notice Nobody acting honestly (replica, challenger, defender, referee) is ever slashed.
+    /// forge-config: default.invariant.runs = 160
+    /// forge-config: default.invariant.depth = 128
+    function invariant_honestNeverSlashed() public view {
+        assertEq(handler.honestSlashes(), 0, handler.lastHonestSlash());
+    }
+
+    /// @notice Sanity: targeting works (the runner reads targetContracts()).
+    /// forge-config: default.invariant.runs = 16
+    /// forge-config: default.invariant.depth = 64
+    function invariant_handlerIsCalled() public view {
+        assertLe(handler.calls(), 1_000_000, "calls");
+    }
+
+    // ---------------------------------------------------------------- coverage
+
+    /// @notice A scripted pseudo-random drive of the handler reaches every path the invariants are about: disputes,
+    ///         seated panels, P1 sybil challenges, honest challenges and candidate replacements (so the suite cannot
+    ///         silently test nothing), and the invariants hold at the end.
+    function test_handler_coversEveryPath_succeeds() public {
+        uint256 seed = 1;
+        for (uint256 i = 0; i < 600; ++i) {
+            seed = uint256(keccak256(abi.encode(seed, i)));
+            _drive(seed);
+        }
+        assertGt(handler.ghostDisputes(), 0, "no dispute");
+        assertGt(handler.ghostPanelsSeated(), 0, "no panel seated");
+        assertGt(handler.ghostVerdicts(), 0, "no verdict");
+        assertGt(handler.ghostSybilChallenges(), 0, "no sybil challenge");
+        assertGt(handler.ghostHonestChallenges(), 0, "no honest challenge");
+        assertGt(handler.ghostCandidateReplaced(), 0, "no candidate replaced");
+        assertGt(handler.ghostAccepted(), 0, "nothing accepted");
+        assertGt(handler.ghostPinpoints(), 0, "no pinpoint");
+        invariant_tokensConserved();
+        invariant_lockedMatchesWork();
+        invariant_statesConsistent();
+        invariant_soundness();
+        invariant_honestNeverSlashed();
+    }
+
+    /// @notice Mutation check: when honest verifiers stop looking, wrong results are accepted and invariant_soundness
+    ///         catches it.
+    function test_soundness_withoutHonestVerifier_detectsWrongFinal_succeeds() public {
+        handler = _newHandler(1);
+        _driveUntilFails(this.invariant_soundness);
+    }
+
+    /// @notice Mutation check: when referees side with the defender, honest challengers lose and
+    ///         invariant_honestNeverSlashed catches it.
+    function test_honestStake_withCorruptReferees_detectsHonestSlash_succeeds() public {
+        handler = _newHandler(2);
+        _driveUntilFails(this.invariant_honestNeverSlashed);
+    }
+
+    function _driveUntilFails(function() external view check) internal {
+        uint256 seed = 3;
+        for (uint256 i = 0; i < 1_500; ++i) {
+            seed = uint256(keccak256(abi.encode(seed, i)));
+            _drive(seed);
+            try check() {} catch {
+                return;
+            }
+        }
+        fail("the invariant never caught the mutation");
+    }
+
+    function _drive(uint256 seed) internal {
+        uint256 a = seed >> 8;
+        uint256 which = seed % 16;
+        if (which == 0) handler.postJob(uint8(a), a % 2 == 0, uint8(a >> 8), uint8(a >> 16));
+        else if (which <= 2) handler.work(a);
+        else if (which == 3) handler.finalize(a);
+        else if (which == 4) handler.sybilChallenge(a, a >> 8);
+        else if (which == 5) handler.honestChallenge(a);
+        else if (which == 6) handler.dispute(a);
+        else if (which == 7) handler.panelAct(a);
+        else if (which <= 9) handler.warp(uint16(a), a >> 16);
+        else if (which == 10) handler.tick(uint16(a), a >> 16);
+        else if (which == 11) handler.reportLate(a, a % 2 == 0);
+        else if (which == 12) handler.setParams(uint8(a), a >> 8, a >> 80);
+        else if (which == 13) handler.withdrawCredits(a);
+        else if (which == 14) handler.openContest(a);
+        else handler.assign(a);
+    }
+}
