@@ -1,4 +1,4 @@
-"""`ape run deploy`: deploy and wire Verity's contracts, write the deployments file.
+"""`ape run deploy`: deploy and wire Verity's seven contracts (protocol v2), write the deployments file.
 
 Safe to run twice: if the deployments file for this chain points at contracts
 that still have code, nothing is deployed again (pass --force to redeploy).
@@ -10,20 +10,56 @@ import click
 from ape import accounts, chain, project
 from ape.cli import ConnectedProviderCommand
 
-from verity.chain.deployments import DeployedContract, Deployments, default_path, save_deployments
+from verity.chain.deployments import (DELEGATES, DeployedContract, Deployments, default_path, missing_contracts,
+                                     save_deployments)
 
 FAUCET = 1_000_000 * 10**18
+DEVNET_RANDOMNESS_DELAY = 2  # the devnet ticker mines a block every interval
+
+
+def deploy_system(owner, randomness_delay: int = DEVNET_RANDOMNESS_DELAY) -> dict:
+    """Deploys the seven contracts in protocol order and wires them (docs/protocol-v2.md); name -> instance.
+
+    tests/chain/chain_builders.py (System.deploy) does the same wiring for the chain tests."""
+    token = owner.deploy(project.VerityToken)
+    registry = owner.deploy(project.NodeRegistry, token.address)
+    randomness = owner.deploy(project.BlockhashRandomness, randomness_delay)
+    escrow = owner.deploy(project.JobEscrow, token.address)
+    jobs = owner.deploy(project.JobRegistry, token.address, registry.address, escrow.address)
+    panel = owner.deploy(project.RefereePanel, token.address, registry.address, randomness.address)
+    game = owner.deploy(project.DisputeGame, token.address, registry.address, jobs.address, panel.address)
+    escrow.setJobs(jobs.address, sender=owner)
+    jobs.setDisputeGame(game.address, sender=owner)
+    panel.setGame(game.address, sender=owner)
+    for protocol in (jobs, game, panel):
+        registry.setProtocol(protocol.address, True, sender=owner)
+    return {"VerityToken": token, "NodeRegistry": registry, "BlockhashRandomness": randomness, "JobEscrow": escrow,
+            "JobRegistry": jobs, "RefereePanel": panel, "DisputeGame": game}
 
 
 def _abi(contract_container) -> list[dict]:
     return [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in contract_container.contract_type.abi]
 
 
+def _abi_with_delegate_errors(name: str) -> list[dict]:
+    abi = _abi(getattr(project, name))
+    have = {(i["name"], tuple(x["type"] for x in i.get("inputs", []))) for i in abi if i.get("type") == "error"}
+    for delegate in DELEGATES.get(name, ()):
+        container = getattr(project, delegate, None)
+        for item in _abi(container) if container is not None else []:
+            key = (item.get("name"), tuple(x["type"] for x in item.get("inputs", [])))
+            if item.get("type") == "error" and key not in have:
+                have.add(key)
+                abi.append(item)
+    return abi
+
+
 def _still_deployed(path: Path) -> bool:
+    """A deployments file of this chain naming every v2 contract, each still holding code."""
     if not path.is_file():
         return False
     dep = Deployments.model_validate_json(path.read_bytes())
-    return dep.chain_id == chain.chain_id and all(
+    return dep.chain_id == chain.chain_id and not missing_contracts(dep) and all(
         len(chain.provider.get_code(c.address)) > 0 for c in dep.contracts.values()
     )
 
@@ -37,32 +73,23 @@ def _deployer(alias: str | None):
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="deployments file (default .verity/deployments/<chain id>.json)")
 @click.option("--faucet-accounts", default=10, show_default=True, help="test accounts to mint faucet tokens to (local networks only)")
 @click.option("--force", is_flag=True, help="deploy again even if a live deployment exists")
-def cli(network, alias, out, faucet_accounts, force):
+@click.option("--randomness-delay", default=DEVNET_RANDOMNESS_DELAY, show_default=True,
+              help="BlockhashRandomness: blocks between a panel's randomness request and the block whose hash decides it")
+def cli(network, alias, out, faucet_accounts, force, randomness_delay):
     path = out or default_path(chain.chain_id)
     if not force and _still_deployed(path):
         click.echo(f"Verity already deployed on chain {chain.chain_id}: {path}")
         return
     owner = _deployer(alias)
     start_block = chain.blocks.head.number
-    token = owner.deploy(project.VerityToken)
-    registry = owner.deploy(project.NodeRegistry, token.address)
-    jobs = owner.deploy(project.JobRegistry, token.address, registry.address)
-    game = owner.deploy(project.DisputeGame, token.address, registry.address, jobs.address)
-    registry.setProtocol(jobs.address, True, sender=owner)
-    registry.setProtocol(game.address, True, sender=owner)
-    jobs.setDisputeGame(game.address, sender=owner)
-
+    deployed = deploy_system(owner, randomness_delay)
+    token = deployed["VerityToken"]
     if chain.chain_id == 31337:  # the devnet: fund the well-known test accounts
         for acct in accounts.test_accounts[:faucet_accounts]:
             token.mint(acct.address, FAUCET, sender=owner)
 
-    deployed = {}
-    for name, instance in (("VerityToken", token), ("NodeRegistry", registry), ("JobRegistry", jobs), ("DisputeGame", game)):
-        deployed[name] = DeployedContract(
-            address=instance.address,
-            abi=_abi(getattr(project, name)),
-            block=start_block,
-        )
-    save_deployments(Deployments(chain_id=chain.chain_id, deployer=owner.address, contracts=deployed), path)
-    click.echo(f"deployed Verity on chain {chain.chain_id}: " + ", ".join(f"{n}={c.address}" for n, c in deployed.items()))
+    contracts = {name: DeployedContract(address=instance.address, abi=_abi_with_delegate_errors(name), block=start_block)
+                 for name, instance in deployed.items()}
+    save_deployments(Deployments(chain_id=chain.chain_id, deployer=owner.address, contracts=contracts), path)
+    click.echo(f"deployed Verity on chain {chain.chain_id}: " + ", ".join(f"{n}={c.address}" for n, c in contracts.items()))
     click.echo(f"wrote {path}")

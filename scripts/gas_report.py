@@ -6,7 +6,8 @@
 ape starts its own anvil on a free port (APE_FOUNDRY_HOST=auto, set below before ape is imported) and
 stops it at exit. Gas is `receipt.gas_used` (intrinsic 21k + calldata included). Synthetic traces:
 random 32-byte hashes, h_0 = the task's input hash; builders shared with tests/chain (chain_builders.py).
-Targets and their discussion: docs/gas.md.
+Targets and their discussion: docs/gas.md. Protocol v2 (docs/protocol-v2.md): replicated agreement waits out a
+challenge window (finalize), challenges are committed then revealed, referee panels are seated from a later block.
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from chain_builders import (  # noqa: E402
-    E18, ROLE_REFEREE, ROLE_SOLVER, ROLE_VERIFIER, Nodes, Poster, System, Trace, contest, h32, rand32, vote,
+    E18, ROLE_REFEREE, ROLE_SOLVER, ROLE_VERIFIER, DisputePhase, Nodes, Poster, System, Trace, commit_challenge,
+    contest, finalize_after_window, h32, opened, rand32, reveal_challenge, seat_panel, seats, vote,
 )
 
 STAKE = 100 * E18
@@ -85,6 +87,7 @@ def lifecycle(rep: Report, project, accounts, chain):
     s, nodes, poster = fresh(project, accounts)
     jobs = s.jobs
     g = {}
+    poster.post(shards=1, replication=1, stake=STAKE)  # warm-up: the first job pays the registries' cold writes
     for rep_, shards in ((1, 1), (2, 1), (2, 2), (2, 4), (2, 8)):
         g[(rep_, shards)] = poster.post(shards=shards, replication=rep_, stake=STAKE).receipt.gas_used
         rep.add(f"postJob (replication {rep_}, {shards} shard{'s' if shards > 1 else ''})", g[(rep_, shards)],
@@ -105,26 +108,28 @@ def lifecycle(rep: Report, project, accounts, chain):
     rep.add("commit (first)", c0)
     rep.add("commit (last, opens reveal)", c1)
     rep.add("reveal (first)", r0, f"2 Merkle proofs of depth {len(H.proof(0))}")
-    rep.add("reveal (last, accepts: 2 credits + unlocks)", r1)
+    rep.add("reveal (last, agreement: opens the challenge window)", r1)
+    f = rep.add("finalize (replicated, after the window: 2 credits + unlocks)",
+                finalize_after_window(s, chain, tid, poster.account).gas_used)
     node = poster.node_of(tid, 0)
-    w = rep.add("withdrawPayment", jobs.withdrawPayment(sender=node).gas_used)
-    per_replica = per_slot + (c0 + c1) / 2 + r0 + (r1 - r0) / 2 + w
-    rep.add("task lifecycle per replica (draw + commit + reveal + accept share + withdraw)", per_replica,
+    w = rep.add("withdraw (JobEscrow credits)", s.escrow.withdraw(sender=node).gas_used)
+    per_replica = per_slot + (c0 + c1) / 2 + (r0 + r1) / 2 + f / 2 + w
+    rep.add("task lifecycle per replica (draw + commit + reveal + finalize share + withdraw)", per_replica,
             "target <= 300k")
 
     # Second shard accepted -> AGGREGATE created in the same tx.
     tid1 = jobs.taskOf(job.id, 0, 1)
     H1 = Trace.random(h32(jobs.getTask(tid1).inputHash), job.n)
-    rs = poster.run_replicated(tid1, [H1, H1])
-    rep.add("reveal (last shard: accepts + creates AGGREGATE + 2 draws)", rs[-1].gas_used)
+    poster.run_replicated(tid1, [H1, H1])
+    rep.add("finalize (last shard: accepts + creates AGGREGATE + 2 draws)",
+            finalize_after_window(s, chain, tid1, poster.account).gas_used)
 
     # Optimistic.
     job = poster.post(shards=2, replication=1, stake=STAKE)
     tid = jobs.taskOf(job.id, 0, 0)
     H = Trace.random(h32(jobs.getTask(tid).inputHash), job.n)
     rep.add("submitResult (optimistic)", poster.submit(tid, H).gas_used)
-    chain.mine(deltatime=jobs.getJob(job.id).challengeWindow + 1)
-    rep.add("finalize (optimistic)", jobs.finalize(tid, sender=poster.account).gas_used)
+    rep.add("finalize (optimistic)", finalize_after_window(s, chain, tid, poster.account).gas_used)
 
     # assign() retry: a slot left empty, then a node becomes eligible.
     s.registry.setLivenessWindow(1, sender=s.owner)
@@ -155,8 +160,16 @@ def optimistic_challenge(rep: Report, project, accounts, chain):
     C = H.diverging(3)
     poster.submit(tid, C)
     v = next(a for a in nodes.all if a.address != solver.address)
-    r = game.challengeOptimistic(tid, H.root, H.final, H.n, rand32(), H.proof(0), H.proof(H.n), sender=v)
-    rep.add("challengeOptimistic (lock + bond + open)", r.gas_used)
+    ch = commit_challenge(s, v, tid, H)
+    rep.add("commitChallenge", ch.commit_receipt.gas_used)
+    chain.mine()
+    r = reveal_challenge(s, ch)
+    rep.add("challengeOptimistic (reveal: lock + bond + open)", r.gas_used)
+    # A second, concurrent challenge of the same result (P1).
+    v2 = next(a for a in nodes.all if a.address not in (solver.address, v.address))
+    ch2 = commit_challenge(s, v2, tid, H.diverging(2))
+    chain.mine()
+    rep.add("challengeOptimistic (second concurrent challenge)", reveal_challenge(s, ch2).gas_used)
 
 
 def bisection_and_timeout(rep: Report, project, accounts, chain):
@@ -166,10 +179,10 @@ def bisection_and_timeout(rep: Report, project, accounts, chain):
     game = s.game
     c = contest(poster, n=16, k=4, diverge=11, step=1, shards=2, stake=STAKE)  # shard 0: no AGGREGATE on settle
     r = game.openDispute(c.task_id, sender=c.honest)
-    did = [e.disputeId for e in r.events.filter(game.DisputeOpened)][0]
+    did = opened(s, r)
     rep.add("openDispute (bisection path, requests mid)", r.gas_used)
     gas, moves = [], 0
-    while game.getDispute(did).phase == 1:
+    while game.getDispute(did).phase == DisputePhase.BISECT0:
         mid = game.getDispute(did).mid
         gas.append(game.revealLeaf(did, 0, mid, c.H.hashes[mid], c.H.proof(mid), sender=c.honest).gas_used)
         gas.append(game.revealLeaf(did, 0, mid, c.C.hashes[mid], c.C.proof(mid), sender=c.cheater).gas_used)
@@ -205,32 +218,37 @@ def public_dispute(rep: Report, project, accounts, chain, n: int, k: int, label:
     poster.run_replicated(tid, [H, C])
     a, b, panel_g = [], [], []
     r = game.openDisputeWithPinpoint(tid, H.pinpoint(C, seg), sender=honest)
-    did = [e.disputeId for e in r.events.filter(game.DisputeOpened)][0]
+    did = opened(s, r)
     a.append(r.gas_used)
     a.append(game.submitStepRoot(did, sH.root, sH.proof(0), sH.proof(k), sender=honest).gas_used)
     b.append(game.submitStepRoot(did, sC.root, sC.proof(0), sC.proof(k), sender=cheater).gas_used)
     a.append(game.pinpoint(did, sH.pinpoint(sC, step), sender=honest).gas_used)
-    refs = [poster.by_address[x] for x in game.panelOf(did)]
-    rs = vote(game, did, {x: sH.hashes[step + 1] for x in refs})
-    panel_g = [x.gas_used for x in rs]
-    res = game.resolve(did, sender=honest).gas_used
-    a.append(res)
+    seat = seat_panel(s, chain, did, sender=honest).gas_used
+    refs = [poster.by_address[x] for x in seats(s, did)]
+    rs = vote(s, did, {x: sH.hashes[step + 1] for x in refs})
+    panel_g = [seat] + [x.gas_used for x in rs]
+    commits, reveals = panel_g[1:4], panel_g[4:]
+    fin = finalize_after_window(s, chain, tid, poster.account).gas_used  # the winner is the candidate (P3)
     depth0, depth1 = len(H.proof(0)), len(sH.proof(0))
     out = {
         "n": n, "k": k, "depth_checkpoints": depth0, "depth_steps": depth1,
         "openDisputeWithPinpoint": a[0], "submitStepRoot": max(a[1], b[0]), "pinpoint_level1": a[2],
-        "commitVote": max(panel_g[:3]), "revealVote": max(panel_g[3:]), "resolve": res,
+        "seat": seat, "commitVote": max(commits), "revealVote": max(reveals[:-1]), "revealVote_last": reveals[-1],
+        "finalize_candidate": fin,
         "party_A_gas": sum(a), "party_A_tx": len(a), "party_B_gas": sum(b), "party_B_tx": len(b),
         "parties_total": sum(a) + sum(b), "panel_total": sum(panel_g), "dispute_total": sum(a) + sum(b) + sum(panel_g),
         "tree_build_s": round(tree_s, 2),
     }
     rep.add(f"dispute {label}: openDisputeWithPinpoint", a[0], f"4 proofs, depth {depth0}")
     rep.add(f"dispute {label}: submitStepRoot", out["submitStepRoot"], f"2 proofs, depth {depth1}")
-    rep.add(f"dispute {label}: pinpoint (level 1)", a[2], "4 proofs + panel draw + 3 locks")
-    rep.add(f"dispute {label}: commitVote / revealVote", out["commitVote"], f"reveal {out['revealVote']}")
-    rep.add(f"dispute {label}: resolve", res, "settle + accept task")
+    rep.add(f"dispute {label}: pinpoint (level 1)", a[2], "4 proofs + panel open (randomness request)")
+    rep.add(f"dispute {label}: panel seat", seat, "3 referee draws + 3 locks")
+    rep.add(f"dispute {label}: panel commitVote / revealVote", out["commitVote"], f"reveal {out['revealVote']}")
+    rep.add(f"dispute {label}: revealVote (last: decides, settles)", out["revealVote_last"],
+            "tally + onVerdict + candidate")
+    rep.add(f"dispute {label}: finalize the winner after its window", fin)
     rep.add(f"dispute {label}: parties total (A {len(a)} tx, B {len(b)} tx)", out["parties_total"])
-    rep.add(f"dispute {label}: whole dispute incl. 3 referees", out["dispute_total"])
+    rep.add(f"dispute {label}: whole dispute incl. seating and 3 referees", out["dispute_total"])
     return out
 
 
@@ -323,7 +341,7 @@ def main() -> int:
     elapsed = time.perf_counter() - t0
 
     rows = rep.rows
-    per_replica = rows["task lifecycle per replica (draw + commit + reveal + accept share + withdraw)"]["gas"]
+    per_replica = rows["task lifecycle per replica (draw + commit + reveal + finalize share + withdraw)"]["gas"]
     head = disputes["1e6 steps (n=1000, k=1000)"]
     counts = sorted(scaling)
     targets = []

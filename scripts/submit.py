@@ -56,17 +56,18 @@ def _sender(alias: str | None, test_account: int):
 
 
 def _contracts(chain_id: int, provider):
-    """Token and JobRegistry of the deployment recorded for this chain, which must hold their code."""
+    """Token, JobEscrow and JobRegistry of the deployment recorded for this chain, which must hold their code."""
     from ape import Contract
 
     from verity.chain.deployments import load_deployments
 
+    names = ("VerityToken", "JobEscrow", "JobRegistry")
     dep = load_deployments(chain_id)
-    for name in ("VerityToken", "JobRegistry"):
+    for name in names:
         if not provider.get_code(dep.contracts[name].address):
             raise BadJobSpec("network", f"chain {chain_id} at {provider.connection_str} has no {name} at "
                                         f"{dep.contracts[name].address}: not the devnet's chain (`verity devnet status`)")
-    return tuple(Contract(dep.contracts[n].address, abi=dep.contracts[n].abi) for n in ("VerityToken", "JobRegistry"))
+    return tuple(Contract(dep.contracts[n].address, abi=dep.contracts[n].abi) for n in names)
 
 
 @click.command()
@@ -124,7 +125,7 @@ def cli(network, model, model_config, dataset, shards, rounds, steps, k, replica
         provider_settings = {"host": rpc_url, "manage_process": False}
     with networks.parse_network_choice(network, provider_settings=provider_settings) as provider:
         try:
-            token, jobs = _contracts(provider.chain_id, provider)
+            token, escrow_contract, jobs = _contracts(provider.chain_id, provider)
             check_funds(token.balanceOf(sender.address), prepared, sender.address)
             upload_job(prepared, Storage.from_settings(settings()))
         except VerityError as exc:
@@ -132,7 +133,7 @@ def cli(network, model, model_config, dataset, shards, rounds, steps, k, replica
         click.echo(f"manifest {prepared.manifest_cid} ({len(prepared.manifest_bytes)} bytes), "
                    f"{prepared.spec.shards} shards uploaded")
         escrow = prepared.escrow()
-        token.approve(jobs.address, escrow, sender=sender)
+        token.approve(escrow_contract.address, escrow, sender=sender)  # JobEscrow pulls the escrow at postJob
         receipt = jobs.postJob(prepared.post_params(), sender=sender)
         job_id = int(next(iter(receipt.decode_logs(jobs.JobPosted))).jobId)
         click.echo(f"posted job {job_id}: {escrow / 1e18:g} VRT in escrow, tx {receipt.txn_hash}")

@@ -173,10 +173,9 @@ def _reclaim(rpc_url: str, job_id: int) -> None:
     """The submitter (test account 0, as `ape run submit` used) takes back the escrow nobody earned."""
     from verity.chain import TxFailed
     from verity.chain.client import connect_chain, devnet_key
-    from verity.chain.views import read
 
     submitter = connect_chain(rpc_url, devnet_key(0))
-    left = read(submitter, submitter.jobs, "getJob", job_id).escrow
+    left = submitter.call(submitter.escrow.functions.escrowOf(job_id))
     if left:
         try:
             submitter.transact(submitter.jobs.functions.reclaimEscrow(job_id))

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from rich.table import Table
 
 from verity.chain import EventCursor
-from verity.chain.views import DisputeOutcome, read
+from verity.chain.protocol import DisputeOutcome
+from verity.chain.views import read
 
 ZERO = "0x0000000000000000000000000000000000000000"
 
@@ -42,9 +43,9 @@ class Ledger:
             if a["to"] == ZERO:
                 self.burned += a["value"]
             self.holders.update(x for x in (a["from"], a["to"]) if x != ZERO)
-        elif ev.name == "PaymentCredited":
+        elif ev.name == "PaymentCredited" and ev.contract == "JobEscrow":  # the escrow credits every task payment
             self.paid[a["to"]] += a["amount"]
-        elif ev.name == "Credited":
+        elif ev.name == "Credited":  # DisputeGame (winner share, bond back) and RefereePanel (referee rewards)
             self.rewards[a["to"]] += a["amount"]
         elif ev.name == "StakeSlashed":
             self.slashed[a["node"]] += a["amount"]
@@ -58,8 +59,10 @@ class Ledger:
         elif ev.name == "StepPinpointed":
             d = self.disputes[a["disputeId"]]
             d["where"] += f", step {a['step']}"
-        elif ev.name == "VoteRevealed":
+        elif ev.name == "VoteRevealed" and a["disputeId"] in self.disputes:
             self.disputes[a["disputeId"]]["votes"] += 1
+        elif ev.name == "DisputeAbandoned" and a["disputeId"] in self.disputes:
+            self.disputes[a["disputeId"]]["outcome"] = "abandoned (stale)"
         elif ev.name == "DisputeResolved":
             outcome = DisputeOutcome(a["outcome"])
             won = outcome in (DisputeOutcome.CHALLENGER_WINS, DisputeOutcome.DEFENDER_WINS)
@@ -67,7 +70,7 @@ class Ledger:
                                                         else outcome.name.lower().replace("_", " "))
 
     def disputes_table(self) -> Table:
-        t = Table(title="disputes (DESIGN §6: pinpoint the checkpoint, then the step, then referees recompute it)")
+        t = Table(title="disputes (DESIGN §6: pinpoint the checkpoint, then the step, then a referee panel recomputes it)")
         for col in ("dispute", "task", "challenger", "defender", "pinpointed", "referee votes", "outcome"):
             t.add_column(col)
         for did, d in sorted(self.disputes.items()):
@@ -88,8 +91,9 @@ class Ledger:
 
     def balances(self) -> dict:
         c = self.chain
-        contracts = {c.jobs.address: "JobRegistry (escrow + unpaid credits)", c.registry.address: "NodeRegistry (stake)",
-                     c.game.address: "DisputeGame (bonds + rewards)", c.token.address: "VerityToken"}
+        contracts = {c.escrow.address: "JobEscrow (escrow + unpaid credits)", c.jobs.address: "JobRegistry",
+                     c.registry.address: "NodeRegistry (stake)", c.game.address: "DisputeGame (bonds + rewards)",
+                     c.panel.address: "RefereePanel (referee rewards)", c.token.address: "VerityToken"}
         rows = defaultdict(int)
         for h in self.holders:
             rows[contracts.get(h, "accounts")] += c.call(c.token.functions.balanceOf(h), self.block)

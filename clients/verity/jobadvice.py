@@ -3,7 +3,7 @@ from chain facts a `JobReader` collected (no chain access here, so every rule is
 
 The cancel rule mirrors `JobRegistry.cancelJob`: allowed while the job is active and (a) no slot was
 ever assigned or (b) a task of the current round has had an empty slot for over `assignmentTimeout`;
-never while a task of the round waits out a challenge window or a dispute.
+never while a task of the round is Contested or has open disputes against its candidate.
 """
 from __future__ import annotations
 
@@ -85,12 +85,30 @@ def task_reason(row, now: int, nodes: NodeFacts, replication: int, stake_vrt: fl
         parts = [p for r in current if (p := _replica_wait(row, r, now, nodes, replication, names))]
         return "; ".join(parts) or "all replicas in; waiting for the task to settle"
     if row.status == "revealed":
-        left = row.challenge_deadline - now
-        return f"challenge window, {countdown(left)} left" if left >= 0 else \
-            "challenge window over; waiting for a node to call finalize()"
+        return _revealed_reason(row, now, names)
     if row.status == "contested":
         return f"in dispute {row.dispute}".strip()
     return ""
+
+
+def _revealed_reason(row, now: int, names) -> str:
+    """A candidate result waiting out its challenge window (v2: replicated agreement too), then finalize()
+    once challenges committed in time can no longer be revealed and no dispute against it is open."""
+    whose = f"result of {short(row.candidate, names)} (it won a dispute)" if row.candidate else "result"
+    disputes, grace = row.open_disputes, row.reveal_grace
+    if now <= row.challenge_deadline:
+        what = f"challenge window of the {whose}, {countdown(row.challenge_deadline - now)} left"
+    elif now <= row.challenge_deadline + grace:
+        what = (f"challenge window of the {whose} closed; challenges committed in time may be revealed for "
+                f"{countdown(row.challenge_deadline + grace - now)}")
+    elif not disputes:
+        return f"challenge window of the {whose} over; waiting for a node to call finalize()"
+    else:
+        what = f"challenge window of the {whose} over"
+    if disputes:
+        what += f"; {disputes} dispute(s) against it open ({row.dispute})" if row.dispute else \
+            f"; {disputes} dispute(s) against it open"
+    return what
 
 
 def cancel_rule(rep) -> CancelRule:
@@ -99,10 +117,11 @@ def cancel_rule(rep) -> CancelRule:
         return CancelRule(False, None, f"the job is {rep.status}")
     now, timeout = rep.now, rep.assignment_timeout
     current = [t for t in rep.tasks if t.round == rep.current_round]
-    pending = [t for t in current if t.status in ("revealed", "contested")]
+    # JobRegistry.cancelJob: a Contested task, or a Revealed one with open disputes, must settle first
+    pending = [t for t in current if t.status == "contested" or (t.status == "revealed" and t.open_disputes)]
     if pending:
         t = pending[0]
-        what = "a challenge window" if t.status == "revealed" else "a dispute"
+        what = "a dispute" if t.status == "contested" else f"{t.open_disputes} open dispute(s)"
         return CancelRule(False, None, f"task {t.task_id} is in {what}; it must settle first")
     if not rep.ever_assigned:
         return CancelRule(True, 0, "no slot was ever assigned")

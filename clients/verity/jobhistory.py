@@ -1,13 +1,14 @@
 """What a job's events say that its on-chain records no longer do: which tasks it has, every node
 ever drawn into each replica slot (a slot drawn again overwrites its record), what each was fined
 (late: `ReplicaLate`; a lost dispute: `StakeSlashed` in the resolving transaction) and how each
-dispute went. Fed events in chain order; feeding is idempotent per event."""
+dispute went (v2: a task may have several disputes, one per challenge). Fed events in chain order;
+feeding is idempotent per event."""
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
 
-from verity.chain.views import DisputeOutcome, ReplicaStatus
+from verity.chain.protocol import DisputeOutcome, ReplicaStatus
 
 
 @dataclass
@@ -24,7 +25,7 @@ class JobHistory:
     def __init__(self, job_id: int, game_address: str):
         self.job_id, self.game = job_id, game_address
         self.tasks: dict[int, tuple[int, int]] = {}                       # task id -> (round, index)
-        self.disputes: dict[int, str] = {}                                # task id -> "#3 step 14"
+        self._disputes: dict[int, dict[int, str]] = defaultdict(dict)     # task id -> {dispute id: "step 14"}
         self._dispute_task: dict[int, int] = {}                           # dispute id -> task id
         self._assigned: dict[int, list[tuple[int, str]]] = defaultdict(list)  # task id -> [(slot, node)]
         self._fines: dict[tuple[int, str], int] = defaultdict(int)        # (task, node) -> wei
@@ -49,7 +50,7 @@ class JobHistory:
         elif ev.name == "StakeSlashed" and a["to"] == self.game:  # a dispute party's (or silent referee's) stake
             self._slashes[ev.tx_hash].append((a["node"], a["amount"]))
         elif ev.name == "StepPinpointed" and a["disputeId"] in self._dispute_task:
-            self.disputes[self._dispute_task[a["disputeId"]]] = f"#{a['disputeId']} step {a['step']}"
+            self._disputes[self._dispute_task[a["disputeId"]]][a["disputeId"]] = f"step {a['step']}"
         elif tid not in self.tasks:
             return
         elif ev.name == "TaskAssigned":
@@ -58,12 +59,22 @@ class JobHistory:
             self._fines[(tid, a["node"])] += a["slashed"]
             self._marks[(tid, a["node"])] = "late"
         elif ev.name == "DisputeOpened":
-            self.disputes[tid] = f"#{a['disputeId']} open"
+            self._disputes[tid].setdefault(a["disputeId"], "open")
             self._dispute_task[a["disputeId"]] = tid
+        elif ev.name == "DisputeAbandoned":  # stale: the task's candidate changed while it ran
+            self._disputes[tid][a["disputeId"]] = "abandoned (stale)"
         elif ev.name == "DisputeResolved":
             outcome = DisputeOutcome(a["outcome"]).name.lower().replace("_", " ")
-            self.disputes[tid] = f"#{a['disputeId']} {outcome}"
+            self._disputes[tid][a["disputeId"]] = outcome
             self._resolved[ev.tx_hash] = tid
+
+    @property
+    def disputes(self) -> dict[int, str]:
+        """task id -> its disputes, e.g. "#2 challenger wins, #3 step 14"."""
+        return {tid: self.dispute_text(tid) for tid, d in self._disputes.items() if d}
+
+    def dispute_text(self, tid: int) -> str:
+        return ", ".join(f"#{did} {state}" for did, state in sorted(self._disputes.get(tid, {}).items()))
 
     def replicas(self, tid: int, current: list) -> list[ReplicaRow]:
         """Rows for the task's current replica records (`getReplicas`), each slot preceded by its

@@ -26,7 +26,12 @@ def clock(row, now: int, replication: int = 2) -> str:
     """The countdown that matters for a waiting task: its challenge window or its earliest replica deadline."""
     if row.status == "revealed" and row.challenge_deadline:
         left = row.challenge_deadline - now
-        return f"challenge {countdown(left)}" if left >= 0 else "challenge over"
+        if left >= 0:
+            return f"challenge {countdown(left)}"
+        grace = row.challenge_deadline + row.reveal_grace - now
+        if grace >= 0:
+            return f"challenge reveals {countdown(grace)}"
+        return f"{row.open_disputes} dispute(s) open" if row.open_disputes else "challenge over"
     if row.status == "open" and row.open_since:
         return f"open {countdown(now - row.open_since)}"
     first = "commit" if replication > 1 else "result"

@@ -10,14 +10,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from verity.chain import EventCursor, TxFailed
-from verity.chain.views import JobStatus, TaskKind, TaskStatus, read
+from verity.chain.protocol import ROLE_SOLVER, JobStatus, TaskKind, TaskStatus
+from verity.chain.views import read
 from verity.cid import digest_to_cid
 from verity.errors import VerityError
 from verity.jobhistory import JobHistory, ReplicaRow
 from verity.jobadvice import WAITING, CancelRule, NodeFacts, advice, cancel_rule, task_reason
 
 __all__ = ["JobReader", "JobReport", "TaskRow", "ReplicaRow", "RoundMetric", "advice", "JobNotFound"]
-ROLE_SOLVER = 1
 MAX_NODES_SCANNED = 128  # eligibility is explained from at most this many registered nodes
 
 
@@ -39,6 +39,9 @@ class TaskRow:
     open_since: int = 0
     challenge_deadline: int = 0
     reason: str = ""     # why a waiting task has not moved on (jobadvice.task_reason)
+    reveal_grace: int = 0     # challenges committed by challenge_deadline may be revealed this long after it
+    open_disputes: int = 0    # live challenges against the candidate (finalize waits for 0)
+    candidate: str = ""       # a challenger whose result won a dispute and waits out its own window ("" = replicas')
 
 
 @dataclass
@@ -80,10 +83,15 @@ class JobReader:
         self._metrics: dict[int, RoundMetric] = {}
         self.history = JobHistory(job_id, chain.game.address)
         self._events = EventCursor(chain.w3, {"JobRegistry": chain.jobs, "DisputeGame": chain.game,
-                                              "NodeRegistry": chain.registry}, next_block=chain.deployments.start_block)
+                                              "RefereePanel": chain.panel, "NodeRegistry": chain.registry},
+                                   next_block=chain.deployments.start_block)
 
     def job(self):
         return read(self.chain, self.chain.jobs, "getJob", self.job_id)
+
+    def escrow(self) -> int:
+        """Tokens JobEscrow still holds for this job."""
+        return int(self.chain.call(self.chain.escrow.functions.escrowOf(self.job_id)))
 
     @cached_property
     def manifest_raw(self) -> bytes:
@@ -109,8 +117,11 @@ class JobReader:
         for tid, (rnd, index) in sorted(h.tasks.items()):
             t = read(c, c.jobs, "getTask", tid)
             replicas = h.replicas(tid, read(c, c.jobs, "getReplicas", tid))
+            candidate = t.candidate if int(t.candidate, 16) else ""
             rows.append(TaskRow(tid, rnd, index, TaskKind(t.kind).name.lower(), TaskStatus(t.status).name.lower(),
-                                replicas, h.disputes.get(tid, ""), int(t.openSince), int(t.challengeDeadline)))
+                                replicas, h.dispute_text(tid), int(t.openSince), int(t.challengeDeadline),
+                                reveal_grace=int(job.revealWindow), open_disputes=int(t.openDisputes),
+                                candidate=candidate))
         return rows
 
     def _node_facts(self, job, waiting: list[TaskRow], rep_now: int) -> NodeFacts:
@@ -178,7 +189,7 @@ class JobReader:
         held-out loss and accuracy of every finished round (IPFS + evaluation)."""
         c, job = self.chain, self.job()
         rep = JobReport(self.job_id, JobStatus(job.status).name.lower(), int(job.currentRound), int(job.rounds),
-                        int(job.shards), now=c.now(), escrow=int(job.escrow), submitter=job.submitter,
+                        int(job.shards), now=c.now(), escrow=self.escrow(), submitter=job.submitter,
                         replication=int(job.replication), ever_assigned=bool(job.everAssigned),
                         assignment_timeout=c.call(c.jobs.functions.assignmentTimeout()),
                         chain_id=c.deployments.chain_id)

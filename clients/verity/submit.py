@@ -4,7 +4,7 @@ in memory (CIDs computed locally), then uploaded to IPFS; the postJob parameters
 Used by `ape run submit` (scripts/submit.py, signing with an ape account), by
 `verity job submit` (cli/job_submit.py, signing with web3), by the demo and the
 tests. Nothing is uploaded or spent until `plan_job` has accepted every option;
-the chain side is a single `postJob` after an `approve` of the escrow.
+the chain side is a single `postJob` after an `approve` of the escrow to JobEscrow.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from eth_utils import keccak
 from web3.logs import DISCARD
 
+from verity.chain.protocol import DEVICE_CPU, PROFILE_BITS, PostJobParams, escrow_for
 from verity.cid import cid_to_digest
 from verity.engine.checkpoint import initial_state
 from verity.engine.manifest import Manifest, load_manifest
@@ -24,7 +25,6 @@ from verity.submit_data import load_job_data
 from verity.submit_options import (BLOCK, DATASET, EVAL_FRACTION, MIN_CHALLENGE_WINDOW, SEED, SHARDS, BadJobSpec,
                                    validate_spec)
 
-PROFILE_BITS = {"cpu-f32-strict": 1, "cuda-f32-strict": 2}
 TOKEN = 10**18
 
 __all__ = ["BadJobSpec", "JobSpec", "PreparedJob", "plan_job", "upload_job", "prepare_job", "post_job_web3"]
@@ -67,17 +67,21 @@ class PreparedJob:
     shard_cids: list[str] = field(default_factory=list)
     blobs: list[bytes] = field(default_factory=list, repr=False)  # to upload: shards, eval, manifest
 
-    def post_params(self) -> tuple:
-        """PostJobParams in field order (see contracts/types/VerityTypes.sol)."""
+    def post_params(self) -> PostJobParams:
+        """PostJobParams in ABI field order (verity.chain.protocol; contracts/types/VerityTypes.sol).
+        Replication 2 takes the registry's default challenge window (its agreement still waits one out)."""
         s = self.spec
-        return (cid_to_digest(self.manifest_cid), keccak(self.manifest_bytes), self.initial_hash,
-                s.shards, s.rounds, s.steps, s.k, int(s.payment * TOKEN), s.replication, int(s.stake * TOKEN),
-                0, 1024, PROFILE_BITS["cpu-f32-strict"], s.execution_window, s.reveal_window,
-                s.challenge_window if s.replication == 1 else 0)
+        return PostJobParams(
+            manifestCid=cid_to_digest(self.manifest_cid), manifestHash=keccak(self.manifest_bytes),
+            initialStateHash=self.initial_hash, shards=s.shards, rounds=s.rounds, stepsPerRound=s.steps,
+            checkpointInterval=s.k, paymentPerTask=int(s.payment * TOKEN), replication=s.replication,
+            stakePerReplica=int(s.stake * TOKEN), deviceClass=DEVICE_CPU, minMemoryMb=1024,
+            profileBit=PROFILE_BITS["cpu-f32-strict"], executionWindow=s.execution_window, revealWindow=s.reveal_window,
+            challengeWindow=s.challenge_window if s.replication == 1 else 0)
 
     def escrow(self) -> int:
         s = self.spec
-        return int(s.payment * TOKEN) * s.replication * (s.shards + 1) * s.rounds
+        return escrow_for(int(s.payment * TOKEN), s.replication, s.shards, s.rounds)
 
 
 def _default_model(spec: JobSpec, data: dict) -> dict:
@@ -161,9 +165,9 @@ def prepare_job(spec: JobSpec, storage: Storage) -> PreparedJob:
 
 
 def post_job_web3(chain, prepared: PreparedJob) -> int:
-    """Approve the escrow and post the job with a web3 ChainClient; returns the job id."""
+    """Approve the escrow to JobEscrow (which pulls it) and post the job with a web3 ChainClient; returns the job id."""
     c = chain
-    c.transact(c.token.functions.approve(c.jobs.address, prepared.escrow()))
+    c.transact(c.token.functions.approve(c.escrow.address, prepared.escrow()))
     receipt = c.transact(c.jobs.functions.postJob(prepared.post_params()))
     for ev in c.jobs.events.JobPosted().process_receipt(receipt, errors=DISCARD):  # other contracts' logs
         return int(ev["args"]["jobId"])

@@ -71,8 +71,8 @@ HELP = {
     "seed": "seed of the data shuffle and the model init",
     "eval_fraction": "fraction of the data held out as the eval shard (0 ≤ f ≤ 0.9)",
     "block": "text corpus: characters per sample",
-    "challenge_window": f"seconds a result may be challenged (replication 1; 0 = the contract's default, "
-                        f"at most {MAX_WINDOW})",
+    "challenge_window": f"seconds a result may be challenged (replication 1; replication 2 takes the contract's "
+                        f"default; 0 = the contract's default, at most {MAX_WINDOW})",
     "name": "job name stored in the manifest (default: '<model> on <dataset>')",
     "wait": "follow the job until the final model is downloaded and verified",
     "timeout": "--wait gives up after this many seconds",

@@ -1,32 +1,32 @@
 """Builders for the on-chain integration tests (tests/chain) and scripts/gas_report.py.
 
-Plain Python over ape objects: no pytest here, so the gas script can reuse it.
+Plain Python over ape objects: no pytest here, so the gas script can reuse it. Protocol facts (enums, role
+bits, commitment encodings, struct field order) come from verity.chain.protocol, never copied here.
 
-- `System`  — the four contracts deployed and wired by an owner, plus token accounting helpers.
+- `System`  — the seven contracts deployed and wired by an owner (scripts/deploy.py's wiring), token accounting.
 - `Nodes`   — funds, registers and stakes accounts with roles.
 - `Trace`   — a synthetic trace h_0..h_n (random 32-byte hashes) with its Merkle root and proofs.
-- `Poster`  — posts jobs (escrow approved), reads `TaskAssigned`, drives commit/reveal and submitResult.
+- `Poster`  — posts jobs (escrow approved to JobEscrow), reads `TaskAssigned`, drives commit/reveal and submitResult.
+- `challenge` / `seat_panel` / `vote` — an optimistic challenge (commit, then reveal in a later block) and a panel.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 
-from eth_abi import encode
 from eth_hash.auto import keccak
 
+from verity.chain.protocol import (  # noqa: F401  (re-exported for the tests)
+    PROFILE_CPU_F32_STRICT, ROLE_REFEREE, ROLE_SOLVER, ROLE_VERIFIER, DisputeOutcome, DisputePhase, JobStatus,
+    PanelPhase, PinpointProof, PostJobParams, ReplicaStatus, TaskKind, TaskStatus, Verdict, challenge_commitment,
+    escrow_for, replica_commitment, vote_commitment,
+)
+from verity.chain.deployments import DELEGATES
 from verity.engine import merkle
 
 E18 = 10**18
-ROLE_SOLVER, ROLE_VERIFIER, ROLE_REFEREE = 1, 2, 4
-PROFILE_CPU = 1
-
-# TaskStatus / ReplicaStatus / JobStatus / DisputePhase / DisputeOutcome (docs/protocol.md)
-T_OPEN, T_ASSIGNED, T_REVEALED, T_CONTESTED, T_ACCEPTED, T_CANCELLED = 1, 2, 3, 4, 5, 6
-R_ASSIGNED, R_COMMITTED, R_REVEALED, R_ACCEPTED, R_SLASHED, R_LATE, R_VOIDED = 1, 2, 3, 4, 5, 6, 7
-J_ACTIVE, J_COMPLETED, J_CANCELLED = 1, 2, 3
-P_BISECT0, P_STEPROOTS, P_BISECT1, P_AWAITING, P_VOTING, P_RESOLVED = 1, 2, 3, 4, 5, 6
-O_CHALLENGER, O_DEFENDER, O_BOTH, O_VOIDED = 1, 2, 3, 4
+PROFILE_CPU = PROFILE_CPU_F32_STRICT
+RANDOMNESS_DELAY = 2  # blocks, as on the devnet (scripts/deploy.py)
 
 
 def rand32() -> bytes:
@@ -40,17 +40,11 @@ def h32(value) -> bytes:
     return bytes(value).rjust(32, b"\0")
 
 
-def commitment(root: bytes, final: bytes, salt: bytes, solver: str) -> bytes:
-    return keccak(encode(["bytes32", "bytes32", "bytes32", "address"], [root, final, salt, solver]))
-
-
-def vote_commitment(vote: bytes, salt: bytes, referee: str) -> bytes:
-    return keccak(encode(["bytes32", "bytes32", "address"], [vote, salt, referee]))
-
-
 def aggregate_input(finals: list[bytes]) -> bytes:
-    """h_0 of a round's AGGREGATE task: keccak256(abi.encode(bytes32[] finals)) in shard order."""
-    return keccak(encode(["bytes32[]"], [finals]))
+    """h_0 of a round's AGGREGATE task (verity.engine.aggregate's encoding)."""
+    from verity.engine.aggregate import aggregate_input_hash
+
+    return aggregate_input_hash(finals)
 
 
 # ---------------------------------------------------------------- traces
@@ -108,14 +102,43 @@ class Trace:
             j //= 2
         return out
 
-    def pinpoint(self, other: Trace, i: int) -> tuple:
-        """PinpointProof(index, agreed, claimA, claimB, proofs...) with self as party A."""
+    def pinpoint(self, other: Trace, i: int) -> PinpointProof:
+        """PinpointProof at leaves i (equal) and i+1 (different), with self as party A."""
         assert self.hashes[i] == other.hashes[i] and self.hashes[i + 1] != other.hashes[i + 1]
-        return (i, self.hashes[i], self.hashes[i + 1], other.hashes[i + 1],
-                self.proof(i), self.proof(i + 1), other.proof(i), other.proof(i + 1))
+        return PinpointProof(i, self.hashes[i], self.hashes[i + 1], other.hashes[i + 1],
+                             self.proof(i), self.proof(i + 1), other.proof(i), other.proof(i + 1))
 
 
 # ---------------------------------------------------------------- system
+
+
+def delegate_error_abis(project, name: str) -> list:
+    """ethpm error ABIs of `name`'s delegatecall targets that `name`'s own ABI lacks."""
+    have = {e.selector for e in getattr(project, name).contract_type.errors}
+    out = []
+    for delegate in DELEGATES.get(name, ()):
+        container = getattr(project, delegate, None)
+        for e in container.contract_type.errors if container is not None else ():
+            if e.selector not in have:
+                have.add(e.selector)
+                out.append(e)
+    return out
+
+
+def with_delegate_errors(instance, project):
+    """`instance` with its delegatecall targets' errors in its ABI, so `reverts(jobs.ChallengeWindowOpen)` works."""
+    from ape import chain
+    from ape.contracts import ContractInstance
+    from ethpm_types import ContractType
+
+    extra = delegate_error_abis(project, instance.contract_type.name)
+    if not extra:
+        return instance
+    doc = instance.contract_type.model_dump(mode="json", by_alias=True)
+    doc["abi"] = doc["abi"] + [e.model_dump(mode="json", by_alias=True) for e in extra]
+    merged = ContractType.model_validate(doc)
+    chain.contracts.cache_contract_type(instance.address, merged)  # ape decodes reverts by the callee's type
+    return ContractInstance(instance.address, merged)
 
 
 @dataclass
@@ -123,25 +146,34 @@ class System:
     owner: object
     token: object
     registry: object
+    randomness: object
+    escrow: object
     jobs: object
+    panel: object
     game: object
 
     @classmethod
-    def deploy(cls, project, owner, liveness: int = 30 * 24 * 3600) -> System:
+    def deploy(cls, project, owner, liveness: int = 30 * 24 * 3600, randomness_delay: int = RANDOMNESS_DELAY) -> System:
+        """The seven contracts in protocol order, wired as scripts/deploy.py wires them (docs/protocol-v2.md)."""
         token = owner.deploy(project.VerityToken)
         registry = owner.deploy(project.NodeRegistry, token)
-        jobs = owner.deploy(project.JobRegistry, token, registry)
-        game = owner.deploy(project.DisputeGame, token, registry, jobs)
-        registry.setProtocol(jobs, True, sender=owner)
-        registry.setProtocol(game, True, sender=owner)
+        randomness = owner.deploy(project.BlockhashRandomness, randomness_delay)
+        escrow = owner.deploy(project.JobEscrow, token)
+        jobs = with_delegate_errors(owner.deploy(project.JobRegistry, token, registry, escrow), project)
+        panel = owner.deploy(project.RefereePanel, token, registry, randomness)
+        game = owner.deploy(project.DisputeGame, token, registry, jobs, panel)
+        escrow.setJobs(jobs, sender=owner)
         jobs.setDisputeGame(game, sender=owner)
+        panel.setGame(game, sender=owner)
+        for protocol in (jobs, game, panel):
+            registry.setProtocol(protocol, True, sender=owner)
         # Tests move the clock by minutes; keep every node live unless a test says otherwise.
         registry.setLivenessWindow(liveness, sender=owner)
-        return cls(owner, token, registry, jobs, game)
+        return cls(owner, token, registry, randomness, escrow, jobs, panel, game)
 
     @property
     def contracts(self) -> list:
-        return [self.token, self.registry, self.jobs, self.game]
+        return [self.token, self.registry, self.randomness, self.escrow, self.jobs, self.panel, self.game]
 
     def fund(self, account, amount: int) -> None:
         self.token.mint(account, amount, sender=self.owner)
@@ -157,6 +189,15 @@ class System:
             "minted": self.token.totalMinted(),
             "burned": self.token.totalBurned(),
         }
+
+    def escrow_backed(self) -> None:
+        """JobEscrow holds exactly the open escrow plus the unwithdrawn credits (IJobEscrow's conservation)."""
+        e = self.escrow
+        assert self.token.balanceOf(e) == e.totalEscrow() + e.totalCredits()
+
+    def panel_backed(self) -> None:
+        """The panel holds exactly its unwithdrawn referee credits at rest."""
+        assert self.token.balanceOf(self.panel) == self.panel.totalCredits()
 
 
 class Nodes:
@@ -184,7 +225,7 @@ class Nodes:
 @dataclass
 class Job:
     id: int
-    params: tuple
+    params: PostJobParams
     receipt: object
     replication: int
     shards: int
@@ -202,18 +243,18 @@ class Poster:
         self.salts: dict[tuple[int, str], bytes] = {}
 
     def params(self, shards=1, rounds=1, replication=2, steps=8, k=2, payment=10 * E18, stake=100 * E18,
-               initial: bytes | None = None, memory_mb=0, profile=PROFILE_CPU, windows=(0, 0, 0), device=0) -> tuple:
-        return (rand32(), rand32(), initial or rand32(), shards, rounds, steps, k, payment, replication, stake,
-                device, memory_mb, profile, *windows)
+               initial: bytes | None = None, memory_mb=0, profile=PROFILE_CPU, windows=(0, 0, 0), device=0) -> PostJobParams:
+        return PostJobParams(rand32(), rand32(), initial or rand32(), shards, rounds, steps, k, payment, replication,
+                             stake, device, memory_mb, profile, *windows)
 
     def post(self, **kw) -> Job:
         p = self.params(**kw)
-        escrow = self.s.jobs.escrowFor(p[7], p[8], p[3], p[4])
+        escrow = p.escrow()
         self.s.fund(self.account, escrow)
-        self.s.token.approve(self.s.jobs, escrow, sender=self.account)
+        self.s.token.approve(self.s.escrow, escrow, sender=self.account)  # JobEscrow pulls it at postJob
         receipt = self.s.jobs.postJob(p, sender=self.account)
         job_id = self.s.jobs.jobCount()
-        return Job(job_id, p, receipt, p[8], p[3], p[4], p[5] // p[6])
+        return Job(job_id, p, receipt, p.replication, p.shards, p.rounds, p.n)
 
     # -------------------------------------------------------- reading state
 
@@ -236,7 +277,7 @@ class Poster:
         node = self.node_of(task_id, slot)
         salt = rand32()
         self.salts[(task_id, node.address)] = salt
-        return self.s.jobs.commit(task_id, commitment(trace.root, trace.final, salt, node.address), sender=node)
+        return self.s.jobs.commit(task_id, replica_commitment(trace.root, trace.final, salt, node.address), sender=node)
 
     def reveal(self, task_id: int, slot: int, trace: Trace, cid: bytes | None = None):
         node = self.node_of(task_id, slot)
@@ -294,11 +335,84 @@ def contest(poster: Poster, n: int = 8, k: int = 4, diverge: int = 5, step: int 
     return Contest(job, task_id, honest, cheater, H, C, sH, sC, seg, step)
 
 
-def vote(game, dispute_id: int, ballots: dict, reveal: bool | set = True) -> list:
-    """Seated referees commit `ballots[referee]`, then reveal (all, or only those in `reveal`). Receipts."""
+def mine_past(chain, deadline: int) -> None:
+    """Mine one block whose timestamp is just past `deadline`."""
+    chain.mine(deltatime=max(0, int(deadline) - chain.blocks.head.timestamp + 1))
+
+
+def finalize_after_window(system: System, chain, task_id: int, sender):
+    """A Revealed task: mine past challengeDeadline + the job's revealWindow (reveal grace), then finalize."""
+    t = system.jobs.getTask(task_id)
+    mine_past(chain, t.challengeDeadline + system.jobs.getJob(t.jobId).revealWindow)
+    return system.jobs.finalize(task_id, sender=sender)
+
+
+@dataclass
+class Challenge:
+    """A committed optimistic challenge: what `challengeOptimistic` must reveal."""
+
+    task_id: int
+    challenger: object
+    trace: Trace
+    cid: bytes
+    salt: bytes
+    commit_receipt: object = None
+
+    @property
+    def commitment(self) -> bytes:
+        return challenge_commitment(self.task_id, self.trace.root, self.trace.final, self.cid, self.salt,
+                                    self.challenger.address)
+
+    def reveal_args(self) -> tuple:
+        t = self.trace
+        return (self.task_id, t.root, t.final, t.n, self.cid, self.salt, t.proof(0), t.proof(t.n))
+
+
+def commit_challenge(system: System, challenger, task_id: int, trace: Trace, cid: bytes | None = None) -> Challenge:
+    """Step 1 of a challenge: commitChallenge(keccak(taskId, root, final, cid, salt, challenger))."""
+    ch = Challenge(task_id, challenger, trace, cid or rand32(), rand32())
+    ch.commit_receipt = system.game.commitChallenge(ch.commitment, sender=challenger)
+    return ch
+
+
+def reveal_challenge(system: System, ch: Challenge, sender=None):
+    """Step 2, in a later block: challengeOptimistic(...) (as the challenger, or as `sender` to test copying)."""
+    return system.game.challengeOptimistic(*ch.reveal_args(), sender=sender or ch.challenger)
+
+
+def challenge(system: System, chain, challenger, task_id: int, trace: Trace, cid: bytes | None = None):
+    """Commit, mine a block, reveal; returns (dispute id, Challenge, reveal receipt)."""
+    ch = commit_challenge(system, challenger, task_id, trace, cid)
+    chain.mine()
+    r = reveal_challenge(system, ch)
+    return opened(system, r), ch, r
+
+
+def opened(system: System, receipt) -> int:
+    """The dispute id a receipt's DisputeOpened event names."""
+    return [e.disputeId for e in receipt.events.filter(system.game.DisputeOpened)][0]
+
+
+# ---------------------------------------------------------------- referee panel
+
+
+def seat_panel(system: System, chain, dispute_id: int, sender=None, blocks: int = RANDOMNESS_DELAY + 1):
+    """After the step was pinpointed (the game opened the panel): mine past the randomness target, seat()."""
+    chain.mine(blocks)
+    return system.panel.seat(dispute_id, sender=sender or system.owner)
+
+
+def seats(system: System, dispute_id: int) -> list[str]:
+    return [a for a in system.panel.panelOf(dispute_id).seats if int(a, 16)]
+
+
+def vote(system: System, dispute_id: int, ballots: dict, reveal: bool | set = True) -> list:
+    """Seated referees commit `ballots[referee]` on the panel, then reveal (all, or only those in `reveal`)."""
+    panel = system.panel
     salts = {r: rand32() for r in ballots}
-    out = [game.commitVote(dispute_id, vote_commitment(v, salts[r], r.address), sender=r) for r, v in ballots.items()]
+    out = [panel.commitVote(dispute_id, vote_commitment(dispute_id, v, salts[r], r.address), sender=r)
+           for r, v in ballots.items()]
     for r, v in ballots.items():
         if reveal is True or r in reveal:
-            out.append(game.revealVote(dispute_id, v, salts[r], sender=r))
+            out.append(panel.revealVote(dispute_id, v, salts[r], sender=r))
     return out

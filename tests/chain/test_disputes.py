@@ -1,7 +1,11 @@
-"""Disputes on a real anvil: public-trace path, clock timeout, panel outcomes, non-revealing referee.
+"""Replicated contests on a real anvil: public-trace path, clock timeout, panel outcomes, non-revealing referee.
 
 Nodes: four solver/verifier nodes and three referee-only nodes, so the panel of a
 replicated dispute is always the three referees and both parties are solvers.
+Protocol v2: after the step is pinpointed the game opens a RefereePanel; it is seated from a block hash drawn
+after the request (mine past the randomness delay, then `seat`); referees commit and reveal on the panel,
+which decides when every seat revealed. The contest's winner only becomes the task's candidate, with a fresh
+challenge window (P3); finalize accepts it afterwards.
 """
 from __future__ import annotations
 
@@ -9,8 +13,8 @@ import pytest
 from ape import reverts
 
 from chain_builders import (
-    E18, O_BOTH, O_CHALLENGER, P_RESOLVED, P_STEPROOTS, P_VOTING, R_ASSIGNED, R_SLASHED, ROLE_REFEREE,
-    ROLE_SOLVER, ROLE_VERIFIER, T_ACCEPTED, T_ASSIGNED, contest, h32, rand32, vote,
+    E18, ROLE_REFEREE, ROLE_SOLVER, ROLE_VERIFIER, DisputeOutcome, DisputePhase, PanelPhase, ReplicaStatus,
+    TaskStatus, Verdict, contest, escrow_for, finalize_after_window, h32, mine_past, opened, rand32, seat_panel, seats, vote,
 )
 
 pytestmark = pytest.mark.integration
@@ -39,11 +43,11 @@ def _open_public(system, c):
     """Honest party A opens with a level-0 pinpoint; both submit step roots. Returns the dispute id."""
     game = system.game
     r = game.openDisputeWithPinpoint(c.task_id, c.H.pinpoint(c.C, c.segment), sender=c.honest)
-    did = [e.disputeId for e in r.events.filter(game.DisputeOpened)][0]
+    did = opened(system, r)
     pin = list(r.events.filter(game.CheckpointPinpointed))
     assert [(e.index, h32(e.claimA), h32(e.claimB)) for e in pin] == [(c.segment, c.H.hashes[c.segment + 1],
                                                                       c.C.hashes[c.segment + 1])]
-    assert game.getDispute(did).phase == P_STEPROOTS
+    assert game.getDispute(did).phase == DisputePhase.STEP_ROOTS
     for party, s in ((c.honest, c.sH), (c.cheater, c.sC)):
         game.submitStepRoot(did, s.root, s.proof(0), s.proof(s.n), sender=party)
     return did
@@ -52,17 +56,50 @@ def _open_public(system, c):
 def _held(jobs, c, node) -> int:
     """Replicas `node` holds in the job's AGGREGATE task (created when the disputed shard is accepted)."""
     agg = jobs.taskOf(c.job.id, 0, 1)
-    return sum(1 for x in jobs.getReplicas(agg) if x.node == node.address and x.status == R_ASSIGNED)
+    return sum(1 for x in jobs.getReplicas(agg) if x.node == node.address and x.status == ReplicaStatus.ASSIGNED)
 
 
 def _game_backed(system):
     game = system.game
     assert system.token.balanceOf(game) == game.totalCredits() + game.totalBonds()
+    system.panel_backed()
 
 
-def test_honest_wins_public_trace_path_with_bisection(system, contested, referees, conserved):
-    game, jobs, registry, token = system.game, system.jobs, system.registry, system.token
+def _winner_is_candidate(system, chain, c, winner, submitter):
+    """P3: the contest's winner is the candidate with a fresh window; finalize accepts it afterwards."""
+    jobs = system.jobs
+    t = jobs.getTask(c.task_id)
+    assert t.status == TaskStatus.REVEALED and t.openDisputes == 0
+    claim = jobs.claimOf(c.task_id)  # the result a challenge would now dispute: the winner's
+    assert h32(claim.finalHash) == c.H.final and h32(claim.root) == c.H.root and claim.defender == winner.address
+    assert claim.coDefender == "0x" + "00" * 20 and claim.challengeDeadline == t.challengeDeadline
+    with reverts(jobs.ChallengeWindowOpen):
+        jobs.finalize(c.task_id, sender=submitter)
+    return finalize_after_window(system, chain, c.task_id, submitter)
+
+
+def _judging(system, chain, c, did, referees):
+    """The step was pinpointed: the game is Judging and the panel waits for randomness; seat it."""
+    panel, registry = system.panel, system.registry
+    assert system.game.getDispute(did).phase == DisputePhase.JUDGING
+    assert panel.panelOf(did).phase == PanelPhase.SEATING
+    with reverts(panel.SeatingRandomnessPending):
+        panel.seat(did, sender=c.honest)  # the deciding block is not mined yet: nobody can pick it
+    r = seat_panel(system, chain, did, sender=c.honest)
+    seated = seats(system, did)
+    assert sorted(seated) == sorted(a.address for a in referees)
+    assert [sorted(e.referees) for e in r.events.filter(panel.RefereesSeated)] == [sorted(seated)]
+    assert panel.panelOf(did).phase == PanelPhase.COMMITTING
+    for ref in referees:
+        assert registry.getNode(ref).locked == panel.refereeStake()
+    return seated
+
+
+def test_honest_wins_public_trace_path_with_bisection(system, contested, referees, chain, submitter, conserved):
+    game, jobs, registry, token, panel, escrow = (system.game, system.jobs, system.registry, system.token,
+                                                  system.panel, system.escrow)
     c = contested(n=8, k=4, diverge=5, step=2)
+    assert jobs.getTask(c.task_id).status == TaskStatus.CONTESTED
     did = _open_public(system, c)
     # Level 1 by bisection: [0, 4] -> mid 2 (agreed) -> mid 3 (differs) -> step 2 pinpointed.
     for idx in (2, 3):
@@ -71,55 +108,55 @@ def test_honest_wins_public_trace_path_with_bisection(system, contested, referee
         r = game.revealLeaf(did, 1, idx, c.sC.hashes[idx], c.sC.proof(idx), sender=c.cheater)
     stepped = list(r.events.filter(game.StepPinpointed))
     assert [e.step for e in stepped] == [c.segment * 4 + c.step]
-    d = game.getDispute(did)
-    assert d.phase == P_VOTING and game.disputedStep(did) == c.segment * 4 + c.step
-    panel = list(game.panelOf(did))
-    assert sorted(panel) == sorted(a.address for a in referees)
-    for ref in referees:
-        assert registry.getNode(ref).locked == game.refereeStake()
+    assert game.disputedStep(did) == c.segment * 4 + c.step
+    _judging(system, chain, c, did, referees)
 
     honest_vote = c.sH.hashes[c.step + 1]
-    vote(game, did, {ref: honest_vote for ref in referees})
     burned0 = token.totalBurned()
-    r = game.resolve(did, sender=c.honest)
+    r = vote(system, did, {ref: honest_vote for ref in referees})[-1]  # the last reveal decides
+    assert [e.verdict for e in r.events.filter(panel.PanelDecided)] == [Verdict.FOR_A]
     res = list(r.events.filter(game.DisputeResolved))
-    assert [(e.winner, e.loser, e.outcome) for e in res] == [(c.honest.address, c.cheater.address, O_CHALLENGER)]
+    assert [(e.winner, e.loser, e.outcome) for e in res] == [(c.honest.address, c.cheater.address,
+                                                              DisputeOutcome.CHALLENGER_WINS)]
 
-    # Slashed pot = the cheater's task stake: 50% winner, 25% split over 3 revealing referees, rest burned.
-    each = (STAKE * 2_500 // 10_000) // 3
-    assert game.credits(c.honest) == STAKE // 2
+    # Slashed pot = the cheater's task stake: the winner's share, the referees' share split over 3, rest burned.
+    win = STAKE * game.winnerShareBps() // 10_000
+    each = (STAKE * game.refereeShareBps() // 10_000) // 3
+    assert game.credits(c.honest) == win
     for ref in referees:
-        assert game.credits(ref) == each and registry.getNode(ref).locked == 0
-    assert token.totalBurned() - burned0 == STAKE - STAKE // 2 - 3 * each
+        assert panel.credits(ref) == each and registry.getNode(ref).locked == 0
+    assert token.totalBurned() - burned0 == STAKE - win - 3 * each
     assert registry.getNode(c.cheater).stake == NODE_STAKE - STAKE
+    assert registry.reputationOf(c.cheater).disputesLost == 1 and registry.reputationOf(c.honest).disputesWon == 1
+    assert [x.status for x in jobs.getReplicas(c.task_id)][1] == ReplicaStatus.SLASHED
+
+    # The winner's result is only a candidate: it is accepted after its own window; only the honest replica is paid.
+    _winner_is_candidate(system, chain, c, c.honest, submitter)
+    t = jobs.getTask(c.task_id)
+    assert t.status == TaskStatus.ACCEPTED and h32(t.finalHash) == c.H.final
+    assert escrow.credits(c.honest) == c.job.params.paymentPerTask and escrow.credits(c.cheater) == 0
     assert registry.getNode(c.cheater).locked == STAKE * _held(jobs, c, c.cheater)
     # The honest node's task lock is released (it may hold a new lock if drawn for the AGGREGATE task).
     assert registry.getNode(c.honest).locked == STAKE * _held(jobs, c, c.honest)
-    assert registry.reputationOf(c.cheater).disputesLost == 1 and registry.reputationOf(c.honest).disputesWon == 1
-
-    # The task is accepted with the honest result; only the honest replica is paid.
-    t = jobs.getTask(c.task_id)
-    assert t.status == T_ACCEPTED and h32(t.finalHash) == c.H.final
-    assert [x.status for x in jobs.getReplicas(c.task_id)][1] == R_SLASHED
-    assert jobs.credits(c.honest) == c.job.params[7] and jobs.credits(c.cheater) == 0
     _game_backed(system)
 
     before = token.balanceOf(c.honest)
     game.withdraw(sender=c.honest)
-    jobs.withdrawPayment(sender=c.honest)
-    assert token.balanceOf(c.honest) == before + STAKE // 2 + c.job.params[7]
+    escrow.withdraw(sender=c.honest)
+    assert token.balanceOf(c.honest) == before + win + c.job.params.paymentPerTask
     for ref in referees:
-        game.withdraw(sender=ref)
+        panel.withdraw(sender=ref)
     _game_backed(system)
+    system.escrow_backed()
     conserved()
 
 
-def test_level1_pinpoint_and_timeout_of_a_silent_party(system, contested, chain, conserved):
+def test_level1_pinpoint_and_timeout_of_a_silent_party(system, contested, chain, submitter, conserved):
     """The cheater never submits its step root; its clock runs out and anyone may call timeout."""
     game, registry, token, jobs = system.game, system.registry, system.token, system.jobs
     c = contested(n=8, k=4, diverge=3, step=0)
     r = game.openDisputeWithPinpoint(c.task_id, c.H.pinpoint(c.C, c.segment), sender=c.honest)
-    did = [e.disputeId for e in r.events.filter(game.DisputeOpened)][0]
+    did = opened(system, r)
     game.submitStepRoot(did, c.sH.root, c.sH.proof(0), c.sH.proof(c.sH.n), sender=c.honest)
     with reverts(game.ClockNotExpired):
         game.timeout(did, sender=c.honest)
@@ -131,32 +168,35 @@ def test_level1_pinpoint_and_timeout_of_a_silent_party(system, contested, chain,
     assert game.clocksRemaining(did) == (a_left, 0)  # A's stopped clock did not move; B's ran out
     burned0 = token.totalBurned()
     r = game.timeout(did, sender=c.honest)
-    assert [(e.winner, e.outcome) for e in r.events.filter(game.DisputeResolved)] == [(c.honest.address, O_CHALLENGER)]
-    assert game.getDispute(did).phase == P_RESOLVED
-    # No panel was seated: half the pot to the winner, the rest burned.
-    assert game.credits(c.honest) == STAKE // 2 and token.totalBurned() - burned0 == STAKE // 2
+    assert [(e.winner, e.outcome) for e in r.events.filter(game.DisputeResolved)] == [
+        (c.honest.address, DisputeOutcome.CHALLENGER_WINS)]
+    assert game.getDispute(did).phase == DisputePhase.RESOLVED
+    # No panel was seated: the winner's share to the winner, the rest burned.
+    win = STAKE * game.winnerShareBps() // 10_000
+    assert game.credits(c.honest) == win and token.totalBurned() - burned0 == STAKE - win
     assert registry.getNode(c.cheater).stake == NODE_STAKE - STAKE
-    assert jobs.getTask(c.task_id).status == T_ACCEPTED
+    _winner_is_candidate(system, chain, c, c.honest, submitter)
+    assert jobs.getTask(c.task_id).status == TaskStatus.ACCEPTED
     _game_backed(system)
     conserved()
 
 
-def test_panel_matches_neither_party_both_lose_and_task_is_redrawn(system, contested, referees, conserved):
-    game, registry, token, jobs = system.game, system.registry, system.token, system.jobs
+def test_panel_matches_neither_party_both_lose_and_task_is_redrawn(system, contested, referees, chain, conserved):
+    game, registry, token, jobs, panel, escrow = (system.game, system.registry, system.token, system.jobs,
+                                                  system.panel, system.escrow)
     c = contested(n=4, k=2, diverge=2, step=0)
     did = _open_public(system, c)
     # k = 2, step 0: the level-1 pinpoint at index 0 (agreed leaf 0, claims at leaf 1).
     game.pinpoint(did, c.sH.pinpoint(c.sC, 0), sender=c.cheater)
-    assert game.getDispute(did).phase == P_VOTING
+    _judging(system, chain, c, did, referees)
     third = rand32()
-    vote(game, did, {ref: third for ref in referees})
     burned0 = token.totalBurned()
-    r = game.resolve(did, sender=referees[0])
-    assert [e.outcome for e in r.events.filter(game.DisputeResolved)] == [O_BOTH]
+    r = vote(system, did, {ref: third for ref in referees})[-1]
+    assert [e.outcome for e in r.events.filter(game.DisputeResolved)] == [DisputeOutcome.BOTH_LOSE]
     pot = 2 * STAKE
-    each = (pot * 2_500 // 10_000) // 3
+    each = (pot * game.refereeShareBps() // 10_000) // 3
     for ref in referees:
-        assert game.credits(ref) == each
+        assert panel.credits(ref) == each
     assert token.totalBurned() - burned0 == pot - 3 * each
     for p in (c.honest, c.cheater):
         assert registry.getNode(p).stake == NODE_STAKE - STAKE and registry.getNode(p).locked == 0
@@ -165,34 +205,39 @@ def test_panel_matches_neither_party_both_lose_and_task_is_redrawn(system, conte
     assert list(r.events.filter(jobs.TaskReopened))
     redrawn = {e.node for e in r.events.filter(jobs.TaskAssigned)}
     assert len(redrawn) == 2 and not redrawn & {c.honest.address, c.cheater.address}
-    assert jobs.getTask(c.task_id).status == T_ASSIGNED
-    assert [x.status for x in jobs.getReplicas(c.task_id)] == [R_ASSIGNED, R_ASSIGNED]
-    assert jobs.getJob(c.job.id).escrow == jobs.escrowFor(c.job.params[7], 2, 1, 1)  # nobody was paid yet
+    assert jobs.getTask(c.task_id).status == TaskStatus.ASSIGNED
+    assert [x.status for x in jobs.getReplicas(c.task_id)] == [ReplicaStatus.ASSIGNED] * 2
+    assert escrow.escrowOf(c.job.id) == escrow_for(c.job.params.paymentPerTask, 2, 1, 1)  # nobody was paid yet
     _game_backed(system)
     conserved()
 
 
-def test_non_revealing_referee_is_slashed(system, contested, referees, chain, conserved):
-    game, registry, token = system.game, system.registry, system.token
+def test_advance_slashes_non_revealing_referee_and_majority_decides(system, contested, referees, chain, conserved):
+    game, registry, token, panel = system.game, system.registry, system.token, system.panel
     c = contested(n=4, k=2, diverge=4, step=1)
     did = _open_public(system, c)
     game.pinpoint(did, c.sH.pinpoint(c.sC, 1), sender=c.honest)
+    _judging(system, chain, c, did, referees)
     honest_vote = c.sH.hashes[2]
     silent = referees[2]
-    vote(game, did, {ref: honest_vote for ref in referees}, reveal=set(referees[:2]))
-    with reverts(game.VotingNotOver):
-        game.resolve(did, sender=c.honest)
-    chain.mine(deltatime=game.getDispute(did).revealDeadline - chain.blocks.head.timestamp + 1)
+    vote(system, did, {ref: honest_vote for ref in referees}, reveal=set(referees[:2]))
+    assert panel.panelOf(did).phase == PanelPhase.REVEALING
+    with reverts(panel.NothingToAdvance):
+        panel.advance(did, sender=c.honest)
+    mine_past(chain, panel.panelOf(did).revealDeadline)
     burned0 = token.totalBurned()
-    r = game.resolve(did, sender=c.honest)
-    assert [e.outcome for e in r.events.filter(game.DisputeResolved)] == [O_CHALLENGER]
-    penalty = game.refereeStake() * game.refereeSlashBps() // 10_000
-    each = (STAKE * 2_500 // 10_000) // 2
-    assert game.credits(silent) == 0
+    r = panel.advance(did, sender=c.honest)
+    assert [(e.referee, e.reason) for e in r.events.filter(panel.RefereeSlashed)] == [(silent.address, 2)]
+    assert [e.outcome for e in r.events.filter(game.DisputeResolved)] == [DisputeOutcome.CHALLENGER_WINS]
+    penalty = panel.refereeStake() * panel.noShowSlashBps() // 10_000
+    win = STAKE * game.winnerShareBps() // 10_000
+    reward = STAKE * game.refereeShareBps() // 10_000
+    each = reward // 2
+    assert panel.credits(silent) == 0
     assert registry.getNode(silent).stake == NODE_STAKE - penalty and registry.getNode(silent).locked == 0
     assert registry.reputationOf(silent).tasksLate == 1
     for ref in referees[:2]:
-        assert game.credits(ref) == each and registry.getNode(ref).stake == NODE_STAKE
-    assert token.totalBurned() - burned0 == (STAKE - STAKE // 2 - 2 * each) + penalty
+        assert panel.credits(ref) == each and registry.getNode(ref).stake == NODE_STAKE
+    assert token.totalBurned() - burned0 == (STAKE - win - 2 * each) + penalty
     _game_backed(system)
     conserved()

@@ -1,10 +1,14 @@
-"""A whole job on a real anvil: 2 shards x 2 rounds, replication 2, driven by test accounts."""
+"""A whole job on a real anvil: 2 shards x 2 rounds, replication 2, driven by test accounts.
+
+Protocol v2: equal reveals make a task Revealed (agreement is not finality, P2); it is accepted by finalize()
+after its challenge window and the reveal grace. Escrow and payment credits live on JobEscrow."""
 from __future__ import annotations
 
 import pytest
 
 from chain_builders import (
-    E18, J_COMPLETED, R_ACCEPTED, T_ACCEPTED, Trace, aggregate_input, h32, rand32,
+    E18, JobStatus, ReplicaStatus, TaskKind, TaskStatus, Trace, aggregate_input, escrow_for, finalize_after_window,
+    h32, rand32,
 )
 
 pytestmark = pytest.mark.integration
@@ -18,34 +22,35 @@ def eight_nodes(nodes, accounts):
     return nodes.add(accounts[2:10])
 
 
-def _escrow_backed(system):
-    """JobRegistry holds exactly the open escrow plus the unwithdrawn credits."""
-    jobs = system.jobs
-    assert system.token.balanceOf(jobs) == jobs.totalEscrow() + jobs.totalCredits()
-
-
-def _run_task(poster, system, task_id: int, trace: Trace, cid: bytes):
+def _run_task(poster, system, chain, task_id: int, trace: Trace, cid: bytes):
+    """Both replicas commit and reveal the same trace; the task waits out its window, then finalize accepts it."""
+    jobs, escrow = system.jobs, system.escrow
     assigned = {s: poster.node_of(task_id, s).address for s in range(2)}
     assert assigned[0] != assigned[1]
     receipts = poster.run_replicated(task_id, [trace, trace], [cid, cid])
-    last = receipts[-1]
-    accepted = list(last.events.filter(system.jobs.TaskAccepted))
+    windows = list(receipts[-1].events.filter(jobs.ChallengeWindowOpened))
+    t = jobs.getTask(task_id)
+    assert t.status == TaskStatus.REVEALED and [e.deadline for e in windows] == [t.challengeDeadline]
+    assert not list(receipts[-1].events.filter(jobs.TaskAccepted))
+    last = finalize_after_window(system, chain, task_id, poster.account)
+    accepted = list(last.events.filter(jobs.TaskAccepted))
     assert [(e.taskId, h32(e.finalHash), h32(e.resultCid)) for e in accepted][:1] == [(task_id, trace.final, cid)]
-    credited = [e.to for e in last.events.filter(system.jobs.PaymentCredited)]
+    credited = [e.to for e in last.events.filter(escrow.PaymentCredited)]
     assert sorted(credited) == sorted(assigned.values())
-    t = system.jobs.getTask(task_id)
-    assert t.status == T_ACCEPTED and h32(t.finalHash) == trace.final
-    assert [r.status for r in system.jobs.getReplicas(task_id)] == [R_ACCEPTED, R_ACCEPTED]
-    _escrow_backed(system)
+    t = jobs.getTask(task_id)
+    assert t.status == TaskStatus.ACCEPTED and h32(t.finalHash) == trace.final
+    assert [r.status for r in jobs.getReplicas(task_id)] == [ReplicaStatus.ACCEPTED] * 2
+    system.escrow_backed()
     return last
 
 
-def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter, conserved):
-    jobs, registry, token = system.jobs, system.registry, system.token
+def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter, chain, conserved):
+    jobs, registry, token, escrow_c = system.jobs, system.registry, system.token, system.escrow
     initial = rand32()
     job = poster.post(shards=2, rounds=2, replication=2, steps=8, k=2, payment=PAYMENT, stake=STAKE, initial=initial)
-    escrow = PAYMENT * 2 * 3 * 2
-    assert jobs.getJob(job.id).escrow == escrow and token.balanceOf(jobs) == escrow
+    escrow = escrow_for(PAYMENT, 2, 2, 2)
+    assert escrow == PAYMENT * 2 * 3 * 2 == job.params.escrow()
+    assert escrow_c.escrowOf(job.id) == escrow and token.balanceOf(escrow_c) == escrow and token.balanceOf(jobs) == 0
     posted = [e for e in job.receipt.events.filter(jobs.JobPosted)]
     assert posted[0].escrow == escrow and posted[0].submitter == submitter.address
     conserved()
@@ -61,7 +66,7 @@ def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter,
         shard_ids = [jobs.taskOf(job.id, rnd, i) for i in range(2)]
         assert sorted(assigned) == sorted(shard_ids) and all(len(v) == 2 for v in assigned.values())
         for i, tid in enumerate(shard_ids):
-            assert h32(created[i].inputHash) == round_input and created[i].kind == 1
+            assert h32(created[i].inputHash) == round_input and created[i].kind == TaskKind.TRAIN
             assert h32(jobs.getTask(tid).inputHash) == round_input
             for node in assigned[tid].values():
                 assert registry.getNode(node).locked >= STAKE
@@ -72,13 +77,13 @@ def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter,
             trace = Trace.random(round_input, 4)
             for node in assigned[tid].values():
                 credits_expected[node] = credits_expected.get(node, 0) + PAYMENT
-            last = _run_task(poster, system, tid, trace, rand32())
+            last = _run_task(poster, system, chain, tid, trace, rand32())
             finals.append(trace.final)
 
         # The second shard's acceptance creates the AGGREGATE task over the finals in shard order.
         agg_created = list(last.events.filter(jobs.TaskCreated))
         agg_id = jobs.taskOf(job.id, rnd, 2)
-        assert [(e.taskId, e.index, e.kind) for e in agg_created] == [(agg_id, 2, 2)]
+        assert [(e.taskId, e.index, e.kind) for e in agg_created] == [(agg_id, 2, TaskKind.AGGREGATE)]
         agg_in = aggregate_input(finals)
         assert h32(agg_created[0].inputHash) == agg_in
         agg_assigned = poster.assigned(last)[agg_id]
@@ -87,7 +92,7 @@ def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter,
             credits_expected[node] = credits_expected.get(node, 0) + PAYMENT
 
         model_state, model_cid = rand32(), rand32()
-        receipt = _run_task(poster, system, agg_id, Trace([agg_in, model_state]), model_cid)
+        receipt = _run_task(poster, system, chain, agg_id, Trace([agg_in, model_state]), model_cid)
         if rnd == 0:
             adv = list(receipt.events.filter(jobs.RoundAdvanced))
             assert [(e.jobId, e.round, h32(e.inputHash)) for e in adv] == [(job.id, 1, model_state)]
@@ -99,21 +104,21 @@ def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter,
         conserved()
 
     j = jobs.getJob(job.id)
-    assert j.status == J_COMPLETED and h32(j.modelHash) == model_state and h32(j.modelCid) == model_cid
-    assert j.escrow == 0 and jobs.totalEscrow() == 0
+    assert j.status == JobStatus.COMPLETED and h32(j.modelHash) == model_state and h32(j.modelCid) == model_cid
+    assert escrow_c.escrowOf(job.id) == 0 and escrow_c.totalEscrow() == 0
     assert sum(credits_expected.values()) == escrow  # every escrowed payment went to an accepted replica
     for node, amount in credits_expected.items():
-        assert jobs.credits(node) == amount
-    assert jobs.totalCredits() == escrow
+        assert escrow_c.credits(node) == amount
+    assert escrow_c.totalCredits() == escrow
 
-    # Pull payments: every paid node withdraws exactly its credits.
+    # Pull payments from JobEscrow: every paid node withdraws exactly its credits.
     for node, amount in credits_expected.items():
         acct = poster.by_address[node]
         before = token.balanceOf(node)
-        r = jobs.withdrawPayment(sender=acct)
-        assert [e.amount for e in r.events.filter(jobs.PaymentWithdrawn)] == [amount]
-        assert token.balanceOf(node) == before + amount and jobs.credits(node) == 0
-    assert jobs.totalCredits() == 0 and token.balanceOf(jobs) == 0
+        r = escrow_c.withdraw(sender=acct)
+        assert [e.amount for e in r.events.filter(escrow_c.PaymentWithdrawn)] == [amount]
+        assert token.balanceOf(node) == before + amount and escrow_c.credits(node) == 0
+    assert escrow_c.totalCredits() == 0 and token.balanceOf(escrow_c) == 0
 
     # Every lock released, reputation counts the 6 tasks x 2 replicas, nothing burned.
     for n in eight_nodes:

@@ -79,3 +79,14 @@ def test_checkDeploymentChain_anotherChainSameId_fails(tmp_path):
     check_deployment_chain(_w3("11" * 32), 31337, "http://x", tmp_path / "31337.json")  # ours: fine
     with pytest.raises(DeploymentOfAnotherChain, match="another devnet on that port"):
         check_deployment_chain(_w3("22" * 32), 31337, "http://x", tmp_path / "31337.json")
+
+
+def test_loadDeployments_v1FileWithoutEscrowPanel_failsWithRedeployHint(tmp_path):
+    from verity.chain.deployments import DeploymentOutdated, load_deployments
+
+    v1 = {"version": 1, "chain_id": 31337, "deployer": "0x" + "11" * 20,
+          "contracts": {n: {"address": "0x" + "22" * 20, "abi": []}
+                        for n in ("VerityToken", "NodeRegistry", "JobRegistry", "DisputeGame")}}
+    (tmp_path / "31337.json").write_text(json.dumps(v1))
+    with pytest.raises(DeploymentOutdated, match="BlockhashRandomness, JobEscrow, RefereePanel.*redeploy"):
+        load_deployments(31337, tmp_path / "31337.json")

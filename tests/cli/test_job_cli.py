@@ -7,6 +7,7 @@ from eth_account import Account
 
 from node_builders import SUBMITTER
 from verity.chain.client import devnet_key
+from verity.chain.protocol import DEVICE_CPU, PROFILE_CPU_F32_STRICT, ROLE_SOLVER, escrow_for
 from verity.chain.views import JobStatus, read
 
 pytestmark = pytest.mark.integration
@@ -37,7 +38,8 @@ def warp(net, seconds: int) -> None:
 def register_solver(net, account: int) -> str:
     c = net.client(account)
     c.transact(c.token.functions.approve(c.registry.address, 2**256 - 1))
-    c.transact(c.registry.functions.register(1, 0, 4096, 100, 1, "/ip4/127.0.0.1/tcp/4001"))  # solver, cpu, cpu-f32-strict
+    c.transact(c.registry.functions.register(ROLE_SOLVER, DEVICE_CPU, 4096, 100, PROFILE_CPU_F32_STRICT,
+                                             "/ip4/127.0.0.1/tcp/4001"))
     c.transact(c.registry.functions.stake(1000 * 10**18))
     return c.address
 
@@ -45,8 +47,8 @@ def register_solver(net, account: int) -> str:
 def test_list_show_watch_and_cancel_an_unassigned_job_succeeds(net, verity):
     job_id = net.post(**TINY, replication=1)
     c = net.client()
-    escrow = read(c, c.jobs, "getJob", job_id).escrow
-    assert escrow == 2 * 10**18  # payment 1 × replication 1 × (1 shard + 1 aggregate) × 1 round
+    escrow = c.call(c.escrow.functions.escrowOf(job_id))  # JobEscrow holds every job's escrow
+    assert escrow == 2 * 10**18 == escrow_for(10**18, 1, 1, 1)  # payment 1 × replication 1 × (1 shard + 1 agg) × 1 round
 
     listed = verity("job", "list")
     assert listed.exit_code == 0, listed.stderr

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from verity.jobadvice import NodeFacts, advice, cancel_rule, countdown, task_reason
 from verity.jobplot import figure
-from verity.jobtable import render
+from verity.jobtable import clock, render
 from verity.jobview import JobReport, ReplicaRow, RoundMetric, TaskRow
 
 A, B, C = "0x" + "aa" * 20, "0x" + "bb" * 20, "0x" + "cc" * 20
@@ -68,14 +68,40 @@ def test_task_reason_overdue_and_challenge_window_succeeds():
     late = TaskRow(1, 0, 0, "train", "assigned", [ReplicaRow(0, B, "committed", NOW - 5), ReplicaRow(1, C, "revealed")])
     assert "0xbbbbbb…'s reveal is 5 s overdue; any node may reportLate" in task_reason(late, NOW, NodeFacts(), 2)
     revealed = TaskRow(1, 0, 0, "train", "revealed", [], challenge_deadline=NOW + 20)
-    assert task_reason(revealed, NOW, NodeFacts(), 1) == "challenge window, 20 s left"
+    assert task_reason(revealed, NOW, NodeFacts(), 1) == "challenge window of the result, 20 s left"
+
+
+def test_clock_challenge_window_reveal_grace_and_open_disputes_succeeds():
+    def row(deadline, disputes=0):
+        return TaskRow(1, 0, 0, "train", "revealed", [], challenge_deadline=deadline, reveal_grace=60,
+                       open_disputes=disputes)
+
+    assert clock(row(NOW + 20), NOW) == "challenge 20 s"
+    assert clock(row(NOW - 20), NOW) == "challenge reveals 40 s"
+    assert clock(row(NOW - 100, 2), NOW) == "2 dispute(s) open"
+    assert clock(row(NOW - 100), NOW) == "challenge over"
+
+
+def test_task_reason_reveal_grace_disputes_and_candidate_succeeds():
+    grace = TaskRow(1, 0, 0, "train", "revealed", [], challenge_deadline=NOW - 5, reveal_grace=30)
+    assert "challenges committed in time may be revealed for 25 s" in task_reason(grace, NOW, NodeFacts(), 2)
+    disputed = TaskRow(1, 0, 0, "train", "revealed", [], dispute="#3 step 14", challenge_deadline=NOW - 60,
+                       reveal_grace=30, open_disputes=1)
+    assert task_reason(disputed, NOW, NodeFacts(), 2) == \
+        "challenge window of the result over; 1 dispute(s) against it open (#3 step 14)"
+    done = TaskRow(1, 0, 0, "train", "revealed", [], challenge_deadline=NOW - 60, reveal_grace=30, candidate=B)
+    assert task_reason(done, NOW, NodeFacts(), 2) == \
+        "challenge window of the result of 0xbbbbbb… (it won a dispute) over; waiting for a node to call finalize()"
 
 
 @pytest.mark.parametrize("tasks, kw, allowed, wait, why", [
     ([open_task()], dict(ever_assigned=False), True, 0, "no slot was ever assigned"),
     ([open_task(open_since=NOW - 300)], {}, True, 0, "task 1 has had an empty slot for 5 min 00 s"),
     ([open_task(open_since=NOW - 100)], {}, False, 200, "allowed in 3 min 20 s if task 1 stays unassigned"),
-    ([TaskRow(1, 0, 0, "train", "revealed", [])], dict(ever_assigned=False), False, None, "task 1 is in a challenge window"),
+    ([TaskRow(1, 0, 0, "train", "revealed", [], open_disputes=2)], dict(ever_assigned=False), False, None,
+     "task 1 is in 2 open dispute(s)"),
+    ([TaskRow(1, 0, 0, "train", "contested", [])], dict(ever_assigned=False), False, None, "task 1 is in a dispute"),
+    ([TaskRow(1, 0, 0, "train", "revealed", [])], dict(ever_assigned=False), True, 0, "no slot was ever assigned"),
     ([TaskRow(1, 0, 0, "train", "assigned", [])], {}, False, None, "every task of round 1 has its nodes"),
     ([open_task()], dict(status="completed"), False, None, "the job is completed"),
 ])
@@ -184,3 +210,7 @@ def test_history_keeps_replaced_late_and_slashed_replicas_with_their_fines_succe
     assert [(r.slot, r.node, r.status, r.fined, r.current) for r in rows] == [
         (0, B, "late", 10**18, False), (0, D, "accepted", 0, True), (1, C, "slashed", 10 * 10**18, True)]
     assert h.disputes[10] == "#2 challenger wins" and set(h.tasks) == {10}
+    # v2: several challenges per task; one opened against a replaced candidate is abandoned as stale.
+    h.feed([ev("DisputeOpened", taskId=10, disputeId=5, challenger=B, defender=D),
+            ev("DisputeAbandoned", taskId=10, disputeId=5, epoch=1)])
+    assert h.disputes[10] == "#2 challenger wins, #5 abandoned (stale)"

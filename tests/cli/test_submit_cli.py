@@ -43,12 +43,12 @@ class Devnet:
         return ChainClient(self.record["rpc_url"], None, load_deployments(31337, self.dir / "deployments" / "31337.json"))
 
     def spent_state(self) -> tuple:
-        """What a submit would change: jobs, the submitters' tokens and allowances."""
+        """What a submit would change: jobs, the submitters' tokens and allowances (submitters approve JobEscrow)."""
         c = self.client()
         fns = c.token.functions
         return (c.call(c.jobs.functions.jobCount()),
                 *[c.call(fns.balanceOf(a)) for a in (ADDR, Account.from_key(devnet_key(0)).address)],
-                c.call(fns.allowance(ADDR, c.jobs.address)))
+                c.call(fns.allowance(ADDR, c.escrow.address)))
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +68,27 @@ def off_port_devnet(tmp_path_factory):
         services.down(root / "devnet")
         if decoy is not None:
             decoy.stop()
+
+
+def test_ape_run_deploy_writes_the_seven_wired_contracts_succeeds(off_port_devnet):
+    """`ape run deploy` (the devnet's deploy): every v2 contract listed, wired once, errors decodable by name."""
+    from verity.chain.protocol import CONTRACTS
+
+    c = off_port_devnet.client()
+    assert list(c.deployments.contracts) == list(CONTRACTS) and c.deployments.version == 2
+    call = c.call
+    assert call(c.escrow.functions.jobs()) == c.jobs.address
+    assert call(c.jobs.functions.escrow()) == c.escrow.address
+    assert call(c.jobs.functions.disputeGame()) == c.game.address
+    assert call(c.panel.functions.game()) == c.game.address
+    assert call(c.panel.functions.randomness()) == c.randomness.address
+    assert call(c.game.functions.panel()) == c.panel.address and call(c.game.functions.jobs()) == c.jobs.address
+    assert call(c.randomness.functions.delay()) == 2  # blocks: the devnet ticker mines one every interval
+    for protocol in (c.jobs, c.game, c.panel):
+        assert call(c.registry.functions.isProtocol(protocol.address))
+    # Errors raised by code the JobRegistry runs by delegatecall are in its listed ABI.
+    errors = {i["name"] for i in c.deployments.contracts["JobRegistry"].abi if i.get("type") == "error"}
+    assert {"ChallengeWindowOpen", "DisputesPending", "NotSubmitter", "CancelNotAllowed"} <= errors
 
 
 def _npz(path: Path, labels: list[int]) -> str:
@@ -132,6 +153,7 @@ def test_verity_job_submit_posts_a_verity_data_shard_directory_succeeds(off_port
     job = read(c, c.jobs, "getJob", record["job_id"])
     assert job.submitter == ADDR and job.shards == 3 and bytes(job.manifestCid) == cid_to_digest(record["manifest_cid"])
     assert net.spent_state()[1] == balance - record["escrow"] == balance - 1 * 2 * (3 + 1) * 1 * 10**18
+    assert c.call(c.escrow.functions.escrowOf(record["job_id"])) == record["escrow"]  # JobEscrow pulled it
     index = json.loads((tmp_path / "shards" / "index.json").read_text())
     with Storage(net.record["ipfs_api"], timeout=10, retries=1) as storage:
         manifest = load_manifest(storage.get_bytes(record["manifest_cid"]))

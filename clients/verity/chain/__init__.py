@@ -1,4 +1,4 @@
-"""Chain access for the off-chain clients: deployments, transactions, events.
+"""Chain access for the off-chain clients: deployments, transactions, events, protocol facts.
 
 Nodes talk to the contracts with web3.py and a local key (one process, one key);
 `ape` deploys the contracts and drives the `ape run submit` script. Both read the

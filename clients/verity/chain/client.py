@@ -129,6 +129,21 @@ class ChainClient:
     def game(self):
         return self.contracts["DisputeGame"]
 
+    @property
+    def escrow(self):
+        """JobEscrow: every job's escrow (`escrowOf(jobId)`) and every payment credit (`credits`, `withdraw`)."""
+        return self.contracts["JobEscrow"]
+
+    @property
+    def panel(self):
+        """RefereePanel: seats, votes, referee credits (`seat`, `commitVote`, `revealVote`, `advance`, `withdraw`)."""
+        return self.contracts["RefereePanel"]
+
+    @property
+    def randomness(self):
+        """BlockhashRandomness (IRandomness): the panels' two-phase random values."""
+        return self.contracts["BlockhashRandomness"]
+
     def now(self) -> int:
         return int(self.w3.eth.get_block("latest")["timestamp"])
 

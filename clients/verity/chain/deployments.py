@@ -26,9 +26,20 @@ class DeployedContract(BaseModel):
     block: int = 0
 
 
+# Contracts whose code a deployed contract runs by delegatecall (JobRegistry runs TaskMachine's): their custom
+# errors revert from the caller's address, so the deployments file lists them in the caller's ABI.
+DELEGATES: dict[str, tuple[str, ...]] = {"JobRegistry": ("TaskMachine",)}
+
+
+class DeploymentOutdated(VerityError, LookupError):
+    def __init__(self, path, missing: list[str]):
+        super().__init__(f"the deployment in {path} lacks {', '.join(missing)} (an older protocol version); redeploy with "
+                         "`verity devnet up` (which redeploys an outdated devnet deployment) or `ape run deploy --force`")
+
+
 class Deployments(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    version: int = 1
+    version: int = 2  # 2: protocol v2 (docs/protocol-v2.md), seven contracts
     chain_id: int
     deployer: str
     contracts: dict[str, DeployedContract]
@@ -56,7 +67,17 @@ def load_deployments(chain_id: int, path: Path | None = None) -> Deployments:
     dep = Deployments.model_validate_json(path.read_bytes())
     if dep.chain_id != chain_id:
         raise VerityError(f"deployments file {path} is for chain {dep.chain_id}, connected to chain {chain_id}")
+    missing = missing_contracts(dep)
+    if missing:
+        raise DeploymentOutdated(path, missing)
     return dep
+
+
+def missing_contracts(dep: Deployments) -> list[str]:
+    """The protocol's contracts (verity.chain.protocol.CONTRACTS) a deployments file does not list."""
+    from verity.chain.protocol import CONTRACTS
+
+    return [n for n in CONTRACTS if n not in dep.contracts]
 
 
 class DeploymentOfAnotherChain(VerityError, LookupError):

@@ -1,32 +1,12 @@
 """Typed reads of on-chain structs: web3 returns tuples, these name the fields."""
 from __future__ import annotations
 
-from enum import IntEnum
 from types import SimpleNamespace
 
-
-class JobStatus(IntEnum):
-    NONE, ACTIVE, COMPLETED, CANCELLED = range(4)
-
-
-class TaskKind(IntEnum):
-    NONE, TRAIN, AGGREGATE = range(3)
-
-
-class TaskStatus(IntEnum):
-    NONE, OPEN, ASSIGNED, REVEALED, CONTESTED, ACCEPTED, CANCELLED = range(7)
-
-
-class ReplicaStatus(IntEnum):
-    NONE, ASSIGNED, COMMITTED, REVEALED, ACCEPTED, SLASHED, LATE, VOIDED = range(8)
-
-
-class DisputePhase(IntEnum):
-    NONE, BISECT0, STEP_ROOTS, BISECT1, AWAITING_PANEL, VOTING, RESOLVED = range(7)
-
-
-class DisputeOutcome(IntEnum):
-    NONE, CHALLENGER_WINS, DEFENDER_WINS, BOTH_LOSE, VOIDED = range(5)
+# The enums live in verity.chain.protocol (the one mirror of VerityTypes.sol); re-exported for old imports.
+from verity.chain.protocol import (  # noqa: F401
+    DisputeOutcome, DisputePhase, JobStatus, PanelPhase, ReplicaStatus, TaskKind, TaskStatus, Verdict,
+)
 
 
 def _name(value, abi_item: dict):

@@ -180,5 +180,6 @@ def status(dir: Dir = None) -> None:
         jt.add_column(col)
     for jid in range(1, min(c.call(c.jobs.functions.jobCount()), 50) + 1):
         j = read(c, c.jobs, "getJob", jid)
-        jt.add_row(str(jid), JobStatus(j.status).name.lower(), f"{j.currentRound + 1}/{j.rounds}", f"{j.escrow / 1e18:g}")
+        escrow = c.call(c.escrow.functions.escrowOf(jid))
+        jt.add_row(str(jid), JobStatus(j.status).name.lower(), f"{j.currentRound + 1}/{j.rounds}", f"{escrow / 1e18:g}")
     console.print(jt)

@@ -82,7 +82,8 @@ def list_jobs(status: Annotated[Optional[StatusFilter], typer.Option(help="only 
             hint = signer_hint(j.submitter, c.deployments.chain_id)
             who = j.submitter[:10] + "…" + (f" ({hint})" if hint.startswith("--account") else "")
             t.add_row(str(job_id), st, f"{min(j.currentRound + 1, j.rounds)}/{j.rounds}", str(j.shards), str(j.replication),
-                      f"{j.paymentPerTask / 1e18:g}", f"{j.escrow / 1e18:g} VRT", who, f"{countdown(now - j.postedAt)} ago")
+                      f"{j.paymentPerTask / 1e18:g}", f"{c.call(c.escrow.functions.escrowOf(job_id)) / 1e18:g} VRT", who,
+                      f"{countdown(now - j.postedAt)} ago")
     except VerityError as exc:
         fail(exc)
     console.print(t)
@@ -129,7 +130,7 @@ def _escrow_action(action: str, job_id: int, account, key_file) -> tuple:
 
     c = _chain(account, key_file, sign=True)
     r = reader(job_id, c)
-    amount = int(r.job().escrow)
+    amount = r.escrow()
     before = c.call(c.token.functions.balanceOf(c.address))
     fn = c.jobs.functions.cancelJob(job_id) if action == "cancel" else c.jobs.functions.reclaimEscrow(job_id)
     try:

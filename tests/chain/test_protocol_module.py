@@ -1,0 +1,174 @@
+"""verity.chain.protocol is the one Python mirror of the protocol: it must agree with the contracts.
+
+- enums and constants against contracts/types/VerityTypes.sol (parsed; no chain needed);
+- struct builders' field order against VerityTypes.sol and the compiled ABI (ape's project);
+- the commitment encodings against an independent word-by-word abi.encode, and the escrow formula against
+  JobRegistry.escrowFor on a chain. (tests/chain's commit/reveal, challenge and vote flows check each
+  commitment against the contract that recomputes it: a mismatch reverts the reveal.)
+- no other module defines a protocol enum again.
+"""
+from __future__ import annotations
+
+import re
+from enum import IntEnum
+from pathlib import Path
+
+import pytest
+from eth_hash.auto import keccak
+
+from verity.chain import protocol
+from verity.chain.protocol import (
+    PinpointProof, PostJobParams, challenge_commitment, escrow_for, replica_commitment, vote_commitment,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+TYPES = ROOT / "contracts" / "types" / "VerityTypes.sol"
+
+
+def _source() -> str:
+    text = TYPES.read_text()
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def _snake(name: str) -> str:
+    """Solidity's CamelCase member -> protocol.py's UPPER_SNAKE (ChallengerWins -> CHALLENGER_WINS, Bisect0 -> BISECT0)."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).upper()
+
+
+def _enums() -> dict[str, list[str]]:
+    return {m.group(1): [x.strip() for x in m.group(2).split(",") if x.strip()]
+            for m in re.finditer(r"\benum\s+(\w+)\s*\{([^}]*)\}", _source())}
+
+
+def _structs() -> dict[str, list[str]]:
+    out = {}
+    for m in re.finditer(r"\bstruct\s+(\w+)\s*\{([^}]*)\}", _source()):
+        out[m.group(1)] = [decl.split()[-1] for decl in (d.strip() for d in m.group(2).split(";")) if decl]
+    return out
+
+
+def _constants() -> dict[str, int]:
+    return {m.group(2): int(m.group(3).replace("_", ""), 0)
+            for m in re.finditer(r"\b(u?int\d*)\s+constant\s+(\w+)\s*=\s*([0-9xa-fA-F_]+)\s*;", _source())}
+
+
+def test_protocol_enums_match_verity_types_succeeds():
+    enums = _enums()
+    assert set(enums) == {"JobStatus", "TaskKind", "TaskStatus", "ReplicaStatus", "DisputePhase", "DisputeOutcome",
+                          "Verdict", "PanelPhase"}
+    for name, members in enums.items():
+        mirror = getattr(protocol, name)
+        assert issubclass(mirror, IntEnum), name
+        assert [(m.name, m.value) for m in mirror] == [(_snake(x), i) for i, x in enumerate(members)], name
+
+
+def test_protocol_constants_match_verity_types_succeeds():
+    constants = _constants()
+    assert {"ROLE_SOLVER", "ROLE_VERIFIER", "ROLE_REFEREE", "DEVICE_CPU", "DEVICE_CUDA", "PROFILE_CPU_F32_STRICT",
+            "PROFILE_CUDA_F32_STRICT", "BPS"} <= set(constants)
+    for name, value in constants.items():
+        assert getattr(protocol, name) == value, name
+    assert protocol.PROFILE_BITS == {"cpu-f32-strict": constants["PROFILE_CPU_F32_STRICT"],
+                                     "cuda-f32-strict": constants["PROFILE_CUDA_F32_STRICT"]}
+
+
+def test_struct_builders_match_verity_types_field_order_succeeds():
+    structs = _structs()
+    assert list(PostJobParams._fields) == structs["PostJobParams"]
+    assert list(PinpointProof._fields) == structs["PinpointProof"]
+
+
+def test_views_reexport_protocol_enums_succeeds():
+    from verity.chain import views
+
+    for name in _enums():
+        assert getattr(views, name) is getattr(protocol, name)
+
+
+def test_no_other_module_defines_a_protocol_enum_succeeds():
+    pattern = re.compile(r"^\s*class\s+(" + "|".join(_enums()) + r")\s*\(", re.M)
+    offenders = []
+    for folder in ("clients", "scripts", "tests"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if path == Path(protocol.__file__).resolve() or ".venv" in path.parts:
+                continue
+            if pattern.search(path.read_text(errors="replace")):
+                offenders.append(str(path.relative_to(ROOT)))
+    assert offenders == [], "import the enums from verity.chain.protocol instead"
+
+
+# ---------------------------------------------------------------- encodings
+
+
+def _word(value) -> bytes:
+    if isinstance(value, int):
+        return value.to_bytes(32, "big")
+    if isinstance(value, str):  # address
+        return bytes.fromhex(value.removeprefix("0x")).rjust(32, b"\0")
+    return bytes(value).rjust(32, b"\0")
+
+
+ADDR = "0x" + "ab" * 20
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_commitment_encodings_are_abi_encode_of_their_words_succeeds(seed):
+    root, final, salt, cid, vote = (keccak(bytes([seed, i])) for i in range(5))
+    assert replica_commitment(root, final, salt, ADDR) == keccak(b"".join(map(_word, (root, final, salt, ADDR))))
+    assert challenge_commitment(7, root, final, cid, salt, ADDR) == keccak(
+        b"".join(map(_word, (7, root, final, cid, salt, ADDR))))
+    assert vote_commitment(3, vote, salt, ADDR) == keccak(b"".join(map(_word, (3, vote, salt, ADDR))))
+    # Every field binds: another challenger, task or dispute makes another commitment (P6, P7).
+    other = "0x" + "cd" * 20
+    assert challenge_commitment(7, root, final, cid, salt, other) != challenge_commitment(7, root, final, cid, salt, ADDR)
+    assert challenge_commitment(8, root, final, cid, salt, ADDR) != challenge_commitment(7, root, final, cid, salt, ADDR)
+    assert vote_commitment(4, vote, salt, ADDR) != vote_commitment(3, vote, salt, ADDR)
+
+
+def test_escrow_for_formula_succeeds():
+    assert escrow_for(10, 2, 3, 4) == 10 * 2 * 4 * 4
+    p = PostJobParams(b"\1" * 32, b"\2" * 32, b"\3" * 32, 3, 4, 8, 2, 10, 2, 100)
+    assert p.escrow() == escrow_for(10, 2, 3, 4) and p.n == 4
+
+
+# ---------------------------------------------------------------- compiled ABI and a chain
+
+
+def _abi(container) -> list[dict]:
+    return [i.model_dump(mode="json", by_alias=True, exclude_none=True) for i in container.contract_type.abi]
+
+
+def _components(container, fn: str, arg: int) -> list[str]:
+    item = next(i for i in _abi(container) if i.get("type") == "function" and i["name"] == fn)
+    return [c["name"] for c in item["inputs"][arg]["components"]]
+
+
+@pytest.mark.integration
+def test_struct_builders_match_compiled_abi_succeeds(project):
+    assert _components(project.JobRegistry, "postJob", 0) == list(PostJobParams._fields)
+    assert _components(project.DisputeGame, "pinpoint", 1) == list(PinpointProof._fields)
+    assert _components(project.DisputeGame, "openDisputeWithPinpoint", 1) == list(PinpointProof._fields)
+
+
+@pytest.mark.integration
+def test_escrow_for_matches_job_registry_succeeds(system):
+    for args in ((10**18, 1, 1, 1), (3 * 10**18, 2, 4, 3), (7, 2, 32, 256)):
+        assert system.jobs.escrowFor(*args) == escrow_for(*args)
+
+
+@pytest.mark.integration
+def test_post_job_params_tuple_accepted_by_contract_succeeds(system, accounts):
+    """A PostJobParams (NamedTuple) goes to postJob as is; the job records the fields in the same order."""
+    owner, submitter = system.owner, accounts[1]
+    p = PostJobParams(keccak(b"m"), keccak(b"h"), keccak(b"i"), 2, 3, 8, 2, 10**18, 1, 5 * 10**18,
+                      minMemoryMb=1 << 30)  # nobody is eligible: no draw needed
+    system.token.mint(submitter, p.escrow(), sender=owner)
+    system.token.approve(system.escrow, p.escrow(), sender=submitter)
+    system.jobs.postJob(p, sender=submitter)
+    job_id = system.jobs.jobCount()
+    j = system.jobs.getJob(job_id)
+    assert (j.shards, j.rounds, j.stepsPerRound, j.checkpointInterval, j.paymentPerTask, j.replication,
+            j.stakePerReplica, j.minMemoryMb, j.profileBit) == (2, 3, 8, 2, 10**18, 1, 5 * 10**18, 1 << 30,
+                                                                 protocol.PROFILE_CPU_F32_STRICT)
+    assert system.escrow.escrowOf(job_id) == p.escrow()
