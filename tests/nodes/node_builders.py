@@ -12,7 +12,8 @@ from pathlib import Path
 from verity.chain import ChainClient, EventCursor
 from verity.chain.client import devnet_key
 from verity.chain.deployments import load_deployments
-from verity.chain.views import JobStatus, read
+from verity.chain.protocol import JobStatus
+from verity.chain.views import read
 from verity.storage import Storage
 from verity.submit import JobSpec, post_job_web3, prepare_job
 

@@ -6,7 +6,8 @@ from collections import Counter
 
 import pytest
 
-from verity.chain.views import DisputeOutcome, read
+from verity.chain.protocol import DisputeOutcome
+from verity.chain.views import read
 from verity.devnet.deploy import ape_run
 from verity.jobview import JobReader
 
@@ -16,7 +17,8 @@ pytestmark = pytest.mark.integration
 
 
 def test_job_trains_settles_and_conserves_tokens(net):
-    """2 shards x 2 rounds, replication 2, three honest solvers: a model better than chance, everyone paid once."""
+    """2 shards x 2 rounds, replication 2, three honest solvers: a model better than chance, everyone paid once.
+    v2: the replicas' agreement opens a challenge window; every task is finalized only after it (and the grace)."""
     for i in (1, 2, 3):
         net.start_node(f"solver-{i}", i)
     net.wait_registered(3)
@@ -39,7 +41,10 @@ def test_job_trains_settles_and_conserves_tokens(net):
     assert commits and max(commits.values()) == 1      # nothing committed twice
     accepted = [e for e in events if e.name == "TaskAccepted"]
     assert len(accepted) == 2 * (2 + 1)                 # every task of every round, once
-    paid = sum(e.args["amount"] for e in events if e.name == "PaymentCredited")
+    windows = {e.args["taskId"] for e in events if e.name == "ChallengeWindowOpened"}
+    assert windows == {e.args["taskId"] for e in accepted}  # agreement is not finality (P2)
+    assert not any(e.name == "DisputeOpened" for e in events)
+    paid = sum(e.args["amount"] for e in events if e.name == "PaymentCredited" and e.contract == "JobEscrow")
     assert paid == 3 * 2 * 2 * 10**18                   # 3 tasks x 2 rounds x 2 replicas x 1 VRT
     total, minted, burned = conserved(c)
     assert total == minted - burned and burned == 0

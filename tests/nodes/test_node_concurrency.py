@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from verity.chain.views import ReplicaStatus, TaskStatus
+from verity.chain.protocol import ReplicaStatus, TaskStatus
 from verity.node import solver as solver_mod
 from verity.node.compute import Result
 from verity.node.loop import NodeLoop

@@ -13,6 +13,7 @@ import torch
 from verity.chain import EventCursor
 from verity.chain.client import connect_chain, devnet_key
 from verity.chain.identity import chain_identity
+from verity.chain.protocol import ROLE_REFEREE, ROLE_SOLVER, ROLE_VERIFIER
 from verity.chain.views import read
 from verity.errors import VerityError
 from verity.node.context import NodeContext
@@ -32,7 +33,7 @@ from verity.units import vrt
 
 log = logging.getLogger("verity.node")
 
-ROLE_BITS = {"solver": 1, "verifier": 2, "referee": 4}
+ROLE_BITS = {"solver": ROLE_SOLVER, "verifier": ROLE_VERIFIER, "referee": ROLE_REFEREE}
 MAX_UINT = 2**256 - 1
 
 
@@ -140,7 +141,7 @@ def ensure_registered(ctx: NodeContext, cfg: NodeConfig) -> None:
     elif node.roles != mask:
         c.transact(c.registry.functions.updateNode(mask, device, cfg.memory_mb, 100, profiles, addr))
     node = read(c, c.registry, "getNode", ctx.me)
-    for spender in (c.registry.address, c.game.address):
+    for spender in (c.registry.address, c.game.address):  # stake; a challenger's bond
         if c.call(c.token.functions.allowance(ctx.me, spender)) < 2**255:
             c.transact(c.token.functions.approve(spender, MAX_UINT))
     if need > 0:

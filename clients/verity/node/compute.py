@@ -5,18 +5,22 @@ dispute (per-step roots) and referees (the one disputed step).
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
-from verity.chain.views import TaskKind
+from eth_utils import keccak
+
+from verity.chain.protocol import TaskKind
 from verity.engine import merkle
 from verity.engine.aggregate import run_aggregate
 from verity.engine.checkpoint import checkpoint_bytes
 from verity.engine.runner import checkpoint_path, replay_segment, run_task
 from verity.engine.state import TaskRef
-from verity.node.context import NodeContext
-from verity.errors import VerityError
+from verity.node.context import InputRejected, NodeContext
 from verity.node.work import Cancelled
 from verity.storage import cid_of_bytes, cid_of_file
+
+log = logging.getLogger("verity.node.referee")
 
 
 @dataclass
@@ -59,6 +63,9 @@ def compute_result(ctx: NodeContext, task_id: int, task, *, label: str = "solve"
         def store(ck):
             if ctx.work.stopping.is_set():  # shutting down: stop training at this checkpoint (it is on disk)
                 raise Cancelled(f"{label} task {task_id}")
+            if ctx.faults.corrupt_checkpoint:  # TEST-ONLY: a malformed file where the checkpoint should be
+                cids[ck.index] = ctx.storage.put_bytes(b"verity:corrupt checkpoint %d of task %d" % (ck.index, task_id))
+                return
             cids[ck.index] = cid_of_file(ck.path) if ctx.faults.withhold_checkpoint else ctx.storage.put_file(ck.path)
 
         if ctx.faults.lazy:
@@ -91,22 +98,48 @@ def segment_hashes(ctx: NodeContext, task_id: int, task, segment: int, own_trace
     return replay_segment(m, start, ctx.shard(task.jobId, task.index), task_ref(task))
 
 
+# What a referee votes when neither party's bundle yields the agreed checkpoint h_s: a fixed value no party can
+# have claimed, so the panel still decides (Neither: both parties lose) instead of waiting for data that never comes.
+UNAVAILABLE_VOTE = keccak(b"verity:unavailable")
+
+
+def _agreed_start(ctx: NodeContext, dispute, segment: int, m) -> bytes | None:
+    """The state of checkpoint `segment` (agreed by both parties), from whichever party's bundle yields it.
+
+    A party's missing or malformed data (no bundle, no such checkpoint, a bad checkpoint file, a hash that does
+    not match its own trace) is that party's fault and permanent: it is logged once and the other party is tried.
+    Only an unreachable IPFS or chain node (a ConnectionError) propagates, to be retried as transient."""
+    for p, (cid_digest, root) in enumerate(zip(dispute.resultCids, dispute.roots)):
+        try:
+            b = ctx.bundle(cid_digest, root)
+            if not 0 <= segment < len(b.trace):
+                raise InputRejected(f"party {p}'s bundle", f"no checkpoint {segment} in a trace of {len(b.trace)}")
+            if segment not in b.checkpoints:
+                raise InputRejected(f"party {p}'s bundle", f"checkpoint {segment} is missing")
+            return ctx.state_bytes(b.checkpoints[segment], b.trace[segment], m)
+        except ConnectionError:
+            raise  # our own IPFS node is gone: transient, the tick fails and is retried
+        except Exception as exc:  # noqa: BLE001 — anything a party's data can cause is permanent for that party
+            log.warning("dispute %s: party %d's checkpoint %d is unusable (permanent, not retried): %s: %s",
+                        getattr(dispute, "disputeId", "?"), p, segment, type(exc).__name__, exc)
+    return None
+
+
 def referee_vote(ctx: NodeContext, task, dispute) -> bytes:
-    """Recompute the disputed step from the agreed state: our h_{s+1}."""
+    """Recompute the disputed step from the agreed state h_s: our h_{s+1}.
+
+    Never fails because of a party's data (P9): when h_s cannot be obtained from either party, the vote is
+    UNAVAILABLE_VOTE."""
     if TaskKind(task.kind) == TaskKind.AGGREGATE:
         states, hashes = ctx.shard_finals(task)
         return run_aggregate(ctx.manifest(task.jobId), states, hashes).trace[1]
     m = ctx.manifest(task.jobId)
-    segment, step = int(dispute.segment), int(dispute.step)
-    start = None
-    for cid_digest, root in zip(dispute.resultCids, dispute.roots):
-        try:
-            b = ctx.bundle(cid_digest, root)
-            start = ctx.state_bytes(b.checkpoints[segment], b.trace[segment], m)
-            break
-        except VerityError:  # that party withholds or lies: try the other one
-            continue
+    segment = int(dispute.segment)
+    step = int(dispute.step) % m.checkpoint_interval  # the step inside the segment (global: segment * k + s)
+    start = _agreed_start(ctx, dispute, segment, m)
     if start is None:
-        raise VerityError(f"no party's checkpoint {segment} is retrievable; cannot recompute the disputed step")
+        log.warning("dispute %s: neither party's checkpoint %d is retrievable; voting the no-data value",
+                    getattr(dispute, "disputeId", "?"), segment)
+        return UNAVAILABLE_VOTE
     hashes = replay_segment(m, start, ctx.shard(task.jobId, task.index), task_ref(task))
     return hashes[step + 1]

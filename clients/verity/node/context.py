@@ -44,6 +44,19 @@ class Bundle:
         return self.checkpoints[len(self.trace) - 1]
 
 
+def dispute_view(d, dispute_id: int):
+    d.disputeId = dispute_id
+    sides = getattr(d, "sides", None)
+    if sides is not None:
+        d.parties = [x.party for x in sides]
+        d.roots = [x.root for x in sides]
+        d.finals = [x.finalHash for x in sides]
+        d.resultCids = [x.resultCid for x in sides]
+        d.claims = [x.claim for x in sides]
+        d.moved = [bool(x.moved) for x in sides]
+    return d
+
+
 @dataclass
 class NodeContext:
     chain: ChainClient
@@ -69,7 +82,9 @@ class NodeContext:
         return read(self.chain, self.chain.jobs, "getReplicas", task_id)
 
     def dispute(self, dispute_id: int):
-        return read(self.chain, self.chain.game, "getDispute", dispute_id)
+        """The dispute record, with per-party lists (`parties`, `roots`, `finals`, `resultCids`, `claims`, `moved`:
+        index 0 = A, the challenger; 1 = B, the defender) derived from its `sides`."""
+        return dispute_view(read(self.chain, self.chain.game, "getDispute", dispute_id), dispute_id)
 
     # ------------------------------------------------------------ inputs
     def manifest(self, job_id: int) -> Manifest:

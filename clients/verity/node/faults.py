@@ -5,7 +5,9 @@
                                 fault when asked for per-step hashes in a dispute)
     --fault lazy                skip training: claim the input state as every checkpoint
     --fault silent-in-dispute   never answer in a dispute (loses on its clock)
-    --fault withhold-checkpoint never upload checkpoints (only their CIDs are claimed)
+    --fault withhold-checkpoint never upload checkpoints (only their CIDs are claimed; note that a
+                                checkpoint identical to an honest node's is still found under its CID)
+    --fault corrupt-checkpoint  publish a malformed file (bad header) in place of every TRAIN checkpoint
 
 Honest nodes run with no faults. Nothing here is reachable without the flag.
 """
@@ -18,12 +20,13 @@ import torch
 
 from verity.errors import VerityError
 
-_SPEC = re.compile(r"^(bitflip@step=(?P<step>\d+)|lazy|silent-in-dispute|withhold-checkpoint)$")
+_SPEC = re.compile(r"^(bitflip@step=(?P<step>\d+)|lazy|silent-in-dispute|withhold-checkpoint|corrupt-checkpoint)$")
 
 
 class BadFault(VerityError, ValueError):
     def __init__(self, spec: str):
-        super().__init__(f"unknown fault {spec!r}; expected bitflip@step=N, lazy, silent-in-dispute or withhold-checkpoint")
+        super().__init__(f"unknown fault {spec!r}; expected bitflip@step=N, lazy, silent-in-dispute, withhold-checkpoint "
+                         "or corrupt-checkpoint")
 
 
 @dataclass
@@ -32,6 +35,7 @@ class Faults:
     lazy: bool = False
     silent_in_dispute: bool = False
     withhold_checkpoint: bool = False
+    corrupt_checkpoint: bool = False
     specs: list[str] = field(default_factory=list)
 
     @classmethod
@@ -47,6 +51,8 @@ class Faults:
                 f.lazy = True
             elif spec == "silent-in-dispute":
                 f.silent_in_dispute = True
+            elif spec == "corrupt-checkpoint":
+                f.corrupt_checkpoint = True
             else:
                 f.withhold_checkpoint = True
         return f

@@ -1,8 +1,10 @@
-"""Chores any node does for the network: fill open slots, report missed deadlines,
-finalize optimistic results, heartbeat, withdraw earned credits.
+"""Chores any node does for the network: fill open slots, report missed deadlines, finalize
+candidates whose challenge window (and reveal grace) passed with no open dispute, seat and
+advance the referee panels of disputes this node is part of, heartbeat, withdraw earned
+credits (JobEscrow, DisputeGame, RefereePanel).
 
-Anyone may call these functions; when several nodes race, one transaction wins
-and the others revert harmlessly (logged at debug level).
+Anyone may call these functions; when several nodes race, one transaction wins and the
+others revert harmlessly (logged at debug level).
 """
 from __future__ import annotations
 
@@ -10,12 +12,15 @@ import logging
 import time
 
 from verity.chain import TxFailed
-from verity.chain.views import ReplicaStatus, TaskStatus
+from verity.chain.protocol import PanelPhase, ReplicaStatus, TaskStatus
+from verity.chain.views import read
 from verity.node.context import NodeContext
 from verity.node.snapshot import Snapshot
 
 log = logging.getLogger("verity.node.keeper")
 MAX_WATCHED = 10_000
+TASK_EVENTS = ("TaskCreated", "TaskReopened", "ReplicaLate", "TaskAssigned", "ChallengeWindowOpened", "TaskContested",
+               "CandidateReplaced")
 
 
 class Keeper:
@@ -26,7 +31,7 @@ class Keeper:
         self._last = 0.0
 
     def on_event(self, snap: Snapshot, ev) -> None:
-        if ev.name in ("TaskCreated", "TaskReopened", "ReplicaLate", "TaskAssigned"):
+        if ev.name in TASK_EVENTS and ev.contract == "JobRegistry":
             tid = int(ev.args["taskId"])
             if tid not in snap.active_tasks and len(snap.active_tasks) < MAX_WATCHED:
                 snap.active_tasks.append(tid)
@@ -34,6 +39,15 @@ class Keeper:
             tid = int(ev.args["taskId"])
             if tid in snap.active_tasks:
                 snap.active_tasks.remove(tid)
+        elif ev.name in ("PanelOpened", "SeatingRetry") and ev.contract == "RefereePanel":
+            did = int(ev.args["disputeId"])
+            # our own disputes' panels (a party item exists by now: DisputeOpened came first)
+            if f"dispute:{did}" in snap.items and did not in snap.active_panels:
+                snap.active_panels.append(did)
+        elif ev.name == "PanelDecided" and ev.contract == "RefereePanel":
+            did = int(ev.args["disputeId"])
+            if did in snap.active_panels:
+                snap.active_panels.remove(did)
 
     def advance(self, snap, item) -> None:  # owns no work items
         pass
@@ -45,29 +59,63 @@ class Keeper:
         ctx, c = self.ctx, self.ctx.chain
         now = c.now()
         for tid in list(snap.active_tasks):
-            task = ctx.task(tid)
-            status = TaskStatus(task.status)
-            if status in (TaskStatus.ACCEPTED, TaskStatus.CANCELLED, TaskStatus.NONE):
-                snap.active_tasks.remove(tid)
-                continue
-            if status == TaskStatus.OPEN:
-                self._try(c.jobs.functions.assign(tid))
-            for slot, r in enumerate(ctx.replicas(tid)):
-                if ReplicaStatus(r.status) in (ReplicaStatus.ASSIGNED, ReplicaStatus.COMMITTED) and r.deadline and now > int(r.deadline):
-                    log.info("task %d slot %d missed its deadline: reporting", tid, slot)
-                    self._try(c.jobs.functions.reportLate(tid, slot))
-            if status == TaskStatus.REVEALED and task.challengeDeadline and now > int(task.challengeDeadline):
-                self._try(c.jobs.functions.finalize(tid))
+            self._guard(self._task, snap, tid, now)
+        for did in list(snap.active_panels):
+            self._guard(self._panel, snap, did, now)
         if time.time() - snap.last_heartbeat > self.heartbeat_every:
             self._try(c.registry.functions.heartbeat())
             snap.last_heartbeat = time.time()
-        if c.call(c.jobs.functions.credits(ctx.me)):
-            self._try(c.jobs.functions.withdrawPayment())
-        if c.call(c.game.functions.credits(ctx.me)):
-            self._try(c.game.functions.withdraw())
+        for contract in (c.escrow, c.game, c.panel):
+            if c.call(contract.functions.credits(ctx.me)):
+                self._try(contract.functions.withdraw())
 
-    def _try(self, fn) -> None:
+    def _task(self, snap: Snapshot, tid: int, now: int) -> None:
+        ctx, c = self.ctx, self.ctx.chain
+        task = ctx.task(tid)
+        status = TaskStatus(task.status)
+        if status in (TaskStatus.ACCEPTED, TaskStatus.CANCELLED, TaskStatus.NONE):
+            snap.active_tasks.remove(tid)
+            return
+        if status == TaskStatus.OPEN:
+            self._try(c.jobs.functions.assign(tid))
+        for slot, r in enumerate(ctx.replicas(tid)):
+            if ReplicaStatus(r.status) in (ReplicaStatus.ASSIGNED, ReplicaStatus.COMMITTED) and r.deadline and now > int(r.deadline):
+                log.info("task %d slot %d missed its deadline: reporting", tid, slot)
+                self._try(c.jobs.functions.reportLate(tid, slot))
+        if status == TaskStatus.REVEALED and int(task.openDisputes) == 0:
+            claim = read(c, c.jobs, "claimOf", tid)
+            if now > int(claim.challengeDeadline) + int(claim.revealGrace):
+                if self._try(c.jobs.functions.finalize(tid)):
+                    log.info("task %d finalized (window and reveal grace passed, no open dispute)", tid)
+
+    def _panel(self, snap: Snapshot, did: int, now: int) -> None:
+        c = self.ctx.chain
+        panel = read(c, c.panel, "panelOf", did)
+        phase = PanelPhase(panel.phase)
+        if phase in (PanelPhase.DECIDED, PanelPhase.NONE):
+            snap.active_panels.remove(did)
+        elif phase == PanelPhase.SEATING:
+            rid = int(panel.requestId)
+            if c.call(c.randomness.functions.isReady(rid)) or c.call(c.randomness.functions.isStale(rid)):
+                self._try(c.panel.functions.seat(did))  # a stale request is renewed by seat() itself
+        elif phase == PanelPhase.COMMITTING and now > int(panel.commitDeadline):
+            self._try(c.panel.functions.advance(did))
+        elif phase == PanelPhase.REVEALING and now > int(panel.revealDeadline):
+            self._try(c.panel.functions.advance(did))
+
+    @staticmethod
+    def _guard(chore, snap: Snapshot, key: int, now: int) -> None:
+        """A view that reverts because the state moved between two reads (claimOf of a task accepted meanwhile)
+        skips this chore until the next round; it never fails the node's tick."""
+        try:
+            chore(snap, key, now)
+        except TxFailed as exc:
+            log.debug("%s %d: %s", chore.__name__, key, exc)
+
+    def _try(self, fn) -> bool:
         try:
             self.ctx.chain.transact(fn)
+            return True
         except TxFailed as exc:
             log.debug("%s", exc)
+            return False

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from verity.node.phases import Phase, TERMINAL, TRANSITIONS, check_transition
+from verity.node.phases import Phase, TERMINAL, allowed, check_transition
 
 SNAPSHOT_VERSION = 1
 log = logging.getLogger("verity.node")
@@ -27,7 +27,7 @@ class ChainBinding(BaseModel):
 
 
 class WorkItem(BaseModel):
-    key: str                     # "task:<id>:<slot>", "watch:<id>", "dispute:<id>", "seat:<id>"
+    key: str                     # "task:<id>:<slot>", "watch:<id>:<epoch>", "dispute:<id>", "seat:<id>"
     kind: str                    # solve | watch | dispute | seat
     phase: Phase
     task_id: int = 0
@@ -47,12 +47,13 @@ class Snapshot(BaseModel):
     items: dict[str, WorkItem] = Field(default_factory=dict)
     last_heartbeat: float = 0.0
     active_tasks: list[int] = Field(default_factory=list)   # tasks the keeper watches for deadlines
+    active_panels: list[int] = Field(default_factory=list)  # disputes whose referee panel the keeper seats/advances
 
     def open_items(self) -> list[WorkItem]:
         return [i for i in self.items.values() if i.phase not in TERMINAL]
 
     def move(self, item: WorkItem, dst: Phase, **data) -> None:
-        check_transition(item.key, item.phase, dst)
+        check_transition(item.key, item.phase, dst, item.kind)
         item.phase = dst
         item.data.update(data)
         item.updated_at = time.time()
@@ -60,7 +61,7 @@ class Snapshot(BaseModel):
 
     def abandon(self, item: WorkItem, reason: str) -> None:
         """Give an item up (inputs invalid, retries exhausted): LOST where the table allows it, else DONE."""
-        dst = Phase.LOST if Phase.LOST in TRANSITIONS[item.phase] else Phase.DONE
+        dst = Phase.LOST if Phase.LOST in allowed(item.kind, item.phase) else Phase.DONE
         self.move(item, dst, abandoned=reason[:500])
 
     def bind(self, binding: ChainBinding) -> "Snapshot":

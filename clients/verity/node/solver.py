@@ -1,13 +1,17 @@
-"""Solver role: train assigned tasks, commit-reveal (or submit), see them accepted."""
+"""Solver role: train assigned tasks, commit-reveal (or submit), see them accepted.
+
+After the reveal (or an optimistic submit) the task is Revealed: the result waits out its challenge
+window (agreement is not finality) and the keeper finalizes it; meanwhile verifiers may challenge
+it and we defend (as defender, or as the other replica's co-defender: PartyRole plays both). If the
+two replicas' results differ the task is Contested: we open the replica-vs-replica dispute; its
+winner's result becomes the candidate with a fresh window, and is accepted only after that.
+"""
 from __future__ import annotations
 
 import logging
 import secrets
 
-from eth_abi import encode
-from eth_utils import keccak
-
-from verity.chain.views import ReplicaStatus, TaskStatus
+from verity.chain.protocol import ReplicaStatus, TaskStatus, replica_commitment
 from verity.node.compute import compute_result
 from verity.node.context import NodeContext
 from verity.node.dispute import open_dispute
@@ -18,7 +22,7 @@ log = logging.getLogger("verity.node.solver")
 
 
 def commitment(root: bytes, final: bytes, salt: bytes, solver: str) -> bytes:
-    return keccak(encode(["bytes32", "bytes32", "bytes32", "address"], [root, final, salt, solver]))
+    return replica_commitment(root, final, salt, solver)
 
 
 def _b(hexstr: str) -> bytes:
@@ -110,5 +114,8 @@ class SolverRole:
                 snap.move(item, Phase.DISPUTING)  # the dispute work item (created from DisputeOpened) plays it
             elif tstatus == TaskStatus.OPEN:
                 snap.move(item, Phase.LOST, reason="task reopened")
-            elif tstatus == TaskStatus.REVEALED and replication == 1 and ctx.chain.now() > int(task.challengeDeadline):
-                c.transact(c.jobs.functions.finalize(item.task_id))
+            elif tstatus in (TaskStatus.ACCEPTED, TaskStatus.CANCELLED):
+                snap.move(item, Phase.DONE, reason=f"task {tstatus.name.lower()}")
+            elif tstatus == TaskStatus.REVEALED and not item.data.get("waiting"):
+                item.data["waiting"] = True  # the keeper finalizes it once the window and grace passed
+                log.info("task %d revealed: waiting out the challenge window (epoch %d)", item.task_id, int(task.epoch))

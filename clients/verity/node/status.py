@@ -68,11 +68,11 @@ class NodeStatus:
 
 def read_status(c: ChainClient, address: str) -> NodeStatus:
     earned = 0
-    contracts = {"JobRegistry": c.jobs, "DisputeGame": c.game}
+    contracts = {"JobEscrow": c.escrow, "DisputeGame": c.game, "RefereePanel": c.panel}
     for ev in EventCursor(c.w3, contracts, next_block=c.deployments.start_block).poll():
         if ev.name in ("PaymentCredited", "Credited") and ev.args["to"].lower() == address.lower():
             earned += int(ev.args["amount"])
-    unwithdrawn = c.call(c.jobs.functions.credits(address)) + c.call(c.game.functions.credits(address))
+    unwithdrawn = sum(c.call(x.functions.credits(address)) for x in (c.escrow, c.game, c.panel))
     return NodeStatus(address, read(c, c.registry, "getNode", address), read(c, c.registry, "reputationOf", address),
                       c.now(), c.call(c.token.functions.balanceOf(address)), earned, unwithdrawn)
 
