@@ -2,7 +2,7 @@
 
 anvil + IPFS + contracts, then 4 solver and 2 verifier/referee node processes
 (solver-4 runs the TEST-ONLY bit-flip fault), then `ape run submit` posts a
-digits-MLP job (4 shards x 3 rounds, replication 2) and we watch it to the end:
+digits-MLP job (4 shards x 2 rounds, replication 2) and we watch it to the end:
 per-round loss and held-out accuracy, the disputes and how they ended, what
 each node was paid or slashed, and a token-conservation check.
 """
@@ -32,9 +32,12 @@ NODES = [  # name, test account, roles, faults
     ("verifier-1", 5, "verifier,referee", []),
     ("verifier-2", 6, "verifier,referee", []),
 ]
-JOB_ARGS = ["--shards", "4", "--rounds", "3", "--steps", "40", "-k", "10", "--replication", "2",
+JOB_ARGS = ["--shards", "4", "--rounds", "2", "--steps", "60", "-k", "10", "--replication", "2",
             "--payment", "1", "--stake", "10", "--lr", "0.01"]
 ACCURACY_GOAL, WALL_GOAL = 0.90, 90.0
+# Every accepted result waits out a challenge window, then the reveal grace (protocol v2: agreement is not finality).
+# Production windows are hours; the demo's devnet uses seconds so the whole job fits in WALL_GOAL.
+DEMO_WINDOWS = {"execution": 120, "reveal": 6, "challenge": 5}
 
 
 @dataclass
@@ -93,6 +96,7 @@ def run_demo(keep: bool = False, directory: Path = DEMO_DIR) -> int:
     try:
         console.rule("[bold]Verity demo: a verifiable training job on a local devnet")
         record = bring_up(directory)
+        _set_demo_windows(record["rpc_url"])
         procs = start_nodes(directory, env)
         chain = _wait_for_nodes(record["rpc_url"], procs, directory)
         setup_s = total()
@@ -133,6 +137,17 @@ def _wait_for_nodes(rpc_url: str, procs, directory: Path):
                 raise VerityError("nodes did not register within 180 s")
             time.sleep(0.5)
     return chain
+
+
+def _set_demo_windows(rpc_url: str) -> None:
+    """The owner (test account 0, the deployer) shortens the registry's default windows for this devnet."""
+    from verity.chain.client import connect_chain, devnet_key
+
+    owner = connect_chain(rpc_url, devnet_key(0))
+    w = DEMO_WINDOWS
+    owner.transact(owner.jobs.functions.setDefaultWindows(w["execution"], w["reveal"], w["challenge"]))
+    console.print(f"devnet windows for the demo: challenge {w['challenge']} s, reveal (and challenge-reveal grace) "
+                  f"{w['reveal']} s, execution {w['execution']} s")
 
 
 def _submit(directory: Path, rpc_url: str) -> int:
