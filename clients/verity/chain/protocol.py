@@ -17,7 +17,7 @@ __all__ = [
     "JobStatus", "TaskKind", "TaskStatus", "ReplicaStatus", "DisputePhase", "DisputeOutcome", "Verdict", "PanelPhase",
     "ROLE_SOLVER", "ROLE_VERIFIER", "ROLE_REFEREE", "DEVICE_CPU", "DEVICE_CUDA", "PROFILE_CPU_F32_STRICT",
     "PROFILE_CUDA_F32_STRICT", "PROFILE_BITS", "BPS", "REFEREE_SLASH_REASONS",
-    "replica_commitment", "challenge_commitment", "vote_commitment", "escrow_for",
+    "replica_commitment", "challenge_commitment", "vote_commitment", "escrow_for", "job_mismatches",
     "PostJobParams", "PinpointProof", "CONTRACTS",
 ]
 
@@ -207,3 +207,21 @@ class PinpointProof(NamedTuple):
         """A plain tuple with list proofs (what eth_abi encodes)."""
         return (int(self.index), _b32(self.agreed), _b32(self.claimA), _b32(self.claimB),
                 *[[_b32(x) for x in p] for p in self[4:]])
+
+
+def job_mismatches(job, manifest) -> list[str]:
+    """What an on-chain Job says differently from the manifest it points to (empty = they agree).
+
+    A node runs this before training: a job whose parameters disagree with its manifest would train in full and then
+    revert at reveal (trace length) or be disputed, so it is declined as unusable input instead."""
+    expected = {
+        "shards": len(manifest.shards),
+        "rounds": manifest.rounds,
+        "stepsPerRound": manifest.steps_per_round,
+        "checkpointInterval": manifest.checkpoint_interval,
+        "replication": manifest.verification.replication,
+        "profileBit": PROFILE_BITS[manifest.determinism],
+        "deviceClass": DEVICE_CUDA if manifest.hardware.device_class == "cuda" else DEVICE_CPU,
+    }
+    return [f"{name}: job {int(getattr(job, name))}, manifest {want}"
+            for name, want in expected.items() if int(getattr(job, name)) != want]

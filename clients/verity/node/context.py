@@ -12,6 +12,7 @@ from pathlib import Path
 from eth_utils import keccak
 
 from verity.chain import ChainClient
+from verity.chain.protocol import job_mismatches
 from verity.chain.views import read
 from verity.cid import digest_to_cid
 from verity.engine import merkle
@@ -93,7 +94,11 @@ class NodeContext:
             raw = self.storage.get_bytes(digest_to_cid(job.manifestCid), max_bytes=1 << 20)
             if keccak(raw) != bytes(job.manifestHash):
                 raise InputRejected(f"manifest of job {job_id}", "keccak256 differs from the on-chain manifestHash")
-            self._manifests[job_id] = load_manifest(raw)
+            m = load_manifest(raw)
+            wrong = job_mismatches(job, m)
+            if wrong:
+                raise InputRejected(f"job {job_id}", "on-chain parameters differ from its manifest: " + "; ".join(wrong))
+            self._manifests[job_id] = m
         return self._manifests[job_id]
 
     def shard(self, job_id: int, index: int) -> Shard:
