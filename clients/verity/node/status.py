@@ -7,11 +7,12 @@ from datetime import datetime, timezone
 from types import SimpleNamespace
 
 from verity.chain import ChainClient, EventCursor
+from verity.chain.protocol import ROLE_REFEREE, ROLE_SOLVER, ROLE_VERIFIER
 from verity.chain.views import read
 from verity.errors import VerityError
 from verity.units import duration, vrt
 
-ROLE_NAMES = {1: "solver", 2: "verifier", 4: "referee"}
+ROLE_NAMES = {ROLE_SOLVER: "solver", ROLE_VERIFIER: "verifier", ROLE_REFEREE: "referee"}
 
 
 class NotWithdrawable(VerityError, RuntimeError):
