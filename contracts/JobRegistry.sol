@@ -5,6 +5,7 @@ import {IJobRegistry} from "./interfaces/IJobRegistry.sol";
 import {IJobEscrow} from "./interfaces/IJobEscrow.sol";
 import {INodeRegistry} from "./interfaces/INodeRegistry.sol";
 import {IVerityToken} from "./interfaces/IVerityToken.sol";
+import {IRandomness} from "./interfaces/IRandomness.sol";
 import {JobRegistryBase} from "./JobRegistryBase.sol";
 import {TaskMachine} from "./TaskMachine.sol";
 import {
@@ -27,6 +28,7 @@ import {
     InvalidJobParameter,
     UnexpectedTaskStatus,
     NoEligibleNode,
+    DrawPending,
     TaskIndexNotFound,
     TaskNotFound,
     DisputeGameAlreadySet
@@ -45,10 +47,10 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
     /// @notice The task state machine's code (deployed by this constructor, run only by delegatecall).
     address public immutable machine;
 
-    constructor(IVerityToken token_, INodeRegistry registry_, IJobEscrow escrow_)
-        JobRegistryBase(token_, registry_, escrow_)
+    constructor(IVerityToken token_, INodeRegistry registry_, IJobEscrow escrow_, IRandomness randomness_)
+        JobRegistryBase(token_, registry_, escrow_, randomness_)
     {
-        machine = address(new TaskMachine(token_, registry_, escrow_));
+        machine = address(new TaskMachine(token_, registry_, escrow_, randomness_));
     }
 
     // ---------------------------------------------------------------- owner
@@ -93,7 +95,7 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
     // ---------------------------------------------------------------- submitter
 
     /// @notice Posts a job, has the escrow pull paymentPerTask * replication * (shards + 1) * rounds from the caller
-    ///         (approve the JobEscrow), creates round 0's shard tasks and draws their replicas.
+    ///         (approve the JobEscrow), creates round 0's shard tasks and requests their replicas' draws (`assign`).
     /// @return jobId The new job's id.
     function postJob(PostJobParams calldata p) external returns (uint256 jobId) {
         _validate(p);
@@ -138,11 +140,22 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
 
     // ---------------------------------------------------------------- solvers
 
-    /// @notice Draws nodes into the empty slots of an Open task (permissionless retry).
+    /// @notice Draws nodes into the empty slots of an Open task from the randomness requested when they emptied
+    ///         (anyone, once `randomness.isReady(task.drawRequest)`). A stale request is renewed instead. Slots left
+    ///         empty (no eligible node) get a fresh request; if none could be filled the call reverts.
     function assign(uint256 taskId) external {
         Task storage t = _activeTask(taskId);
         if (t.status != TaskStatus.Open) revert UnexpectedTaskStatus(taskId, t.status);
-        if (_fillSlots(taskId) == 0) revert NoEligibleNode(taskId);
+        uint256 requestId = t.drawRequest;
+        if (randomness.isStale(requestId)) {
+            randomness.renew(requestId);
+            return;
+        }
+        // INVARIANT (P4): slots are drawn only from a value fixed after the request: the same nodes in any block.
+        if (!randomness.isReady(requestId)) revert DrawPending(taskId, requestId);
+        (uint256 filled, bool full) = _fillSlots(taskId, randomness.valueOf(requestId));
+        if (filled == 0) revert NoEligibleNode(taskId);
+        if (!full) _requestDraw(taskId);
     }
 
     /// @notice Commits keccak256(abi.encode(root, finalHash, salt, msg.sender)) for a replicated task
@@ -320,6 +333,69 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
             returndatacopy(0, 0, returndatasize())
             if iszero(ok) { revert(0, returndatasize()) }
             return(0, returndatasize())
+        }
+    }
+
+    /// @dev Draws a node for every empty slot from `value`. Returns how many were filled and whether the task is now
+    ///      fully Assigned.
+    function _fillSlots(uint256 taskId, bytes32 value) internal returns (uint256 filled, bool full) {
+        Task storage t = _tasks[taskId];
+        Job storage job = _jobs[t.jobId];
+        full = true;
+        for (uint8 s = 0; s < job.replication; ++s) {
+            ReplicaRecord storage r = _replicas[taskId][s];
+            if (!_isEmpty(r.status)) continue;
+            address node = _drawSolver(taskId, s, value);
+            if (node == address(0)) {
+                full = false;
+                continue;
+            }
+            uint64 deadline = uint64(block.timestamp) + job.executionWindow;
+            if (r.status != ReplicaStatus.None) {
+                // A slot drawn again: forget the previous holder's data (a fresh slot is all zero already).
+                _unshare(r, _replicas[taskId][s ^ 1]);
+                delete _replicas[taskId][s];
+            }
+            r.node = node;
+            r.status = ReplicaStatus.Assigned;
+            r.deadline = deadline;
+            job.everAssigned = true;
+            ++filled;
+            emit TaskAssigned(taskId, node, s, deadline);
+            registry.lock(node, job.stakePerReplica);
+        }
+        if (full) {
+            t.status = TaskStatus.Assigned;
+            t.openSince = 0;
+        }
+    }
+
+    /// @dev Seed = keccak(value, taskId, slot, nonce): the nonce separates redraws of one slot from the same value.
+    function _drawSolver(uint256 taskId, uint8 slot, bytes32 value) internal returns (address) {
+        Task storage t = _tasks[taskId];
+        Job storage job = _jobs[t.jobId];
+        bytes32 seed = keccak256(abi.encode(value, taskId, slot, t.drawNonce));
+        ++t.drawNonce;
+        return registry.drawSolver(
+            seed, job.deviceClass, job.minMemoryMb, job.profileBit, job.stakePerReplica, _exclusions(taskId)
+        );
+    }
+
+    /// @dev Other slots' nodes, this slot's previous node, and the task's banned ring.
+    function _exclusions(uint256 taskId) internal view returns (address[] memory ex) {
+        uint8 replication = _jobs[_tasks[taskId].jobId].replication;
+        ex = new address[](uint256(replication) + MAX_BANNED);
+        uint256 c = 0;
+        for (uint8 s = 0; s < replication; ++s) {
+            address node = _replicas[taskId][s].node;
+            if (node != address(0)) ex[c++] = node;
+        }
+        for (uint8 b = 0; b < MAX_BANNED; ++b) {
+            address node = _banned[taskId][b];
+            if (node != address(0)) ex[c++] = node;
+        }
+        assembly ("memory-safe") {
+            mstore(ex, c)
         }
     }
 

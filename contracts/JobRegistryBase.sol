@@ -7,9 +7,10 @@ import {IJobRegistry} from "./interfaces/IJobRegistry.sol";
 import {IJobEscrow} from "./interfaces/IJobEscrow.sol";
 import {INodeRegistry} from "./interfaces/INodeRegistry.sol";
 import {IVerityToken} from "./interfaces/IVerityToken.sol";
+import {IRandomness} from "./interfaces/IRandomness.sol";
 import {Job, Task, TaskKind, TaskStatus, JobStatus, ReplicaStatus} from "./types/VerityTypes.sol";
 import {ZeroAddress} from "./errors/CommonErrors.sol";
-import {TaskNotFound, JobNotActive, NotReplica} from "./errors/JobRegistryErrors.sol";
+import {TaskNotFound, JobNotActive, NotReplica, RequestIdTooLarge} from "./errors/JobRegistryErrors.sol";
 
 /// @title JobRegistryBase
 /// @notice The job side's storage and the helpers both halves of the registry use: JobRegistry (jobs, assignment,
@@ -36,6 +37,8 @@ abstract contract JobRegistryBase is Ownable {
     INodeRegistry public immutable registry;
     /// @notice Holds every job's escrow and every payment credit.
     IJobEscrow public immutable escrow;
+    /// @notice Two-phase randomness every replica draw comes from (P4).
+    IRandomness public immutable randomness;
 
     /// @notice The DisputeGame allowed to call the dispute hooks (wired once).
     address public disputeGame;
@@ -83,13 +86,17 @@ abstract contract JobRegistryBase is Ownable {
     /// @notice The number of live disputes against the task's candidate at `epoch` changed to `openDisputes`.
     event OpenDisputesChanged(uint256 indexed taskId, uint32 epoch, uint32 openDisputes);
 
-    constructor(IVerityToken token_, INodeRegistry registry_, IJobEscrow escrow_) Ownable(msg.sender) {
+    constructor(IVerityToken token_, INodeRegistry registry_, IJobEscrow escrow_, IRandomness randomness_)
+        Ownable(msg.sender)
+    {
         if (address(token_) == address(0)) revert ZeroAddress("token");
         if (address(registry_) == address(0)) revert ZeroAddress("registry");
         if (address(escrow_) == address(0)) revert ZeroAddress("escrow");
+        if (address(randomness_) == address(0)) revert ZeroAddress("randomness");
         token = token_;
         registry = registry_;
         escrow = escrow_;
+        randomness = randomness_;
     }
 
     // ---------------------------------------------------------------- tasks and slots
@@ -141,69 +148,18 @@ abstract contract JobRegistryBase is Ownable {
         _bannedCount[taskId] = c + 1;
     }
 
-    /// @dev Draws a node for every empty slot. Returns how many were filled; sets Open/Assigned accordingly.
-    function _fillSlots(uint256 taskId) internal returns (uint256 filled) {
+    /// @dev The one way a slot gets (re)drawn: the task is Open and asks for randomness now; `assign` draws its empty
+    ///      slots later, from a value nobody knew when the request was made (P4). Whoever triggers the request
+    ///      (posting, the finalize that ends a round, a late report, a lost dispute) cannot pick the block that decides
+    ///      the draw, and whoever calls `assign` gets the same nodes in any block.
+    function _requestDraw(uint256 taskId) internal {
         Task storage t = _tasks[taskId];
-        Job storage job = _jobs[t.jobId];
-        bool anyEmpty = false;
-        for (uint8 s = 0; s < job.replication; ++s) {
-            ReplicaRecord storage r = _replicas[taskId][s];
-            if (!_isEmpty(r.status)) continue;
-            address node = _drawSolver(taskId, s);
-            if (node == address(0)) {
-                anyEmpty = true;
-                continue;
-            }
-            uint64 deadline = uint64(block.timestamp) + job.executionWindow;
-            if (r.status != ReplicaStatus.None) {
-                // A slot drawn again: forget the previous holder's data (a fresh slot is all zero already).
-                _unshare(r, _replicas[taskId][s ^ 1]);
-                delete _replicas[taskId][s];
-            }
-            r.node = node;
-            r.status = ReplicaStatus.Assigned;
-            r.deadline = deadline;
-            job.everAssigned = true;
-            ++filled;
-            emit IJobRegistry.TaskAssigned(taskId, node, s, deadline);
-            registry.lock(node, job.stakePerReplica);
-        }
-        if (anyEmpty) {
-            t.status = TaskStatus.Open;
-            if (t.openSince == 0) t.openSince = uint64(block.timestamp);
-        } else {
-            t.status = TaskStatus.Assigned;
-            t.openSince = 0;
-        }
-    }
-
-    /// @dev Seed = keccak(prevrandao, taskId, slot, nonce): unknown before the drawing transaction's block.
-    function _drawSolver(uint256 taskId, uint8 slot) internal returns (address) {
-        Task storage t = _tasks[taskId];
-        Job storage job = _jobs[t.jobId];
-        bytes32 seed = keccak256(abi.encode(block.prevrandao, taskId, slot, t.drawNonce));
-        ++t.drawNonce;
-        return registry.drawSolver(
-            seed, job.deviceClass, job.minMemoryMb, job.profileBit, job.stakePerReplica, _exclusions(taskId)
-        );
-    }
-
-    /// @dev Other slots' nodes, this slot's previous node, and the task's banned ring.
-    function _exclusions(uint256 taskId) internal view returns (address[] memory ex) {
-        uint8 replication = _jobs[_tasks[taskId].jobId].replication;
-        ex = new address[](uint256(replication) + MAX_BANNED);
-        uint256 c = 0;
-        for (uint8 s = 0; s < replication; ++s) {
-            address node = _replicas[taskId][s].node;
-            if (node != address(0)) ex[c++] = node;
-        }
-        for (uint8 b = 0; b < MAX_BANNED; ++b) {
-            address node = _banned[taskId][b];
-            if (node != address(0)) ex[c++] = node;
-        }
-        assembly ("memory-safe") {
-            mstore(ex, c)
-        }
+        t.status = TaskStatus.Open;
+        if (t.openSince == 0) t.openSince = uint64(block.timestamp);
+        uint256 requestId = randomness.request();
+        if (requestId > type(uint64).max) revert RequestIdTooLarge(requestId);
+        t.drawRequest = uint64(requestId);
+        emit IJobRegistry.DrawRequested(taskId, requestId);
     }
 
     // ---------------------------------------------------------------- results
@@ -273,11 +229,10 @@ abstract contract JobRegistryBase is Ownable {
         t.index = index;
         t.n = n;
         t.kind = kind;
-        t.status = TaskStatus.Open;
         t.createdAt = uint64(block.timestamp);
         t.inputHash = inputHash;
         _taskIds[jobId][round][index] = taskId;
         emit IJobRegistry.TaskCreated(taskId, jobId, round, index, uint8(kind), inputHash);
-        _fillSlots(taskId);
+        _requestDraw(taskId);
     }
 }

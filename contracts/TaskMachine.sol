@@ -6,6 +6,7 @@ import {IDisputeGame} from "./interfaces/IDisputeGame.sol";
 import {IJobEscrow} from "./interfaces/IJobEscrow.sol";
 import {INodeRegistry} from "./interfaces/INodeRegistry.sol";
 import {IVerityToken} from "./interfaces/IVerityToken.sol";
+import {IRandomness} from "./interfaces/IRandomness.sol";
 import {JobRegistryBase} from "./JobRegistryBase.sol";
 import {Merkle} from "./lib/Merkle.sol";
 import {Job, JobStatus, Task, TaskKind, TaskStatus, ReplicaStatus, DisputeOutcome, BPS} from "./types/VerityTypes.sol";
@@ -34,8 +35,8 @@ contract TaskMachine is JobRegistryBase {
         _;
     }
 
-    constructor(IVerityToken token_, INodeRegistry registry_, IJobEscrow escrow_)
-        JobRegistryBase(token_, registry_, escrow_)
+    constructor(IVerityToken token_, INodeRegistry registry_, IJobEscrow escrow_, IRandomness randomness_)
+        JobRegistryBase(token_, registry_, escrow_, randomness_)
     {
         _self = address(this);
     }
@@ -180,7 +181,7 @@ contract TaskMachine is JobRegistryBase {
     }
 
     /// @notice Reports a replica past its commit/submit/reveal deadline (anyone): burns `lateSlashBps` of its task
-    ///         stake, unlocks the rest, counts late++, and draws the slot again. If another replica already revealed,
+    ///         stake, unlocks the rest, counts late++, and requests a new draw for the slot. If another replica already revealed,
     ///         that result becomes the candidate and waits out a challenge window instead (so a newcomer can't copy
     ///         it).
     function reportLate(uint256 taskId, uint8 slot) external onlyDelegated {
@@ -217,7 +218,7 @@ contract TaskMachine is JobRegistryBase {
         if (otherRevealed) {
             _openChallengeWindow(taskId, job.challengeWindow);
         } else {
-            _fillSlots(taskId);
+            _requestDraw(taskId);
         }
     }
 
@@ -483,7 +484,7 @@ contract TaskMachine is JobRegistryBase {
         }
     }
 
-    /// @dev No acceptable result: drop the claim, forget any candidate, and draw the slots again.
+    /// @dev No acceptable result: drop the claim, forget any candidate, and request a new draw.
     function _reopen(uint256 taskId, Task storage t, Job storage job, ReplicaStatus mark) internal {
         _dropClaim(taskId, t, job, mark);
         t.candidate = address(0);
@@ -494,7 +495,7 @@ contract TaskMachine is JobRegistryBase {
         t.openDisputes = 0;
         t.challengeDeadline = 0;
         emit IJobRegistry.TaskReopened(taskId);
-        _fillSlots(taskId);
+        _requestDraw(taskId);
     }
 
     // ---------------------------------------------------------------- internals: rounds

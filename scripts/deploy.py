@@ -25,7 +25,7 @@ def deploy_system(owner, randomness_delay: int = DEVNET_RANDOMNESS_DELAY) -> dic
     registry = owner.deploy(project.NodeRegistry, token.address)
     randomness = owner.deploy(project.BlockhashRandomness, randomness_delay)
     escrow = owner.deploy(project.JobEscrow, token.address)
-    jobs = owner.deploy(project.JobRegistry, token.address, registry.address, escrow.address)
+    jobs = owner.deploy(project.JobRegistry, token.address, registry.address, escrow.address, randomness.address)
     panel = owner.deploy(project.RefereePanel, token.address, registry.address, randomness.address)
     game = owner.deploy(project.DisputeGame, token.address, registry.address, jobs.address, panel.address)
     escrow.setJobs(jobs.address, sender=owner)
@@ -74,7 +74,7 @@ def _deployer(alias: str | None):
 @click.option("--faucet-accounts", default=10, show_default=True, help="test accounts to mint faucet tokens to (local networks only)")
 @click.option("--force", is_flag=True, help="deploy again even if a live deployment exists")
 @click.option("--randomness-delay", default=DEVNET_RANDOMNESS_DELAY, show_default=True,
-              help="BlockhashRandomness: blocks between a panel's randomness request and the block whose hash decides it")
+              help="BlockhashRandomness: blocks between a randomness request (replica draws, referee panels) and the block whose hash decides it")
 def cli(network, alias, out, faucet_accounts, force, randomness_delay):
     path = out or default_path(chain.chain_id)
     if not force and _still_deployed(path):

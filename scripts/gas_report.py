@@ -89,13 +89,18 @@ def lifecycle(rep: Report, project, accounts, chain):
     g = {}
     poster.post(shards=1, replication=1, stake=STAKE)  # warm-up: the first job pays the registries' cold writes
     for rep_, shards in ((1, 1), (2, 1), (2, 2), (2, 4), (2, 8)):
-        g[(rep_, shards)] = poster.post(shards=shards, replication=rep_, stake=STAKE).receipt.gas_used
+        g[(rep_, shards)] = poster.post(shards=shards, replication=rep_, stake=STAKE, draw=False).receipt.gas_used
         rep.add(f"postJob (replication {rep_}, {shards} shard{'s' if shards > 1 else ''})", g[(rep_, shards)],
-                f"draws {rep_ * shards} replica(s)")
-    per_shard = (g[(2, 8)] - g[(2, 1)]) / 7
-    per_slot = g[(2, 1)] - g[(1, 1)]
-    rep.add("postJob: marginal cost per shard (replication 2)", per_shard, "task creation + 2 draws + 2 locks")
-    rep.add("postJob: marginal cost per replica slot (draw + lock)", per_slot, "postJob(r=2) - postJob(r=1), 1 shard")
+                f"creates {shards} task(s), requests their draws (P4)")
+    rep.add("postJob: marginal cost per shard", (g[(2, 8)] - g[(2, 1)]) / 7, "task creation + randomness request")
+    d = {}
+    for rep_ in (1, 2):
+        job = poster.post(shards=1, replication=rep_, stake=STAKE, draw=False)
+        d[rep_] = poster.draw(jobs.taskOf(job.id, 0, 0)).gas_used
+        rep.add(f"assign (replication {rep_}: draws {rep_} slot{'s' if rep_ > 1 else ''})", d[rep_],
+                "a keeper, once the randomness is readable")
+    per_slot = d[2] / 2 + g[(2, 1)] / 2
+    rep.add("draw per replica slot (postJob share + assign share)", per_slot, "postJob(r=2)/2 + assign(r=2)/2")
 
     # Replicated task: shard 0 of a 2-shard job (its acceptance does not create the AGGREGATE task).
     job = poster.post(shards=2, replication=2, stake=STAKE)
@@ -114,14 +119,15 @@ def lifecycle(rep: Report, project, accounts, chain):
     node = poster.node_of(tid, 0)
     w = rep.add("withdraw (JobEscrow credits)", s.escrow.withdraw(sender=node).gas_used)
     per_replica = per_slot + (c0 + c1) / 2 + (r0 + r1) / 2 + f / 2 + w
-    rep.add("task lifecycle per replica (draw + commit + reveal + finalize share + withdraw)", per_replica,
+    rep.add("task lifecycle per replica (post and draw shares + commit + reveal + finalize share + withdraw)",
+            per_replica,
             "target <= 300k")
 
-    # Second shard accepted -> AGGREGATE created in the same tx.
+    # Second shard accepted -> AGGREGATE created (its draw requested) in the same tx.
     tid1 = jobs.taskOf(job.id, 0, 1)
     H1 = Trace.random(h32(jobs.getTask(tid1).inputHash), job.n)
     poster.run_replicated(tid1, [H1, H1])
-    rep.add("finalize (last shard: accepts + creates AGGREGATE + 2 draws)",
+    rep.add("finalize (last shard: accepts + creates AGGREGATE + requests its draw)",
             finalize_after_window(s, chain, tid1, poster.account).gas_used)
 
     # Optimistic.
@@ -134,17 +140,16 @@ def lifecycle(rep: Report, project, accounts, chain):
     # assign() retry: a slot left empty, then a node becomes eligible.
     s.registry.setLivenessWindow(1, sender=s.owner)
     chain.mine(deltatime=5)
-    job = poster.post(shards=1, replication=2, stake=STAKE)
-    rep.add("postJob with no eligible node (2 slots x 16 rejected draws)", job.receipt.gas_used)
+    job = poster.post(shards=1, replication=2, stake=STAKE)  # its assign() reverts NoEligibleNode
     s.registry.setLivenessWindow(30 * 24 * 3600, sender=s.owner)
     tid = jobs.taskOf(job.id, 0, 0)
-    rep.add("assign() retry (fills 2 slots)", jobs.assign(tid, sender=poster.account).gas_used)
+    rep.add("assign() retry (fills 2 slots)", poster.draw(tid).gas_used, "after a draw found nobody eligible")
 
     # Late replica.
     job = poster.post(shards=2, replication=2, stake=STAKE)
     tid = jobs.taskOf(job.id, 0, 0)
     chain.mine(deltatime=jobs.getJob(job.id).executionWindow + 1)
-    rep.add("reportLate (slash, burn, re-draw)", jobs.reportLate(tid, 1, sender=poster.account).gas_used)
+    rep.add("reportLate (slash, burn, request a redraw)", jobs.reportLate(tid, 1, sender=poster.account).gas_used)
     # cancel (starved) for completeness
     job = poster.post(shards=1, replication=2, stake=STAKE, memory_mb=1 << 30)
     rep.add("cancelJob (never assigned)", jobs.cancelJob(job.id, sender=poster.account).gas_used)
@@ -264,8 +269,8 @@ def _repath(t: Trace, j: int) -> None:
 
 
 def node_scaling(rep: Report, project, accounts, chain, counts: list[int]) -> dict:
-    """postJob (1 shard, 2 draws) and assign() with 10 / 100 / 1000 registered nodes (raw txs from impersonated
-    addresses: anvil_autoImpersonateAccount + anvil_setBalance)."""
+    """postJob (1 shard, requests its draw) and assign() (2 draws) with 10 / 100 / 1000 registered nodes (raw txs
+    from impersonated addresses: anvil_autoImpersonateAccount + anvil_setBalance)."""
     s = System.deploy(project, accounts[0])
     nodes = Nodes(s)
     poster = Poster(s, accounts[1], Book(nodes))
@@ -295,17 +300,12 @@ def node_scaling(rep: Report, project, accounts, chain, counts: list[int]) -> di
             assert w3.eth.wait_for_transaction_receipt(h).status == 1
         reg_s = time.perf_counter() - t0
         assert s.registry.nodeCount() == count
-        post = poster.post(shards=1, replication=2, stake=STAKE).receipt.gas_used
-        s.registry.setLivenessWindow(1, sender=s.owner)
-        chain.mine(deltatime=5)
-        job = poster.post(shards=1, replication=2, stake=STAKE)
-        s.registry.setLivenessWindow(30 * 24 * 3600, sender=s.owner)
-        assign = s.jobs.assign(s.jobs.taskOf(job.id, 0, 0), sender=poster.account).gas_used
-        out[count] = {"postJob_1shard_r2": post, "assign_2slots": assign, "postJob_none_eligible": job.receipt.gas_used,
-                      "register_s": round(reg_s, 1)}
-        rep.add(f"{count} nodes: postJob (1 shard, 2 draws)", post)
+        job = poster.post(shards=1, replication=2, stake=STAKE, draw=False)
+        post = job.receipt.gas_used
+        assign = poster.draw(s.jobs.taskOf(job.id, 0, 0)).gas_used
+        out[count] = {"postJob_1shard_r2": post, "assign_2slots": assign, "register_s": round(reg_s, 1)}
+        rep.add(f"{count} nodes: postJob (1 shard, requests its draw)", post)
         rep.add(f"{count} nodes: assign() (2 draws)", assign)
-        rep.add(f"{count} nodes: postJob, no eligible node", job.receipt.gas_used, "2 x 16 rejections")
     w3.provider.make_request("anvil_autoImpersonateAccount", [False])
     return out
 

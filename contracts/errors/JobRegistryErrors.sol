@@ -30,6 +30,12 @@ error UnexpectedTaskStatus(uint256 taskId, TaskStatus status);
 /// @notice No empty slot or no eligible node could be drawn.
 error NoEligibleNode(uint256 taskId);
 
+/// @notice The randomness the task's slots are drawn from is not readable yet (its target block is not mined).
+error DrawPending(uint256 taskId, uint256 requestId);
+
+/// @notice A randomness source returned a request id that does not fit the task record's 64 bits.
+error RequestIdTooLarge(uint256 requestId);
+
 /// @notice The caller holds no replica slot in the expected status.
 error NotReplica(uint256 taskId, address caller, ReplicaStatus expected);
 

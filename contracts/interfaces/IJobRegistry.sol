@@ -14,6 +14,8 @@ interface IJobRegistry {
     event TaskCreated(
         uint256 indexed taskId, uint256 indexed jobId, uint32 round, uint32 index, uint8 kind, bytes32 inputHash
     );
+    /// @notice The task's empty slots will be drawn from randomness request `requestId` (call `assign` once ready).
+    event DrawRequested(uint256 indexed taskId, uint256 requestId);
     /// @notice A node was drawn into a replica slot; it must commit (or submit) before `deadline`.
     event TaskAssigned(uint256 indexed taskId, address indexed node, uint8 slot, uint64 deadline);
     /// @notice A replica committed.

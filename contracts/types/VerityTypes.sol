@@ -120,6 +120,7 @@ struct Task {
     uint32 drawNonce;
     uint32 epoch; // bumps whenever the candidate result changes; disputes opened at an older epoch are stale
     uint32 openDisputes; // live optimistic disputes against the current candidate (finalize waits for 0)
+    uint64 drawRequest; // randomness request the empty slots will be drawn from (P4; kept after the draw)
     address candidate; // a challenger whose result won a dispute and now waits out its own window (0 = replicas')
     bytes32 inputHash;
     bytes32 finalHash;

@@ -6,7 +6,8 @@ bits, commitment encodings, struct field order) come from verity.chain.protocol,
 - `System`  — the seven contracts deployed and wired by an owner (scripts/deploy.py's wiring), token accounting.
 - `Nodes`   — funds, registers and stakes accounts with roles.
 - `Trace`   — a synthetic trace h_0..h_n (random 32-byte hashes) with its Merkle root and proofs.
-- `Poster`  — posts jobs (escrow approved to JobEscrow), reads `TaskAssigned`, drives commit/reveal and submitResult.
+- `Poster`  — posts jobs (escrow approved to JobEscrow), fulfils draws (`assign` once the randomness is readable, P4),
+              reads `TaskAssigned`, drives commit/reveal and submitResult.
 - `challenge` / `seat_panel` / `vote` — an optimistic challenge (commit, then reveal in a later block) and a panel.
 """
 from __future__ import annotations
@@ -159,7 +160,7 @@ class System:
         registry = owner.deploy(project.NodeRegistry, token)
         randomness = owner.deploy(project.BlockhashRandomness, randomness_delay)
         escrow = owner.deploy(project.JobEscrow, token)
-        jobs = with_delegate_errors(owner.deploy(project.JobRegistry, token, registry, escrow), project)
+        jobs = with_delegate_errors(owner.deploy(project.JobRegistry, token, registry, escrow, randomness), project)
         panel = owner.deploy(project.RefereePanel, token, registry, randomness)
         game = owner.deploy(project.DisputeGame, token, registry, jobs, panel)
         escrow.setJobs(jobs, sender=owner)
@@ -226,11 +227,12 @@ class Nodes:
 class Job:
     id: int
     params: PostJobParams
-    receipt: object
+    receipt: object  # postJob's (JobPosted, TaskCreated, DrawRequested)
     replication: int
     shards: int
     rounds: int
     n: int
+    draws: list = field(default_factory=list)  # the assign() receipts that drew round 0 (TaskAssigned)
 
 
 class Poster:
@@ -247,14 +249,38 @@ class Poster:
         return PostJobParams(rand32(), rand32(), initial or rand32(), shards, rounds, steps, k, payment, replication,
                              stake, device, memory_mb, profile, *windows)
 
-    def post(self, **kw) -> Job:
+    def post(self, draw: bool = True, **kw) -> Job:
+        """postJob; then (draw=True) fulfils each round-0 task's draw as a keeper would. A task nobody is eligible
+        for stays Open (its assign() reverts NoEligibleNode and leaves no receipt)."""
         p = self.params(**kw)
         escrow = p.escrow()
         self.s.fund(self.account, escrow)
         self.s.token.approve(self.s.escrow, escrow, sender=self.account)  # JobEscrow pulls it at postJob
         receipt = self.s.jobs.postJob(p, sender=self.account)
         job_id = self.s.jobs.jobCount()
-        return Job(job_id, p, receipt, p.replication, p.shards, p.rounds, p.n)
+        job = Job(job_id, p, receipt, p.replication, p.shards, p.rounds, p.n)
+        if draw:
+            for i in range(p.shards):
+                r = self.draw(self.s.jobs.taskOf(job_id, 0, i), required=False)
+                if r is not None:
+                    job.draws.append(r)
+        return job
+
+    def draw(self, task_id: int, required: bool = True):
+        """Mines past the task's randomness target block, then assign() (P4: two-phase draws); returns the receipt,
+        or None when `required` is False and no node was eligible."""
+        from ape import chain
+        from ape.exceptions import ContractLogicError
+
+        target = self.s.randomness.targetOf(self.s.jobs.getTask(task_id).drawRequest)
+        if chain.blocks.head.number <= target:
+            chain.mine(target - chain.blocks.head.number + 1)
+        try:
+            return self.s.jobs.assign(task_id, sender=self.account)
+        except ContractLogicError:
+            if required:
+                raise
+            return None
 
     # -------------------------------------------------------- reading state
 
@@ -262,13 +288,19 @@ class Poster:
         return list(self.s.jobs.getReplicas(task_id))
 
     def node_of(self, task_id: int, slot: int):
-        return self.by_address[self.s.jobs.getReplica(task_id, slot).node]
+        """The account holding the slot; an empty slot of an Open task is drawn first, as a keeper would."""
+        node = self.s.jobs.getReplica(task_id, slot).node
+        if int(node, 16) == 0 and self.s.jobs.getTask(task_id).status == TaskStatus.OPEN:
+            self.draw(task_id)
+            node = self.s.jobs.getReplica(task_id, slot).node
+        return self.by_address[node]
 
-    def assigned(self, receipt) -> dict[int, dict[int, str]]:
-        """{taskId: {slot: node}} from a receipt's TaskAssigned events."""
+    def assigned(self, *receipts) -> dict[int, dict[int, str]]:
+        """{taskId: {slot: node}} from the receipts' TaskAssigned events."""
         out: dict[int, dict[int, str]] = {}
-        for ev in receipt.events.filter(self.s.jobs.TaskAssigned):
-            out.setdefault(ev.taskId, {})[ev.slot] = ev.node
+        for receipt in receipts:
+            for ev in receipt.events.filter(self.s.jobs.TaskAssigned):
+                out.setdefault(ev.taskId, {})[ev.slot] = ev.node
         return out
 
     # -------------------------------------------------------- moves
@@ -316,6 +348,7 @@ class Contest:
     sC: Trace
     segment: int
     step: int
+    poster: Poster | None = None
 
 
 def contest(poster: Poster, n: int = 8, k: int = 4, diverge: int = 5, step: int = 2, shards: int = 1,
@@ -332,7 +365,7 @@ def contest(poster: Poster, n: int = 8, k: int = 4, diverge: int = 5, step: int 
     sC = Trace(sH.hashes[: step + 1] + [rand32() for _ in range(k - 1 - step)] + [C.hashes[seg + 1]])
     honest, cheater = poster.node_of(task_id, 0), poster.node_of(task_id, 1)
     poster.run_replicated(task_id, [H, C])
-    return Contest(job, task_id, honest, cheater, H, C, sH, sC, seg, step)
+    return Contest(job, task_id, honest, cheater, H, C, sH, sC, seg, step, poster)
 
 
 def mine_past(chain, deadline: int) -> None:

@@ -203,7 +203,8 @@ def test_panel_matches_neither_party_both_lose_and_task_is_redrawn(system, conte
         assert registry.reputationOf(p).disputesLost == 1
     # Both replicas banned, slots drawn again from the two other solvers.
     assert list(r.events.filter(jobs.TaskReopened))
-    redrawn = {e.node for e in r.events.filter(jobs.TaskAssigned)}
+    assert jobs.getTask(c.task_id).status == TaskStatus.OPEN  # P4: the redraw waits for fresh randomness
+    redrawn = {e.node for e in c.poster.draw(c.task_id).events.filter(jobs.TaskAssigned)}
     assert len(redrawn) == 2 and not redrawn & {c.honest.address, c.cheater.address}
     assert jobs.getTask(c.task_id).status == TaskStatus.ASSIGNED
     assert [x.status for x in jobs.getReplicas(c.task_id)] == [ReplicaStatus.ASSIGNED] * 2

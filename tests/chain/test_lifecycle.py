@@ -57,13 +57,17 @@ def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter,
 
     round_input = initial
     receipt = job.receipt
+    draws = job.draws
     credits_expected: dict[str, int] = {}
     for rnd in range(2):
         created = {e.index: e for e in receipt.events.filter(jobs.TaskCreated)}
         assert sorted(created) == [0, 1]
-        # Who got what comes from TaskAssigned, as a node would learn it.
-        assigned = poster.assigned(receipt)
+        assert not list(receipt.events.filter(jobs.TaskAssigned))  # P4: creating a task only requests its draw
         shard_ids = [jobs.taskOf(job.id, rnd, i) for i in range(2)]
+        draws = draws or [poster.draw(tid) for tid in shard_ids]
+        # Who got what comes from TaskAssigned, as a node would learn it.
+        assigned = poster.assigned(*draws)
+        draws = []
         assert sorted(assigned) == sorted(shard_ids) and all(len(v) == 2 for v in assigned.values())
         for i, tid in enumerate(shard_ids):
             assert h32(created[i].inputHash) == round_input and created[i].kind == TaskKind.TRAIN
@@ -86,7 +90,8 @@ def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter,
         assert [(e.taskId, e.index, e.kind) for e in agg_created] == [(agg_id, 2, TaskKind.AGGREGATE)]
         agg_in = aggregate_input(finals)
         assert h32(agg_created[0].inputHash) == agg_in
-        agg_assigned = poster.assigned(last)[agg_id]
+        assert not list(last.events.filter(jobs.TaskAssigned))  # the last finalizer cannot pick the slots (P4)
+        agg_assigned = poster.assigned(poster.draw(agg_id))[agg_id]
         assert len(agg_assigned) == 2
         for node in agg_assigned.values():
             credits_expected[node] = credits_expected.get(node, 0) + PAYMENT

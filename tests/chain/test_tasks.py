@@ -296,7 +296,8 @@ def test_late_replica_reported_and_slot_redrawn(system, workers, poster, chain, 
     r = jobs.reportLate(tid, 1, sender=poster.account)
     slashed = STAKE * jobs.lateSlashBps() // 10_000
     assert [(e.node, e.slot, e.slashed) for e in r.events.filter(jobs.ReplicaLate)] == [(late.address, 1, slashed)]
-    redrawn = [(e.slot, e.node) for e in r.events.filter(jobs.TaskAssigned)]
+    assert not list(r.events.filter(jobs.TaskAssigned)) and jobs.getTask(tid).status == TaskStatus.OPEN
+    redrawn = [(e.slot, e.node) for e in poster.draw(tid).events.filter(jobs.TaskAssigned)]
     assert len(redrawn) == 1 and redrawn[0][0] == 1 and redrawn[0][1] not in (first.address, late.address)
     assert token.totalBurned() - burned0 == slashed
     n = registry.getNode(late)
@@ -319,7 +320,7 @@ def test_cancel_before_any_assignment_refunds_everything(system, workers, poster
     jobs, token, escrow = system.jobs, system.token, system.escrow
     job = poster.post(replication=2, payment=PAYMENT, stake=STAKE, memory_mb=1 << 30)
     tid = jobs.taskOf(job.id, 0, 0)
-    assert list(job.receipt.events.filter(jobs.TaskAssigned)) == [] and jobs.getTask(tid).status == TaskStatus.OPEN
+    assert job.draws == [] and jobs.getTask(tid).status == TaskStatus.OPEN
     with reverts(jobs.NoEligibleNode):
         jobs.assign(tid, sender=poster.account)
     amount = escrow.escrowOf(job.id)
@@ -337,7 +338,7 @@ def test_cancel_starved_job_after_assignment_timeout(system, workers, poster, ch
     big = workers[-1]
     job = poster.post(replication=2, payment=PAYMENT, stake=STAKE, memory_mb=8192)  # one eligible node for 2 slots
     tid = jobs.taskOf(job.id, 0, 0)
-    assert [e.node for e in job.receipt.events.filter(jobs.TaskAssigned)] == [big.address]
+    assert [e.node for e in job.draws[0].events.filter(jobs.TaskAssigned)] == [big.address]
     assert jobs.getTask(tid).status == TaskStatus.OPEN and registry.getNode(big).locked == STAKE
     with reverts(jobs.CancelNotAllowed):
         jobs.cancelJob(job.id, sender=poster.account)

@@ -268,6 +268,7 @@ contract JobDisputeOutcomesTest is Fixture {
         _finalizeAfterWindow(taskId);
         uint256 agg = jobs.taskOf(jobId, 0, 1);
         bytes32[] memory ha = _honest(keccak256(abi.encode(_one(h[4]))), 1);
+        _draw(agg);
         _submit(agg, _replica(agg, 0).node, ha);
         _finalizeAfterWindow(agg);
         assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
@@ -362,6 +363,7 @@ contract JobDisputeOutcomesTest is Fixture {
     function test_onDisputeSettled_contestBothLoseReopens_succeeds() public {
         (uint256 taskId, address a, address b) = _contestedTask();
         _settle(taskId, DisputeOutcome.BothLose, a, _list(a, b), _honest(INPUT, 4));
+        _draw(taskId);
         Task memory t = jobs.getTask(taskId);
         assertEq(uint8(t.status), uint8(TaskStatus.Assigned), "drawn again");
         assertEq(t.epoch, 1, "epoch++");
@@ -381,6 +383,7 @@ contract JobDisputeOutcomesTest is Fixture {
         assertEq(registry.getNode(a).locked, 0, "a released");
         assertEq(registry.getNode(b).locked, 0, "b released");
         assertEq(registry.getNode(a).stake, NODE_STAKE, "a unslashed");
+        _draw(taskId);
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Assigned), "drawn again");
     }
 
@@ -392,6 +395,8 @@ contract JobDisputeOutcomesTest is Fixture {
         _settle(taskId, DisputeOutcome.ChallengerWins, c, _list(solver), _trace(INPUT, 4, "c", 2));
         _openChallenge(taskId, d);
         _settle(taskId, DisputeOutcome.BothLose, d, _list(c, d), _trace(INPUT, 4, "d", 2));
+        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Open), "waits for its draw (P4)");
+        _draw(taskId);
         Task memory t = jobs.getTask(taskId);
         assertEq(t.candidate, address(0), "candidate cleared");
         assertEq(t.finalHash, 0, "its result cleared");
@@ -428,6 +433,7 @@ contract JobDisputeOutcomesTest is Fixture {
         vm.prank(address(game));
         registry.lock(e, free); // e busy elsewhere: only d can be drawn
         _settle(taskId, DisputeOutcome.BothLose, d, _list(c, d), _trace(INPUT, 4, "d", 2));
+        _draw(taskId);
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Open), "one slot left empty");
         Replica memory fresh = _replica(taskId, 0);
         Replica memory old = _replica(taskId, 1);

@@ -69,6 +69,7 @@ contract JobLifecycleTest is Fixture {
         _heartbeatAll();
         jobs.reportLate(taskId, 0);
         jobs.reportLate(taskId, 1);
+        _draw(taskId);
         assertTrue(_replica(taskId, 0).node != late && _replica(taskId, 1).node != late, "late node gone");
         bytes32[] memory h = _honest(INPUT, 4);
         _runReplicated(taskId, h, h);
@@ -76,6 +77,7 @@ contract JobLifecycleTest is Fixture {
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "accepted after replacement");
         bytes32[] memory ha = _honest(keccak256(abi.encode(_one(h[4]))), 1);
         uint256 agg = jobs.taskOf(jobId, 0, 1);
+        _draw(agg);
         _runReplicated(agg, ha, ha);
         _finalizeAfterWindow(agg);
         assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
@@ -105,6 +107,7 @@ contract JobLifecycleTest is Fixture {
         _heartbeatAll();
         uint256 agg = jobs.taskOf(jobId, 0, 1);
         bytes32[] memory ha = _honest(keccak256(abi.encode(_one(h[4]))), 1);
+        _draw(agg);
         _runReplicated(agg, ha, ha);
         _finalizeAfterWindow(agg);
         assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
@@ -123,6 +126,7 @@ contract JobLifecycleTest is Fixture {
         vm.warp(_replica(taskId, 0).deadline + 1);
         _heartbeatAll();
         jobs.reportLate(taskId, 0);
+        _draw(taskId);
         address fresh = _replica(taskId, 0).node;
         assertNotEq(fresh, late, "redrawn");
         _submit(taskId, fresh, _honest(INPUT, 4));

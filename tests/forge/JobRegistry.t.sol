@@ -66,48 +66,48 @@ contract JobRegistryTest is Fixture {
     function test_postJob_invalidParams_reverts() public {
         PostJobParams memory p = _params(0, 1, 1);
         vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("shards"), 0));
-        _post(p);
+        _postOnly(p);
         p = _params(33, 1, 1);
         vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("shards"), 33));
-        _post(p);
+        _postOnly(p);
         p = _params(1, 0, 1);
         vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("rounds"), 0));
-        _post(p);
+        _postOnly(p);
         p = _params(1, 1, 3);
         vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("replication"), 3));
-        _post(p);
+        _postOnly(p);
         p = _params(1, 1, 1);
         p.stepsPerRound = 7;
         vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("stepsPerRound"), 7));
-        _post(p);
+        _postOnly(p);
         p = _params(1, 1, 1);
         p.checkpointInterval = 0;
         vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("checkpointInterval"), 0));
-        _post(p);
+        _postOnly(p);
         p = _params(1, 1, 1);
         p.profileBit = 3;
         vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("profileBit"), 3));
-        _post(p);
+        _postOnly(p);
         p = _params(1, 1, 1);
         p.manifestCid = 0;
         vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("manifestCid"), 0));
-        _post(p);
+        _postOnly(p);
         p = _params(1, 1, 1);
         p.paymentPerTask = 0;
         vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("paymentPerTask"), 0));
-        _post(p);
+        _postOnly(p);
         p = _params(1, 1, 1);
         p.stakePerReplica = 0;
         vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("stakePerReplica"), 0));
-        _post(p);
+        _postOnly(p);
         p = _params(1, 1, 1);
         p.deviceClass = 2;
         vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("deviceClass"), 2));
-        _post(p);
+        _postOnly(p);
         p = _params(1, 1, 1);
         p.revealWindow = 8 days;
         vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("revealWindow"), 8 days));
-        _post(p);
+        _postOnly(p);
     }
 
     function testFuzz_postJob_escrowFormula_succeeds(uint64 pay, uint8 shards, uint8 rounds, bool rep2) public {
@@ -119,7 +119,7 @@ contract JobRegistryTest is Fixture {
         p.paymentPerTask = payment;
         p.stakePerReplica = NODE_STAKE + 1; // nobody eligible: keeps the fuzz run cheap
         uint256 before = token.balanceOf(submitter);
-        uint256 jobId = _post(p);
+        uint256 jobId = _postOnly(p);
         uint256 expected = payment * rep * (uint256(s) + 1) * r;
         assertEq(before - token.balanceOf(submitter), expected, "pulled");
         assertEq(escrow.escrowOf(jobId), expected, "stored");
@@ -379,6 +379,8 @@ contract JobRegistryTest is Fixture {
         vm.expectEmit(true, true, false, true, address(jobs));
         emit IJobRegistry.ReplicaLate(1, late, 0, slash);
         jobs.reportLate(1, 0);
+        assertEq(uint8(_status(1)), uint8(TaskStatus.Open), "open until the new draw (P4)");
+        _draw(1);
         assertEq(token.totalBurned() - burnedBefore, slash, "burned");
         assertEq(registry.getNode(late).locked, 0, "unlocked");
         assertEq(registry.getNode(late).stake, NODE_STAKE - slash, "slashed");

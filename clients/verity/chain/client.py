@@ -141,7 +141,7 @@ class ChainClient:
 
     @property
     def randomness(self):
-        """BlockhashRandomness (IRandomness): the panels' two-phase random values."""
+        """BlockhashRandomness (IRandomness): the two-phase random values of replica draws and referee panels."""
         return self.contracts["BlockhashRandomness"]
 
     def now(self) -> int:

@@ -1,4 +1,5 @@
-"""Chores any node does for the network: fill open slots, report missed deadlines, finalize
+"""Chores any node does for the network: draw open slots once their randomness is readable (P4:
+`assign`, two-phase draws), report missed deadlines, finalize
 candidates whose challenge window (and reveal grace) passed with no open dispute, seat and
 advance the referee panels of disputes this node is part of, heartbeat, withdraw earned
 credits (JobEscrow, DisputeGame, RefereePanel).
@@ -19,7 +20,7 @@ from verity.node.snapshot import Snapshot
 
 log = logging.getLogger("verity.node.keeper")
 MAX_WATCHED = 10_000
-TASK_EVENTS = ("TaskCreated", "TaskReopened", "ReplicaLate", "TaskAssigned", "ChallengeWindowOpened", "TaskContested",
+TASK_EVENTS = ("TaskCreated", "DrawRequested", "TaskReopened", "ReplicaLate", "TaskAssigned", "ChallengeWindowOpened", "TaskContested",
                "CandidateReplaced")
 
 
@@ -29,12 +30,18 @@ class Keeper:
     def __init__(self, ctx: NodeContext, *, interval: float = 2.0, heartbeat_every: float = 30.0):
         self.ctx, self.interval, self.heartbeat_every = ctx, interval, heartbeat_every
         self._last = 0.0
+        # Draws requested since we started: checked every tick (not every `interval`), so a task waits only for
+        # its target block, not for the next chore round. Memory only: after a restart the chore round's
+        # Open-task check covers them.
+        self._draws: dict[int, int] = {}
 
     def on_event(self, snap: Snapshot, ev) -> None:
         if ev.name in TASK_EVENTS and ev.contract == "JobRegistry":
             tid = int(ev.args["taskId"])
             if tid not in snap.active_tasks and len(snap.active_tasks) < MAX_WATCHED:
                 snap.active_tasks.append(tid)
+            if ev.name == "DrawRequested" and len(self._draws) < MAX_WATCHED:
+                self._draws[tid] = int(ev.args["requestId"])
         elif ev.name == "TaskAccepted":
             tid = int(ev.args["taskId"])
             if tid in snap.active_tasks:
@@ -53,6 +60,7 @@ class Keeper:
         pass
 
     def __call__(self, snap: Snapshot) -> None:
+        self._fulfil_draws()
         if time.monotonic() - self._last < self.interval:
             return
         self._last = time.monotonic()
@@ -76,8 +84,8 @@ class Keeper:
         if status in (TaskStatus.ACCEPTED, TaskStatus.CANCELLED, TaskStatus.NONE):
             snap.active_tasks.remove(tid)
             return
-        if status == TaskStatus.OPEN:
-            self._try(c.jobs.functions.assign(tid))
+        if status == TaskStatus.OPEN and self._drawable(int(task.drawRequest)):
+            self._try(c.jobs.functions.assign(tid))  # a stale request is renewed by assign() itself
         for slot, r in enumerate(ctx.replicas(tid)):
             if ReplicaStatus(r.status) in (ReplicaStatus.ASSIGNED, ReplicaStatus.COMMITTED) and r.deadline and now > int(r.deadline):
                 log.info("task %d slot %d missed its deadline: reporting", tid, slot)
@@ -95,13 +103,30 @@ class Keeper:
         if phase in (PanelPhase.DECIDED, PanelPhase.NONE):
             snap.active_panels.remove(did)
         elif phase == PanelPhase.SEATING:
-            rid = int(panel.requestId)
-            if c.call(c.randomness.functions.isReady(rid)) or c.call(c.randomness.functions.isStale(rid)):
+            if self._drawable(int(panel.requestId)):
                 self._try(c.panel.functions.seat(did))  # a stale request is renewed by seat() itself
         elif phase == PanelPhase.COMMITTING and now > int(panel.commitDeadline):
             self._try(c.panel.functions.advance(did))
         elif phase == PanelPhase.REVEALING and now > int(panel.revealDeadline):
             self._try(c.panel.functions.advance(did))
+
+    def _fulfil_draws(self) -> None:
+        """assign() each freshly requested draw as soon as its value is readable (one attempt: a revert means
+        another keeper drew first, or nobody was eligible, which the chore round retries)."""
+        for tid, rid in list(self._draws.items()):
+            try:
+                if not self._drawable(rid):
+                    continue
+            except TxFailed as exc:
+                log.debug("draw of task %d: %s", tid, exc)
+            del self._draws[tid]
+            if self._try(self.ctx.chain.jobs.functions.assign(tid)):
+                log.info("task %d: drew its empty slots (randomness request %d)", tid, rid)
+
+    def _drawable(self, request_id: int) -> bool:
+        """The request's value is readable (or stale, so the draw call renews it): worth a transaction."""
+        r = self.ctx.chain.randomness.functions
+        return self.ctx.chain.call(r.isReady(request_id)) or self.ctx.chain.call(r.isStale(request_id))
 
     @staticmethod
     def _guard(chore, snap: Snapshot, key: int, now: int) -> None:

@@ -11,6 +11,7 @@ import {IVerityToken} from "../../../contracts/interfaces/IVerityToken.sol";
 import {INodeRegistry} from "../../../contracts/interfaces/INodeRegistry.sol";
 import {IJobRegistry} from "../../../contracts/interfaces/IJobRegistry.sol";
 import {IJobEscrow} from "../../../contracts/interfaces/IJobEscrow.sol";
+import {IRandomness} from "../../../contracts/interfaces/IRandomness.sol";
 import {IRefereePanel, IPanelGame} from "../../../contracts/interfaces/IRefereePanel.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {PinpointProof, TaskStatus, DisputePhase, Verdict} from "../../../contracts/types/VerityTypes.sol";
@@ -52,7 +53,10 @@ abstract contract DisputeFixture is Fixture {
         mock = new MockPanel(IERC20(address(token)));
         escrow = new JobEscrow(IERC20(address(token)));
         jobs = new JobRegistry(
-            IVerityToken(address(token)), INodeRegistry(address(registry)), IJobEscrow(address(escrow))
+            IVerityToken(address(token)),
+            INodeRegistry(address(registry)),
+            IJobEscrow(address(escrow)),
+            IRandomness(address(randomness))
         );
         game = new DisputeGame(
             IVerityToken(address(token)),

@@ -58,7 +58,10 @@ abstract contract Fixture is Test {
         randomness = new BlockhashRandomness(2);
         escrow = new JobEscrow(IERC20(address(token)));
         jobs = new JobRegistry(
-            IVerityToken(address(token)), INodeRegistry(address(registry)), IJobEscrow(address(escrow))
+            IVerityToken(address(token)),
+            INodeRegistry(address(registry)),
+            IJobEscrow(address(escrow)),
+            IRandomness(address(randomness))
         );
         panel = new RefereePanel(
             IVerityToken(address(token)), INodeRegistry(address(registry)), IRandomness(address(randomness))
@@ -127,9 +130,40 @@ abstract contract Fixture is Test {
         p.profileBit = 1;
     }
 
+    /// @dev Posts a job and draws its round-0 tasks' replicas (see _draw); a task nobody is eligible for stays Open.
     function _post(PostJobParams memory p) internal returns (uint256 jobId) {
+        jobId = _postOnly(p);
+        for (uint32 i = 0; i < p.shards; ++i) {
+            _tryDraw(jobs.taskOf(jobId, 0, i));
+        }
+    }
+
+    /// @dev _draw, but a task with no eligible node stays Open instead of failing the test.
+    function _tryDraw(uint256 taskId) internal {
+        _rollToDraw(taskId);
+        try jobs.assign(taskId) {} catch {}
+    }
+
+    /// @dev _draw for a task that is Open (a new round's task, the AGGREGATE, a slot reported late); else nothing.
+    function _drawIfOpen(uint256 taskId) internal {
+        if (_status(taskId) == TaskStatus.Open) _draw(taskId);
+    }
+
+    function _rollToDraw(uint256 taskId) internal {
+        uint256 target = randomness.targetOf(jobs.getTask(taskId).drawRequest);
+        if (block.number <= target) vm.roll(target + 1);
+    }
+
+    /// @dev Posts a job; its tasks stay Open until their draws are fulfilled.
+    function _postOnly(PostJobParams memory p) internal returns (uint256 jobId) {
         vm.prank(submitter);
         jobId = jobs.postJob(p);
+    }
+
+    /// @dev Rolls past the task's randomness target block (if needed) and fulfils its draw (P4: two-phase draws).
+    function _draw(uint256 taskId) internal {
+        _rollToDraw(taskId);
+        jobs.assign(taskId);
     }
 
     function _replica(uint256 taskId, uint8 slot) internal view returns (Replica memory) {
@@ -233,6 +267,7 @@ abstract contract Fixture is Test {
         bytes32[] memory finals = new bytes32[](job.shards);
         for (uint32 i = 0; i < job.shards; ++i) {
             uint256 taskId = jobs.taskOf(jobId, round, i);
+            _drawIfOpen(taskId);
             bytes32[] memory h = _honest(job.roundInput, n);
             finals[i] = h[n];
             if (job.replication == 1) _submit(taskId, _replica(taskId, 0).node, h);
@@ -242,6 +277,7 @@ abstract contract Fixture is Test {
             _finalizeAfterWindow(jobs.taskOf(jobId, round, i));
         }
         uint256 aggId = jobs.taskOf(jobId, round, job.shards);
+        _draw(aggId);
         bytes32[] memory ha = _honest(keccak256(abi.encode(finals)), 1);
         if (job.replication == 1) _submit(aggId, _replica(aggId, 0).node, ha);
         else _runReplicated(aggId, ha, ha);
