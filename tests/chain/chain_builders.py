@@ -275,12 +275,12 @@ class Poster:
         target = self.s.randomness.targetOf(self.s.jobs.getTask(task_id).drawRequest)
         if chain.blocks.head.number <= target:
             chain.mine(target - chain.blocks.head.number + 1)
-        try:
-            return self.s.jobs.assign(task_id, sender=self.account)
-        except ContractLogicError:
-            if required:
-                raise
-            return None
+        if not required:
+            try:  # a dry run first: a reverting transaction would be sent, mined and traced by ape
+                self.s.jobs.assign.call(task_id, sender=self.account)
+            except ContractLogicError:
+                return None
+        return self.s.jobs.assign(task_id, sender=self.account)
 
     # -------------------------------------------------------- reading state
 
