@@ -262,6 +262,15 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         if (taskId == 0) revert TaskIndexNotFound(jobId, round, index);
     }
 
+    /// @notice Whether `finalize(taskId)` would accept the task now, and the second after which its challenge
+    ///         window and reveal grace are over (0 unless Revealed). Keepers read this rather than copy the rule.
+    function finalizable(uint256 taskId) external view returns (bool ready, uint64 windowEnd) {
+        Task storage t = _tasks[taskId];
+        if (t.status != TaskStatus.Revealed) return (false, 0);
+        windowEnd = _windowEnd(t);
+        ready = t.openDisputes == 0 && block.timestamp > windowEnd && _jobs[t.jobId].status == JobStatus.Active;
+    }
+
     /// @notice Escrow a job with these parameters needs.
     function escrowFor(uint256 paymentPerTask, uint8 replication, uint32 shards, uint32 rounds)
         external

@@ -200,6 +200,12 @@ abstract contract JobRegistryBase is Ownable {
         return (_tasks[taskId].finalHash, _tasks[taskId].resultCid);
     }
 
+    /// @dev The last second of a Revealed task's challenge window plus the reveal grace after it: `finalize` accepts
+    ///      only after it (TaskMachine) and `JobRegistry.finalizable` reports it, so keepers never copy the rule.
+    function _windowEnd(Task storage t) internal view returns (uint64) {
+        return t.challengeDeadline + _jobs[t.jobId].revealWindow;
+    }
+
     /// @dev The one transition into Revealed: the current claim waits out a fresh challenge window.
     function _openChallengeWindow(uint256 taskId, uint64 window) internal {
         Task storage t = _tasks[taskId];

@@ -169,7 +169,7 @@ contract TaskMachine is JobRegistryBase {
         if (t.status != TaskStatus.Revealed) revert UnexpectedTaskStatus(taskId, t.status);
         // INVARIANT (P1): no candidate is accepted while any challenge against it is undecided.
         if (t.openDisputes != 0) revert DisputesPending(taskId, t.openDisputes);
-        uint64 end = t.challengeDeadline + _jobs[t.jobId].revealWindow;
+        uint64 end = _windowEnd(t);
         // INVARIANT (P1): a challenge committed by the deadline can still be revealed until `end`.
         if (block.timestamp <= end) revert ChallengeWindowOpen(taskId, end);
         if (t.candidate != address(0)) {

@@ -35,6 +35,27 @@ def warp(net, seconds: int) -> None:
     w3.provider.make_request("evm_mine", [])
 
 
+def draw_round0(net, *job_ids: int) -> None:
+    """Fulfil each job's round-0 draws as a node's keeper would (P4: assign() once the randomness is readable;
+    no node process runs in these tests). A draw that finds nobody eligible reverts and leaves the task Open."""
+    import time
+
+    from verity.chain import TxFailed
+
+    c = net.client(0)
+    for job_id in job_ids:
+        tid = c.call(c.jobs.functions.taskOf(job_id, 0, 0))
+        rid = read(c, c.jobs, "getTask", tid).drawRequest
+        for _ in range(40):  # the devnet mines a block a second; the value is readable 3 blocks after the request
+            if c.call(c.randomness.functions.isReady(rid)):
+                break
+            time.sleep(0.25)
+        try:
+            c.transact(c.jobs.functions.assign(tid))
+        except TxFailed:
+            pass
+
+
 def register_solver(net, account: int) -> str:
     c = net.client(account)
     c.transact(c.token.functions.approve(c.registry.address, 2**256 - 1))
@@ -90,6 +111,7 @@ def test_cancel_waits_for_a_starved_slot_and_offline_late_replicas_show_succeeds
     starved = net.post(**TINY, replication=2)                          # slot 1: solo; slot 2: nobody left
     waiting = net.post(**TINY, replication=1, execution_window=3600)   # solo, never runs
     late = net.post(**TINY, replication=1, execution_window=60)        # solo, will miss its deadline
+    draw_round0(net, starved, waiting, late)
 
     shown = verity("job", "show", str(starved)).stdout
     assert "no eligible node: the 1 eligible node(s) hold or were banned from this task" in shown

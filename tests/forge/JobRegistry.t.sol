@@ -346,6 +346,41 @@ contract JobRegistryTest is Fixture {
         assertEq(registry.getNode(solver).locked, 0, "unlocked");
     }
 
+    /// @notice The lens keepers read: `finalizable` says "ready" exactly when `finalize` would accept.
+    function test_finalizable_matchesFinalizeRule_succeeds() public {
+        _post(_params(1, 1, 1));
+        (bool ready, uint64 end) = jobs.finalizable(1);
+        assertFalse(ready, "ready before any result");
+        assertEq(end, 0, "window end before any result");
+        _submit(1, _replica(1, 0).node, _honest(INPUT, 4));
+        (ready, end) = jobs.finalizable(1);
+        assertEq(end, jobs.getTask(1).challengeDeadline + jobs.defaultRevealWindow(), "window end");
+        assertFalse(ready, "ready inside the window");
+        vm.prank(address(game));
+        jobs.onChallenge(1, 0, uint64(block.timestamp)); // committed in time, revealed now
+        vm.warp(end);
+        (ready,) = jobs.finalizable(1);
+        assertFalse(ready, "ready at the window's last second");
+        vm.warp(end + 1);
+        (ready,) = jobs.finalizable(1);
+        assertFalse(ready, "ready with a dispute open");
+        vm.expectRevert(abi.encodeWithSelector(DisputesPending.selector, 1, 1));
+        jobs.finalize(1);
+    }
+
+    function test_finalizable_afterWindow_thenFinalizeAccepts_succeeds() public {
+        _post(_params(1, 1, 1));
+        _submit(1, _replica(1, 0).node, _honest(INPUT, 4));
+        (, uint64 end) = jobs.finalizable(1);
+        vm.warp(end + 1);
+        (bool ready,) = jobs.finalizable(1);
+        assertTrue(ready, "not ready after the window");
+        jobs.finalize(1);
+        assertEq(uint8(_status(1)), uint8(TaskStatus.Accepted), "accepted");
+        (ready,) = jobs.finalizable(1);
+        assertFalse(ready, "ready once accepted");
+    }
+
     function test_finalize_notRevealed_reverts() public {
         _post(_params(1, 1, 1));
         vm.expectRevert(abi.encodeWithSelector(UnexpectedTaskStatus.selector, 1, TaskStatus.Assigned));

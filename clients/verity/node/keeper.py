@@ -90,11 +90,10 @@ class Keeper:
             if ReplicaStatus(r.status) in (ReplicaStatus.ASSIGNED, ReplicaStatus.COMMITTED) and r.deadline and now > int(r.deadline):
                 log.info("task %d slot %d missed its deadline: reporting", tid, slot)
                 self._try(c.jobs.functions.reportLate(tid, slot))
-        if status == TaskStatus.REVEALED and int(task.openDisputes) == 0:
-            claim = read(c, c.jobs, "claimOf", tid)
-            if now > int(claim.challengeDeadline) + int(claim.revealGrace):
-                if self._try(c.jobs.functions.finalize(tid)):
-                    log.info("task %d finalized (window and reveal grace passed, no open dispute)", tid)
+        if status == TaskStatus.REVEALED:
+            ready, _ = c.call(c.jobs.functions.finalizable(tid))  # the contract's own rule (window, grace, disputes)
+            if ready and self._try(c.jobs.functions.finalize(tid)):
+                log.info("task %d finalized (window and reveal grace passed, no open dispute)", tid)
 
     def _panel(self, snap: Snapshot, did: int, now: int) -> None:
         c = self.ctx.chain
