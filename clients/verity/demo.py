@@ -38,6 +38,9 @@ ACCURACY_GOAL, WALL_GOAL = 0.90, 90.0
 # Every accepted result waits out a challenge window, then the reveal grace (protocol v2: agreement is not finality).
 # Production windows are hours; the demo's devnet uses seconds so the whole job fits in WALL_GOAL.
 DEMO_WINDOWS = {"execution": 120, "reveal": 6, "challenge": 5}
+# Every replica draw and referee panel waits for a block mined `delay` (2) blocks after its request (P4); an empty
+# block every half second keeps that wait near a second on an idle devnet.
+DEMO_BLOCK_INTERVAL = 0.5
 
 
 @dataclass
@@ -54,7 +57,8 @@ class Timer:
 def _env(directory: Path) -> dict:
     env = dict(os.environ)
     env.update(VERITY_DEVNET_DIR=str(directory), VERITY_STATE_DIR=str(directory / "state"),
-               VERITY_ENABLE_FAULTS="1")  # solver-4's TEST-ONLY --fault is refused without it
+               VERITY_ENABLE_FAULTS="1",  # solver-4's TEST-ONLY --fault is refused without it
+               VERITY_BLOCK_INTERVAL=str(DEMO_BLOCK_INTERVAL))
     return env
 
 
@@ -91,7 +95,8 @@ def run_demo(keep: bool = False, directory: Path = DEMO_DIR) -> int:
         shutil.rmtree(directory)
     directory.mkdir(parents=True)
     env = _env(directory)
-    os.environ.update(VERITY_DEVNET_DIR=env["VERITY_DEVNET_DIR"], VERITY_STATE_DIR=env["VERITY_STATE_DIR"])
+    os.environ.update(VERITY_DEVNET_DIR=env["VERITY_DEVNET_DIR"], VERITY_STATE_DIR=env["VERITY_STATE_DIR"],
+                      VERITY_BLOCK_INTERVAL=env["VERITY_BLOCK_INTERVAL"])
     procs: list[subprocess.Popen] = []
     try:
         console.rule("[bold]Verity demo: a verifiable training job on a local devnet")

@@ -14,7 +14,7 @@ from verity.devnet.deploy import deploy
 @pytest.fixture(scope="session")
 def devnet(tmp_path_factory):
     directory = tmp_path_factory.mktemp("devnet")
-    record = services.up(directory, ipfs_nodes=1, block_interval=1.0)
+    record = services.up(directory, ipfs_nodes=1, block_interval=0.5)  # draws wait 3 blocks (P4)
     yield record
     services.down(directory)
 
@@ -31,7 +31,7 @@ def net(devnet, tmp_path):
     owner = n.client(0)
     owner.transact(owner.game.functions.setClockAllowance(15))
     owner.transact(owner.panel.functions.setWindows(15, 15, 60))            # commit, reveal, seating timeout
-    owner.transact(owner.jobs.functions.setDefaultWindows(120, 15, 15))      # execution, reveal (= grace), challenge
+    owner.transact(owner.jobs.functions.setDefaultWindows(120, 10, 10))      # execution, reveal (= grace), challenge
     owner.transact(owner.jobs.functions.setAssignmentTimeout(5))
     yield n
     n.stop()

@@ -160,3 +160,36 @@ def wait_for(predicate, timeout: float, what: str, poll: float = 0.5):
             return value
         assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
         time.sleep(poll)
+
+
+def register_account(net: Net, account: int, roles: int, stake: int = 1_000 * 10**18) -> ChainClient:
+    """A client for funded test account `account`, registered with role bits `roles` and staked, for a test that
+    plays an adversary itself (no node process). Like a node, it approves the registry (stake) and the DisputeGame
+    (a challenger's bond)."""
+    c = net.client(account)
+    c.transact(c.registry.functions.register(roles, 0, 1024, 100, 1, "/ip4/127.0.0.1/tcp/4001"))
+    for spender in (c.registry.address, c.game.address):
+        c.transact(c.token.functions.approve(spender, 2**256 - 1))
+    c.transact(c.registry.functions.stake(stake))
+    return c
+
+
+def send_calldata(c: ChainClient, to: str, data, gas: int = 3_000_000) -> dict:
+    """Sign and send raw calldata from `c`'s account with explicit gas (no estimate, so a call that reverts is still
+    mined, as a copier's transaction would be); returns the receipt whatever its status."""
+    tx = {"to": to, "data": data, "gas": gas, "gasPrice": c.w3.eth.gas_price, "nonce": c.next_nonce(),
+          "chainId": c.w3.eth.chain_id, "value": 0}
+    tx_hash = c.w3.eth.send_raw_transaction(c.account.sign_transaction(tx).raw_transaction)
+    return c.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=60, poll_latency=0.05)
+
+
+def revert_error(c: ChainClient, to: str, data, block: int) -> tuple[str, tuple]:
+    """(name, args) of the custom error that `data` sent from `c`'s account to `to` reverts with at `block`
+    (replayed with eth_call); fails the test if it does not revert."""
+    from web3.exceptions import ContractCustomError
+
+    try:
+        c.w3.eth.call({"from": c.address, "to": to, "data": data}, block)
+    except ContractCustomError as exc:
+        return c.errors.decode(exc.data)
+    raise AssertionError(f"the call to {to} from {c.address} does not revert at block {block}")

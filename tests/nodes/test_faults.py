@@ -29,7 +29,7 @@ def test_verifier_catches_lazy_solver_in_optimistic_mode(net):
     for i in (3, 4, 5):
         net.start_node(f"referee-{i}", i, roles="referee")
     net.wait_registered(5)
-    job_id = net.post(shards=1, rounds=1, steps=20, k=10, replication=1, challenge_window=30, execution_window=60)
+    job_id = net.post(shards=1, rounds=1, steps=20, k=10, replication=1, challenge_window=15, execution_window=60)
     net.wait_job(job_id, timeout=240)
     resolved = _resolved(net)
     assert len(resolved) == 1
@@ -119,14 +119,19 @@ def test_unreachable_cid_and_malformed_manifest_end_in_a_refund(net):
             return False
         return True
 
+    def refused() -> bool:
+        logs = "".join(n.text() for n in net.nodes)
+        return ("CidNotFound" in logs or "not found" in logs) and "ManifestInvalid" in logs
+
+    # Drawn (two-phase: a few blocks after posting), the solvers fetch the inputs and refuse them. Only then does the
+    # submitter cancel (before any draw it could cancel at once, which would test nothing).
+    wait_for(refused, 120, "the drawn solvers to refuse both jobs' inputs", poll=1)
     for job_id in jobs:
         wait_for(lambda: cancelled(job_id), 180, f"job {job_id} to become cancellable (no eligible node left)", poll=2)
         assert JobStatus(read(submitter, submitter.jobs, "getJob", job_id).status) == JobStatus.CANCELLED
     after = submitter.call(submitter.token.functions.balanceOf(submitter.address))
     assert after - before == 2 * 2 * 10**18  # each job's escrow: 1 VRT x 1 replica x 2 tasks, none spent
-    logs = "".join(n.text() for n in net.nodes)
-    assert "CidNotFound" in logs or "not found" in logs
-    assert "ManifestInvalid" in logs
+    assert refused()
     conserved(submitter)
 
 

@@ -12,7 +12,6 @@ from verity.node.dispute import first_divergence
 from verity.node.faults import BadFault, Faults
 from verity.node.phases import IllegalTransition, Phase
 from verity.node.snapshot import Snapshot, SnapshotStore, WorkItem
-from verity.node.verifier import catch_probability, sampled
 
 
 def _item(phase=Phase.ASSIGNED):
@@ -57,6 +56,41 @@ def test_faults_parse_and_reject_unknown_specs():
         Faults.parse(["flip-everything"])
 
 
+def test_sybil_challenge_fault_parses_and_is_named_in_the_error_succeeds():
+    f = Faults.parse(["sybil-challenge", " silent-in-dispute "])
+    assert f.sybil_challenge and f.silent_in_dispute and not f.withhold_checkpoint and not f.lazy
+    assert not Faults().sybil_challenge  # off unless asked for
+    with pytest.raises(BadFault, match="sybil-challenge"):
+        Faults.parse(["sybil-challenges"])
+
+
+def test_sybil_claim_is_a_valid_challenge_that_differs_only_at_the_last_leaf_succeeds():
+    """The TEST-ONLY sybil claim must pass challengeOptimistic's checks (leaf 0 = the task input and leaf n, both
+    proved against its root; a final unlike the candidate's), or the node test of P1 would test nothing."""
+    from types import SimpleNamespace
+
+    from verity.engine import merkle
+    from verity.node.context import Bundle
+    from verity.node.verifier import VerifierRole
+
+    trace = [bytes([i]) * 32 for i in range(4)]
+    theirs = Bundle(trace, {0: "Qm0", 1: "Qm1", 2: "Qm2", 3: "Qm3"}, 10,
+                    {"version": 1, "job": 1, "round": 0, "index": 0, "k": 10, "steps": 30, "final": "Qm3"})
+    stored = []
+    storage = SimpleNamespace(put_json=lambda doc: stored.append(doc) or "QmSybil")
+    ctx = SimpleNamespace(bundle=lambda cid, root: theirs, storage=storage)
+    claim = SimpleNamespace(resultCid=b"\1" * 32, root=merkle.root(trace), finalHash=trace[-1])
+    item = WorkItem(key="watch:7:0", kind="watch", phase=Phase.WATCHING, task_id=7, data={"epoch": 0})
+    data = VerifierRole(ctx)._sybil_claim(item, claim)
+    ours = [bytes.fromhex(h[2:]) for h in data["trace"]]
+    root, n = bytes.fromhex(data["root"][2:]), len(ours) - 1
+    assert ours[:-1] == trace[:-1] and ours[-1] != trace[-1] and data["final"] == data["trace"][-1]
+    assert merkle.verify(root, 0, trace[0], merkle.proof(ours, 0))
+    assert merkle.verify(root, n, ours[-1], merkle.proof(ours, n))
+    assert data["cid"] == "QmSybil" and stored[0]["trace"] == data["trace"]
+    assert stored[0]["checkpoints"] == {"0": "Qm0", "1": "Qm1", "2": "Qm2"} and "final" not in stored[0]
+
+
 def test_role_mask():
     assert role_mask("solver,verifier,referee") == 7 and role_mask("referee") == 4
     with pytest.raises(VerityError, match="unknown roles"):
@@ -68,15 +102,6 @@ def test_first_divergence_finds_the_first_agreeing_then_differing_pair():
     b = [b"\x00", b"\x01", b"\xff", b"\xfe"]
     assert first_divergence(a, b, 0, 3) == 1
     assert first_divergence(a, a, 0, 3) is None
-
-
-def test_sampling_is_fixed_per_task_and_matches_its_rate():
-    v = "0x" + "11" * 20
-    assert sampled(v, 5, 0.3) == sampled(v, 5, 0.3)
-    share = sum(sampled(v, t, 0.3) for t in range(4000)) / 4000
-    assert 0.27 < share < 0.33
-    assert all(sampled(v, t, 1.0) for t in range(50)) and not any(sampled(v, t, 0.0) for t in range(50))
-    assert catch_probability(0.5, 4) == pytest.approx(0.9375)
 
 
 def test_key_file_must_be_private_and_hex(tmp_path):

@@ -175,7 +175,10 @@ def test_verifier_persists_salt_commits_then_reveals_on_a_later_tick_succeeds(ve
     expected = challenge_commitment(7, merkle.root(TRACE), TRACE[-1], cid_to_digest(CID), salt, ME)
     assert v.chain.sent == [("commitChallenge", (expected,))] and item.phase == Phase.CHALLENGE_COMMITTED
     v.chain.block += 1  # a block was mined since
-    _tick(v)  # a later tick, a later block: the reveal
+    _tick(v)
+    assert item.phase == Phase.CHALLENGE_COMMITTED and v.chain.sent[-1][0] == "commitChallenge"  # commits still open
+    v.chain.time = 1_101  # the commit window closed: nobody can copy the revealed claim into a commitment now
+    _tick(v)  # a later tick, a later block, inside the reveal grace: the reveal
     name, args = v.chain.sent[-1]
     assert name == "challengeOptimistic" and args[0] == 7 and args[2] == TRACE[-1] and args[3] == 2
     assert args[4] == cid_to_digest(CID) and args[5] == salt and item.phase == Phase.DISPUTING
@@ -209,10 +212,10 @@ def test_verifier_never_challenges_its_own_claim_succeeds(verifier, who):
 
 def test_verifier_agreeing_or_late_sends_nothing_succeeds(verifier):
     v = verifier
-    v.claim.finalHash = TRACE[-1]
+    v.claim.finalHash, v.claim.resultCid = TRACE[-1], cid_to_digest(CID)  # our bundle: same bytes (P10)
     _window(v)
     _tick(v), _tick(v)
-    assert v.snap.items[watch_key(7, 0)].data["verdict"] == "agrees" and not v.chain.sent
+    assert v.snap.items[watch_key(7, 0)].data["verdict"] == "agrees; bundle served by us too" and not v.chain.sent
     v.claim.finalHash, v.chain.time = WRONG[-1], 1_101  # a new epoch, now past the commit deadline
     v.ctx.tasks[7].epoch = 1
     _window(v)
@@ -266,11 +269,39 @@ def test_keeper_finalizes_only_after_window_plus_grace_with_no_open_dispute_succ
                                                                                      finalized):
     k, ctx, chain = _keeper(monkeypatch)
     ctx.tasks[4] = SimpleNamespace(status=TaskStatus.REVEALED, epoch=0, openDisputes=open_disputes)
-    chain.views["claimOf"] = lambda tid: SimpleNamespace(challengeDeadline=1_100, revealGrace=50)
+    # JobRegistry.finalizable, as the contract computes it (the keeper asks; it does not copy the rule)
+    chain.views["finalizable"] = lambda tid: (open_disputes == 0 and chain.time > 1_150, 1_150)
     chain.time = now
     snap = Snapshot(active_tasks=[4], last_heartbeat=1e18)
     k(snap)
     assert (("finalize", (4,)) in chain.sent) == finalized
+
+
+@pytest.mark.parametrize("ready, stale, assigned", [(False, False, False), (True, False, True), (False, True, True)])
+def test_keeper_assigns_an_open_task_only_once_its_draw_is_readable_succeeds(monkeypatch, ready, stale, assigned):
+    k, ctx, chain = _keeper(monkeypatch)
+    ctx.tasks[4] = SimpleNamespace(status=TaskStatus.OPEN, epoch=0, openDisputes=0, drawRequest=11)
+    chain.views.update(isReady=lambda rid: rid == 11 and ready, isStale=lambda rid: rid == 11 and stale,
+                       credits=lambda who: 0)
+    k(Snapshot(active_tasks=[4], last_heartbeat=1e18))
+    assert (("assign", (4,)) in chain.sent) == assigned  # stale: assign() renews the request itself
+
+
+def test_keeper_draws_a_requested_task_on_the_first_tick_its_value_is_readable_succeeds(monkeypatch):
+    k, ctx, chain = _keeper(monkeypatch)
+    k.interval = 1e9  # the chore round never runs again: only the per-tick draw check can assign
+    ctx.tasks[4] = SimpleNamespace(status=TaskStatus.OPEN, epoch=0, openDisputes=0, drawRequest=11)
+    ready = {11: False}
+    chain.views.update(isReady=lambda rid: ready[rid], isStale=lambda rid: False, credits=lambda who: 0)
+    snap = Snapshot(last_heartbeat=1e18)
+    k(snap)  # first chore round (nothing known yet)
+    k.on_event(snap, SimpleNamespace(name="DrawRequested", contract="JobRegistry", args={"taskId": 4, "requestId": 11}))
+    k(snap)
+    assert ("assign", (4,)) not in chain.sent  # target block not mined yet
+    ready[11] = True
+    k(snap)
+    k(snap)
+    assert chain.sent.count(("assign", (4,))) == 1  # once, as soon as readable
 
 
 def test_keeper_seats_advances_panels_and_withdraws_every_credit_succeeds(monkeypatch):

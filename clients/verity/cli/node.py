@@ -101,8 +101,10 @@ def run(
     stake: Stake = 1000.0,
     fault: Annotated[Optional[list[str]], typer.Option(
         "--fault", hidden=not FAULTS_ENABLED,
-        help="TEST ONLY (needs VERITY_ENABLE_FAULTS=1): bitflip@step=N, lazy, silent-in-dispute, withhold-checkpoint")] = None,
-    sample_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="verifier: share of optimistic results re-executed")] = 1.0,
+        help="TEST ONLY (needs VERITY_ENABLE_FAULTS=1): bitflip@step=N, lazy, silent-in-dispute, withhold-checkpoint, "
+             "corrupt-checkpoint, sybil-challenge")] = None,
+    sample_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="verifier: share of candidate results re-executed, "
+                                                                    "drawn by a private per-node lottery")] = 1.0,
     workers: Annotated[int, typer.Option(min=1, max=16, help="training / re-execution jobs run at once (referee and "
                                                           "dispute replays have their own lane)")] = 2,
     max_seconds: Annotated[Optional[float], typer.Option(help="stop after this long (default: run until Ctrl-C)")] = None,

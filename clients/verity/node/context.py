@@ -6,6 +6,7 @@ bundles against the revealed roots. Nothing fetched is ever unpickled.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,17 +15,21 @@ from eth_utils import keccak
 from verity.chain import ChainClient
 from verity.chain.protocol import job_mismatches
 from verity.chain.views import read
-from verity.cid import digest_to_cid
+from verity.cid import InvalidCid, cid_to_digest, digest_to_cid
 from verity.engine import merkle
 from verity.engine.checkpoint import checkpoint_bytes, checkpoint_cap, initial_state
 from verity.engine.data import Shard, load_shard, shard_cap
 from verity.engine.manifest import Manifest, load_manifest
-from verity.errors import VerityError
+from verity.errors import HashMismatch, StateInvalid, VerityError
 from verity.node.faults import Faults
 from verity.node.work import WorkPool
 from verity.storage import Storage
+from verity.storage.errors import StorageError
+
+log = logging.getLogger("verity.node.context")
 
 MAX_BUNDLE_BYTES = 4 << 20
+ZERO32 = b"\0" * 32
 
 
 class InputRejected(VerityError, ValueError):
@@ -67,6 +72,7 @@ class NodeContext:
     work: WorkPool = field(default_factory=lambda: WorkPool(inline=True))  # `node run` passes a threaded pool
     _manifests: dict = field(default_factory=dict)
     _shards: dict = field(default_factory=dict)
+    _served: dict = field(default_factory=dict)  # (task id, finalHash) -> (cid digest, root) that served it last
 
     @property
     def me(self) -> str:
@@ -140,20 +146,104 @@ class NodeContext:
             if state.hash != bytes(task.inputHash):
                 raise InputRejected(f"round 0 input of job {task.jobId}", "initial state hash differs from the chain's")
             return checkpoint_bytes(state, m)
-        prev = self.task(self.chain.call(self.chain.jobs.functions.taskOf(task.jobId, task.round - 1, len(m.shards))))
-        bundle = self.bundle(prev.resultCid)
-        return self.state_bytes(bundle.final_cid, prev.finalHash, m)
+        prev_id = self.chain.call(self.chain.jobs.functions.taskOf(task.jobId, task.round - 1, len(m.shards)))
+        return self.accepted_final(prev_id, self.task(prev_id), m)
 
     def shard_finals(self, task) -> tuple[list[bytes], list[bytes]]:
         """The accepted final states of the round's shard tasks, in shard order (AGGREGATE inputs)."""
         m = self.manifest(task.jobId)
         states, hashes = [], []
         for i in range(len(m.shards)):
-            t = self.task(self.chain.call(self.chain.jobs.functions.taskOf(task.jobId, task.round, i)))
-            bundle = self.bundle(t.resultCid)
-            states.append(self.state_bytes(bundle.final_cid, t.finalHash, m))
+            tid = self.chain.call(self.chain.jobs.functions.taskOf(task.jobId, task.round, i))
+            t = self.task(tid)
+            states.append(self.accepted_final(tid, t, m))
             hashes.append(bytes(t.finalHash))
         return states, hashes
+
+    # ------------------------------------------------------------ accepted results (P10)
+    def accepted_final(self, task_id: int, task, manifest: Manifest) -> bytes:
+        """The final state bytes of an accepted task, from whichever source yields them (P10).
+
+        Acceptance on-chain does not prove the accepted bundle is retrievable: a replica paid for its task may never
+        upload it. Bundles are deterministic and checkpoints content-addressed, so any replica that revealed the
+        same final hash, or our own recomputation, yields the same state. Tried in order, each checked (trace
+        against its committed root where known, the final state against the accepted finalHash): the source that
+        served last time, the task's resultCid, every replica's resultCid whose finalHash is the accepted one (at
+        most replication + 1 network sources), then one local recomputation. A missing or malformed source is
+        logged and skipped; our own IPFS node being unreachable (ConnectionError) propagates, to be retried."""
+        final = bytes(task.finalHash)
+        key = (int(task_id), final)
+        failures = 0
+        for what, digest, root in self._bundle_sources(task_id, task, key):
+            try:
+                data = self._final_from_bundle(digest, root, final, manifest)
+            except ConnectionError:
+                raise
+            except (StorageError, InputRejected, StateInvalid, HashMismatch, InvalidCid) as exc:
+                failures += 1
+                log.warning("task %s: final state not available from %s (%s): %s: %s", task_id, what,
+                            digest_to_cid(digest), type(exc).__name__, exc)
+                continue
+            self._served[key] = (digest, root)
+            if failures:
+                log.warning("task %s: final state served by %s (%s) after %d unusable source(s)", task_id, what,
+                            digest_to_cid(digest), failures)
+            return data
+        log.warning("task %s: no network source yields the accepted final 0x%s; recomputing it", task_id,
+                    final.hex()[:8])
+        data, digest, root = self._recompute_final(task_id, task, final, manifest)
+        self._served[key] = (digest, root)
+        log.warning("task %s: final state served by our own recomputation (%s, now held by our node)", task_id,
+                    digest_to_cid(digest))
+        return data
+
+    def _bundle_sources(self, task_id: int, task, key) -> list[tuple[str, bytes, bytes | None]]:
+        """(label, cid digest, root or None) of each distinct network source to try: at most replication + 1."""
+        final = key[1]
+        replicas = list(self.replicas(task_id))
+        matching = [(i, r) for i, r in enumerate(replicas) if bytes(r.finalHash) == final]
+        own_cid = bytes(task.resultCid)
+        own_root = next((bytes(r.root) for _, r in matching if bytes(r.resultCid) == own_cid), None)
+        candidate_root = bytes(getattr(task, "candidateRoot", None) or ZERO32)
+        if own_root is None and candidate_root != ZERO32:
+            own_root = candidate_root  # a challenger's result won: its root is the task's candidateRoot
+        sources = [("the source that served it before", *self._served[key])] if key in self._served else []
+        sources.append(("the task's resultCid", own_cid, own_root))
+        sources += [(f"replica {i}'s resultCid", bytes(r.resultCid), bytes(r.root)) for i, r in matching]
+        distinct, seen = [], set()
+        for what, digest, root in sources:
+            if digest != ZERO32 and digest not in seen:  # a zero cid: nothing revealed
+                seen.add(digest)
+                distinct.append((what, digest, root))
+        return distinct[:len(replicas) + 1]
+
+    def _final_from_bundle(self, digest: bytes, root: bytes | None, final: bytes, manifest: Manifest) -> bytes:
+        bundle = self.bundle(digest, root)
+        if bundle.trace[-1] != final:
+            raise InputRejected(f"result bundle {digest_to_cid(digest)}", "its trace ends at a different final hash")
+        try:
+            final_cid = bundle.final_cid
+        except KeyError:
+            raise InputRejected(f"result bundle {digest_to_cid(digest)}", "no checkpoint for the final state") from None
+        return self.state_bytes(final_cid, final, manifest)
+
+    def _recompute_final(self, task_id: int, task, final: bytes, manifest: Manifest) -> tuple[bytes, bytes, bytes]:
+        """Recompute the task (deterministic) and take its final state from the bundle it stored on our node."""
+        from verity.node.compute import compute_result  # compute.py imports this module
+
+        res = compute_result(self, task_id, task, label="recover")
+        if bytes(res.final) != final:
+            raise InputRejected(f"recomputed result of task {task_id}",
+                                f"final 0x{bytes(res.final).hex()} differs from the accepted 0x{final.hex()}")
+        digest = cid_to_digest(res.result_cid)
+        try:
+            data = self._final_from_bundle(digest, bytes(res.root), final, manifest)
+        except ConnectionError:
+            raise
+        except (StorageError, StateInvalid, HashMismatch, InvalidCid) as exc:  # e.g. a checkpoint not stored
+            raise InputRejected(f"recomputed result of task {task_id}",
+                                f"its own bundle does not yield the final state: {type(exc).__name__}: {exc}") from None
+        return data, digest, bytes(res.root)
 
     def workdir(self, *parts) -> Path:
         path = self.state_dir.joinpath(*map(str, parts))

@@ -8,6 +8,10 @@
     --fault withhold-checkpoint never upload checkpoints (only their CIDs are claimed; note that a
                                 checkpoint identical to an honest node's is still found under its CID)
     --fault corrupt-checkpoint  publish a malformed file (bad header) in place of every TRAIN checkpoint
+    --fault sybil-challenge     a verifier that challenges every candidate at once, without re-executing, with a
+                                claim built to lose (the candidate's own trace, its last leaf replaced): a cheater's
+                                sybil trying to pre-empt honest challenges (P1); combine with silent-in-dispute
+                                to throw the dispute on its clock
 
 Honest nodes run with no faults. Nothing here is reachable without the flag.
 """
@@ -20,13 +24,14 @@ import torch
 
 from verity.errors import VerityError
 
-_SPEC = re.compile(r"^(bitflip@step=(?P<step>\d+)|lazy|silent-in-dispute|withhold-checkpoint|corrupt-checkpoint)$")
+_SPEC = re.compile(r"^(bitflip@step=(?P<step>\d+)|lazy|silent-in-dispute|withhold-checkpoint|corrupt-checkpoint"
+                   r"|sybil-challenge)$")
 
 
 class BadFault(VerityError, ValueError):
     def __init__(self, spec: str):
-        super().__init__(f"unknown fault {spec!r}; expected bitflip@step=N, lazy, silent-in-dispute, withhold-checkpoint "
-                         "or corrupt-checkpoint")
+        super().__init__(f"unknown fault {spec!r}; expected bitflip@step=N, lazy, silent-in-dispute, "
+                         "withhold-checkpoint, corrupt-checkpoint or sybil-challenge")
 
 
 @dataclass
@@ -36,23 +41,27 @@ class Faults:
     silent_in_dispute: bool = False
     withhold_checkpoint: bool = False
     corrupt_checkpoint: bool = False
+    sybil_challenge: bool = False
     specs: list[str] = field(default_factory=list)
 
     @classmethod
     def parse(cls, specs: list[str] | None) -> "Faults":
         f = cls(specs=list(specs or []))
         for spec in f.specs:
-            m = _SPEC.match(spec.strip())
+            name = spec.strip()
+            m = _SPEC.match(name)
             if not m:
                 raise BadFault(spec)
             if m.group("step") is not None:
                 f.bitflip_step = int(m.group("step"))
-            elif spec == "lazy":
+            elif name == "lazy":
                 f.lazy = True
-            elif spec == "silent-in-dispute":
+            elif name == "silent-in-dispute":
                 f.silent_in_dispute = True
-            elif spec == "corrupt-checkpoint":
+            elif name == "corrupt-checkpoint":
                 f.corrupt_checkpoint = True
+            elif name == "sybil-challenge":
+                f.sybil_challenge = True
             else:
                 f.withhold_checkpoint = True
         return f

@@ -7,10 +7,19 @@ transactions (P6): the salt is persisted first, then `commitChallenge(c)` (by th
 challengeDeadline), then, on a later tick and so in a later block, `challengeOptimistic(...)`
 (by challengeDeadline + revealGrace). The commitment binds our address, so a copier gains nothing.
 
-Sampling policy: a verifier re-executes each task with probability `sample_rate`, decided by
-keccak(verifier, taskId) so the choice is fixed per task (a restart doesn't re-roll) yet unknown
-to the solver. With V independent verifiers a wrong result escapes with probability (1 - p)^V;
-the catch probability is 1 - (1 - p)^V (p = 1 on the devnet: every result checked).
+Sampling policy (P5, node side): a verifier re-executes a claim (task, epoch) with probability
+`sample_rate`, decided by a private lottery, keccak(key, taskId, epoch) with a key only this node
+holds (verity.node.sampling): fixed per claim (a restart doesn't re-roll), unknowable to a solver
+even one that reads this code. With V verifiers a wrong result escapes with probability (1 - p)^V
+(p = 1 on the devnet: every result checked).
+
+Reveal timing: a challenge is revealed only once the claim's commit window has closed (in the
+reveal grace after challengeDeadline). Revealed earlier, its (root, final, cid) could be committed
+by a copier before the deadline, and a defender's own sybil copying it could have the defender
+concede to it first, taking back the winner's share the honest challenger should get.
+
+TEST-ONLY: with `--fault sybil-challenge` (verity/node/faults.py) the node skips re-execution and challenges every
+candidate with a claim built to lose (`_sybil_claim`), to test that such a sybil cannot shut honest challenges out.
 """
 from __future__ import annotations
 
@@ -22,23 +31,16 @@ from eth_utils import keccak
 from verity.chain import TxFailed
 from verity.chain.protocol import DisputeOutcome, DisputePhase, TaskStatus, challenge_commitment
 from verity.chain.views import read
-from verity.cid import cid_to_digest
+from verity.cid import cid_to_digest, digest_to_cid
 from verity.engine import merkle
 from verity.node.compute import compute_result
-from verity.node.context import NodeContext
+from verity.node.context import InputRejected, NodeContext
 from verity.node.phases import Phase
+from verity.node.sampling import load_or_create_key, sampled
 from verity.node.snapshot import Snapshot, WorkItem
+from verity.storage.errors import StorageError
 
 log = logging.getLogger("verity.node.verifier")
-
-
-def sampled(verifier: str, task_id: int, rate: float) -> bool:
-    draw = int.from_bytes(keccak(bytes.fromhex(verifier[2:]) + task_id.to_bytes(32, "big"))[:8], "big")
-    return draw < rate * 2**64
-
-
-def catch_probability(rate: float, verifiers: int) -> float:
-    return 1.0 - (1.0 - rate) ** verifiers
 
 
 def watch_key(task_id: int, epoch: int) -> str:
@@ -58,6 +60,14 @@ class VerifierRole:
 
     def __init__(self, ctx: NodeContext, sample_rate: float = 1.0):
         self.ctx, self.sample_rate = ctx, sample_rate
+        self._key: bytes | None = None
+
+    def _sampled(self, task_id: int, epoch: int) -> bool:
+        if self.sample_rate >= 1.0:
+            return True  # every claim: no key needed
+        if self._key is None:
+            self._key = load_or_create_key(self.ctx.state_dir)
+        return sampled(self._key, task_id, epoch, self.sample_rate)
 
     # ------------------------------------------------------------------ events
     def on_event(self, snap: Snapshot, ev) -> None:
@@ -78,7 +88,7 @@ class VerifierRole:
         key = watch_key(tid, epoch)
         if key in snap.items:
             return
-        if sampled(self.ctx.me, tid, self.sample_rate):
+        if self._sampled(tid, epoch):
             snap.items[key] = WorkItem(key=key, kind="watch", phase=Phase.WATCHING, task_id=tid, data={"epoch": epoch})
             log.info("task %d epoch %d: challenge window open; checking the candidate result", tid, epoch)
         else:
@@ -134,12 +144,15 @@ class VerifierRole:
         if _same(claim.defender, ctx.me) or _same(claim.coDefender, ctx.me):
             snap.move(item, Phase.DONE, verdict="our own result")
             return
+        if ctx.faults.sybil_challenge and "final" not in item.data:  # TEST-ONLY (--fault sybil-challenge)
+            item.data.update(self._sybil_claim(item, claim))  # the salt step below persists it before any send
         if "final" not in item.data and not self._result(snap, item, task):
             return  # computing, or just computed: persist the result before acting on it
         if _b(item.data["final"]) == bytes(claim.finalHash):
-            snap.move(item, Phase.DONE, verdict="agrees")
-            log.info("task %d epoch %s: verdict: agrees with the candidate's final %s", item.task_id,
-                     item.data.get("epoch"), item.data["final"][:10])
+            verdict = self._agreed_bundle(item, claim)
+            snap.move(item, Phase.DONE, verdict=verdict)
+            log.info("task %d epoch %s: verdict: %s (the candidate's final %s)", item.task_id,
+                     item.data.get("epoch"), verdict, item.data["final"][:10])
             return
         if c.now() > int(claim.challengeDeadline):
             snap.move(item, Phase.DONE, verdict="too late to challenge")
@@ -162,6 +175,50 @@ class VerifierRole:
         log.info("task %d epoch %s: our final %s differs from the candidate's 0x%s: challenge committed (block %d)",
                  item.task_id, item.data.get("epoch"), item.data["final"][:10], bytes(claim.finalHash).hex()[:8], block)
 
+    def _sybil_claim(self, item: WorkItem, claim) -> dict:
+        """TEST-ONLY (--fault sybil-challenge; unreachable without it): a cheater's sybil pre-empting honest
+        challenges (P1) with a claim built to lose, made without re-executing anything.
+
+        The candidate's own trace with its last leaf replaced: a challenge the contract accepts (leaf 0 is the task
+        input, leaf n differs from the candidate's final, both proved against the new root) that agrees with the
+        candidate up to its last checkpoint. Its bundle (the candidate's checkpoints but the last) is published, so
+        the defender can pinpoint the divergence from public data at once."""
+        theirs = self.ctx.bundle(bytes(claim.resultCid), bytes(claim.root))
+        trace = list(theirs.trace)
+        n = len(trace) - 1
+        trace[-1] = keccak(b"verity:sybil-challenge" + trace[-1])
+        bundle = {key: theirs.raw[key] for key in ("version", "job", "round", "index", "k", "steps")
+                  if key in theirs.raw}
+        bundle.update(trace=["0x" + h.hex() for h in trace],
+                      checkpoints={str(j): c for j, c in sorted(theirs.checkpoints.items()) if j < n})
+        log.warning("TEST-ONLY sybil-challenge: task %d epoch %s: challenging the candidate with a claim built to lose",
+                    item.task_id, item.data.get("epoch"))
+        return {"final": "0x" + trace[-1].hex(), "trace": ["0x" + h.hex() for h in trace],
+                "root": "0x" + merkle.root(trace).hex(), "cid": self.ctx.storage.put_json(bundle), "sybil": True}
+
+    def _agreed_bundle(self, item: WorkItem, claim) -> str:
+        """The verdict on a claim whose final we reproduced: is its bundle available (P10)?
+
+        Bundles are deterministic, so when our bundle's CID is the claim's our node already holds and serves the
+        same bytes. Otherwise the claimed bundle is fetched and checked against the claim's root; when that fails,
+        nothing on-chain can challenge it (root and final are right): consumers fall back to other replicas'
+        bundles or recompute (NodeContext.accepted_final). Our IPFS node being unreachable propagates (retried)."""
+        theirs = bytes(claim.resultCid)
+        if cid_to_digest(item.data["cid"]) == theirs:
+            return "agrees; bundle served by us too"
+        try:
+            bundle = self.ctx.bundle(theirs, bytes(claim.root))
+            if bundle.trace[-1] != bytes(claim.finalHash):
+                raise InputRejected(f"result bundle {digest_to_cid(theirs)}", "its trace ends at another final hash")
+        except ConnectionError:
+            raise
+        except (StorageError, InputRejected) as exc:
+            log.warning("task %d epoch %s: the result agrees but its claimed bundle %s is unavailable or malformed "
+                        "(consumers will fall back to other replicas or recompute): %s: %s", item.task_id,
+                        item.data.get("epoch"), digest_to_cid(theirs), type(exc).__name__, exc)
+            return "agrees, but the claimed bundle is unavailable or malformed"
+        return "agrees"
+
     def _reveal(self, snap: Snapshot, item: WorkItem) -> None:
         ctx, c = self.ctx, self.ctx.chain
         task = self._current(snap, item, "challenge not revealed")
@@ -170,6 +227,8 @@ class VerifierRole:
         if c.block_number() <= int(item.data.get("commit_block", 0)):
             return  # the reveal must land in a later block than the commitment
         claim = read(c, c.jobs, "claimOf", item.task_id)
+        if c.now() <= int(claim.challengeDeadline) and not ctx.faults.sybil_challenge:
+            return  # commits still open: a claim revealed now could be copied into a copier's commitment
         if c.now() > int(claim.challengeDeadline) + int(claim.revealGrace):
             snap.move(item, Phase.DONE, verdict="challenge reveal window missed")
             log.warning("task %d: the challenge's reveal window closed before we could reveal it", item.task_id)
