@@ -130,14 +130,4 @@ contract JobDrawsTest is Fixture {
         _draw(1);
         assertEq(uint8(_status(1)), uint8(TaskStatus.Assigned), "second slot drawn");
     }
-
-    function _bigNode(uint160 addr) internal {
-        address big = address(addr);
-        token.mint(big, NODE_STAKE);
-        vm.startPrank(big);
-        token.approve(address(registry), type(uint256).max);
-        registry.register(ALL_ROLES, 0, 128_000, 1, 1, MULTIADDR);
-        registry.stake(NODE_STAKE);
-        vm.stopPrank();
-    }
 }

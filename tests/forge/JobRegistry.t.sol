@@ -473,13 +473,7 @@ contract JobRegistryTest is Fixture {
         p.minMemoryMb = 64_000;
         _post(p);
         assertEq(uint8(_status(1)), uint8(TaskStatus.Open), "open");
-        address big = address(0xB16);
-        token.mint(big, NODE_STAKE);
-        vm.startPrank(big);
-        token.approve(address(registry), type(uint256).max);
-        registry.register(ALL_ROLES, 0, 128_000, 1, 1, MULTIADDR);
-        registry.stake(NODE_STAKE);
-        vm.stopPrank();
+        address big = _bigNode(0xB16);
         jobs.assign(1);
         assertEq(_replica(1, 0).node, big, "assigned");
         assertEq(uint8(_status(1)), uint8(TaskStatus.Assigned), "assigned status");

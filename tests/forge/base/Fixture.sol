@@ -98,6 +98,18 @@ abstract contract Fixture is Test {
         nodes.push(node);
     }
 
+    /// @dev A staked node with 128 GB declared memory (eligible for jobs the standard nodes cannot take); not in
+    ///      `nodes`.
+    function _bigNode(uint160 addr) internal returns (address big) {
+        big = address(addr);
+        token.mint(big, NODE_STAKE);
+        vm.startPrank(big);
+        token.approve(address(registry), type(uint256).max);
+        registry.register(ALL_ROLES, 0, 128_000, 1, 1, MULTIADDR);
+        registry.stake(NODE_STAKE);
+        vm.stopPrank();
+    }
+
     function _addNodes(uint256 count) internal {
         uint256 start = nodes.length;
         for (uint256 i = 0; i < count; ++i) {
