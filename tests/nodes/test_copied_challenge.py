@@ -53,7 +53,7 @@ def test_copied_commitment_and_reveal_earn_the_copier_nothing_succeeds(net):
     net.wait_registered(5)
     copier = register_account(net, COPIER, ROLE_VERIFIER, STAKE)  # a verifier too: only the binding can stop it
     balance = copier.call(copier.token.functions.balanceOf(copier.address))
-    job_id = net.post(shards=1, rounds=1, steps=20, k=10, replication=1, challenge_window=20, execution_window=60)
+    job_id = net.post(shards=1, rounds=1, steps=20, k=10, replication=1, challenge_window=12, execution_window=60)
 
     committed, copied_commit, opened, reveal = _copy_the_honest_challenge(net, copier, honest.address)
     assert copied_commit["status"] == 1  # anyone may commit any value: the record stands for its first committer
