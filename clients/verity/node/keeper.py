@@ -1,8 +1,8 @@
-"""Chores any node does for the network: draw open slots once their randomness is readable (P4:
-`assign`, two-phase draws), report missed deadlines, finalize
-candidates whose challenge window (and reveal grace) passed with no open dispute, seat and
-advance the referee panels of disputes this node is part of, heartbeat, withdraw earned
-credits (JobEscrow, DisputeGame, RefereePanel).
+"""Chores any node does for the network: draw open slots once their randomness is readable
+(`assign`, P4 two-phase draws), report missed deadlines, finalize candidates the contract says
+are ready (`finalizable`: window and reveal grace passed, no open dispute), seat and advance the
+referee panels of disputes this node is part of, heartbeat, withdraw earned credits (JobEscrow,
+DisputeGame, RefereePanel).
 
 Anyone may call these functions; when several nodes race, one transaction wins and the
 others revert harmlessly (logged at debug level).
@@ -20,8 +20,8 @@ from verity.node.snapshot import Snapshot
 
 log = logging.getLogger("verity.node.keeper")
 MAX_WATCHED = 10_000
-TASK_EVENTS = ("TaskCreated", "DrawRequested", "TaskReopened", "ReplicaLate", "TaskAssigned", "ChallengeWindowOpened", "TaskContested",
-               "CandidateReplaced")
+TASK_EVENTS = ("TaskCreated", "DrawRequested", "TaskReopened", "ReplicaLate", "TaskAssigned", "ChallengeWindowOpened",
+               "TaskContested", "CandidateReplaced")
 
 
 class Keeper:
