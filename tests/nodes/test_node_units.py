@@ -7,7 +7,8 @@ import pytest
 
 from verity.chain.events import MAX_RANGE, EventCursor
 from verity.errors import VerityError
-from verity.node.app import read_key_file, role_mask
+from verity.node.app import role_mask
+from verity.node.keyfile import read_key_file
 from verity.node.dispute import first_divergence
 from verity.node.faults import BadFault, Faults
 from verity.node.phases import IllegalTransition, Phase

@@ -6,7 +6,8 @@ import os
 import pytest
 from eth_utils import keccak
 
-from verity.node.sampling import BadSamplingKey, catch_probability, load_or_create_key, sampled
+from verity.errors import VerityError
+from verity.node.sampling import catch_probability, load_or_create_key, sampled
 
 TASKS = range(1, 6001)
 RATE = 0.3
@@ -26,14 +27,14 @@ def test_key_is_created_private_once_and_reread_succeeds(tmp_path):
     assert load_or_create_key(tmp_path / "other") != key
 
 
-@pytest.mark.parametrize("content, mode, why", [("ab" * 32, 0o644, "readable by other users"),
-                                                ("zz" * 32, 0o600, "not hex"),
-                                                ("ab" * 16, 0o600, "16 bytes")])
+@pytest.mark.parametrize("content, mode, why", [("ab" * 32, 0o644, "readable by others"),
+                                                ("zz" * 32, 0o600, "32-byte hex"),
+                                                ("ab" * 16, 0o600, "32-byte hex")])
 def test_bad_key_file_refused_fails(tmp_path, content, mode, why):
     path = tmp_path / "sampling.key"
     path.write_text(content)
     os.chmod(path, mode)
-    with pytest.raises(BadSamplingKey, match=why):
+    with pytest.raises(VerityError, match=why):
         load_or_create_key(tmp_path)
 
 

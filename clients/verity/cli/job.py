@@ -37,7 +37,7 @@ def _chain(account: int | None = None, key_file: Path | None = None, sign: bool 
 
     key = None
     if key_file is not None:
-        from verity.node.app import read_key_file
+        from verity.node.keyfile import read_key_file
 
         key = read_key_file(key_file)
     elif account is not None:

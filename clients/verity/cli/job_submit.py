@@ -29,7 +29,7 @@ def _error(exc: BaseException) -> None:
 
 def signer_key(account: int | None, key_file: Path | None, devnet_accounts: int) -> str:
     from verity.chain.client import devnet_key
-    from verity.node.app import read_key_file
+    from verity.node.keyfile import read_key_file
 
     if key_file is not None:
         if account is not None:

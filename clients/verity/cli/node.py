@@ -64,7 +64,8 @@ def _check_options(name: str, account, key_file, stake: float, roles: str, s) ->
 
 
 def _config(name, account, roles="solver,verifier,referee", stake=1000.0, faults=None, sample_rate=1.0, key_file=None):
-    from verity.node.app import NodeConfig, read_key_file
+    from verity.node.app import NodeConfig
+    from verity.node.keyfile import read_key_file
 
     s = settings()
     _check_options(name, account, key_file, stake, roles, s)

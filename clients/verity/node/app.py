@@ -42,21 +42,6 @@ class BadRoles(VerityError, ValueError):
         super().__init__(f"unknown roles {roles!r}: use a comma list of solver, verifier, referee")
 
 
-def read_key_file(path: Path) -> str:
-    """A hex private key from a file only its owner can read; the key itself is never printed."""
-    try:
-        mode = path.stat().st_mode
-        text = path.read_text().strip()
-    except OSError as exc:
-        raise VerityError(f"cannot read key file {path}: {exc.strerror}") from None
-    if mode & 0o077:
-        raise VerityError(f"key file {path} is readable by others (mode {oct(mode & 0o777)}); chmod 600 it")
-    key = text.removeprefix("0x")
-    if len(key) != 64 or any(ch not in "0123456789abcdefABCDEF" for ch in key):
-        raise VerityError(f"key file {path} does not hold a 32-byte hex private key")
-    return "0x" + key
-
-
 def role_mask(roles: str) -> int:
     mask = 0
     for r in roles.split(","):

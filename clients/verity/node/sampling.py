@@ -21,46 +21,22 @@ to pay a verification fee), and the fee itself.
 """
 from __future__ import annotations
 
-import os
-import secrets
 from pathlib import Path
 
 from eth_utils import keccak
 
-from verity.errors import VerityError
+from verity.node.keyfile import create_key_file, read_key_file
 
 KEY_FILE = "sampling.key"
-KEY_BYTES = 32
-
-
-class BadSamplingKey(VerityError, ValueError):
-    def __init__(self, path: Path, why: str):
-        super().__init__(f"sampling key {path}: {why}; move it away to let the node create a new one "
-                         "(its earlier sampling decisions then change)")
 
 
 def load_or_create_key(state_dir: Path) -> bytes:
-    """This node's sampling key: read from `state_dir/sampling.key`, or created there (0600) on first use."""
+    """This node's sampling key: `state_dir/sampling.key`, created (0600) on first use; refused (VerityError) if
+    others can read it or it is not 32 hex bytes."""
     path = Path(state_dir) / KEY_FILE
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_hex(KEY_BYTES) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)  # atomic: a crash never leaves half a key
-    if path.stat().st_mode & 0o077:
-        raise BadSamplingKey(path, "readable by other users (chmod 600 it)")
-    text = path.read_text().strip()
-    try:
-        key = bytes.fromhex(text)
-    except ValueError:
-        raise BadSamplingKey(path, "not hex") from None
-    if len(key) != KEY_BYTES:
-        raise BadSamplingKey(path, f"{len(key)} bytes, expected {KEY_BYTES}")
-    return key
+        create_key_file(path)
+    return bytes.fromhex(read_key_file(path)[2:])
 
 
 def ticket(key: bytes, task_id: int, epoch: int) -> int:
