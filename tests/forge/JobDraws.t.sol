@@ -130,4 +130,37 @@ contract JobDrawsTest is Fixture {
         _draw(1);
         assertEq(uint8(_status(1)), uint8(TaskStatus.Assigned), "second slot drawn");
     }
+
+    /// @notice RESIDUAL (shared with panels, protocol-v2.md residual risk 1 and 3): the value is fixed, but `assign`
+    ///         reads the registry's live weights. A party with sybil solvers that sees the value can nudge one
+    ///         sybil's weight (requestUnstake of a few wei) before any keeper's assign, simulate, and so re-roll until
+    ///         its sybils hold both slots of a replicated task (their agreement is then only stopped by the challenge
+    ///         window, P2). This test shows such a nudge exists; it fails once draws read weights frozen before the
+    ///         request (issue 9's selection rework).
+    function test_assign_weightNudgeAfterValue_regrindsSlots_succeeds() public {
+        address[3] memory sybils = [_newNode(100, ALL_ROLES, NODE_STAKE), _newNode(101, ALL_ROLES, NODE_STAKE),
+            _newNode(102, ALL_ROLES, NODE_STAKE)]; // 3 of 11 solver stakes
+        _postOnly(_params(1, 1, 2));
+        vm.roll(_target(1) + 1);
+        uint256 found;
+        for (uint256 nudge = 1; nudge <= 256 && found == 0; ++nudge) {
+            if (_sybilSlots(sybils, nudge) == 2) found = nudge;
+        }
+        assertTrue(_sybilSlots(sybils, 0) < 2, "pick another setup: the sybils hold both slots without grinding");
+        assertGt(found, 0, "no weight nudge re-rolled the slots (residual fixed?)");
+    }
+
+    function _sybilSlots(address[3] memory sybils, uint256 nudge) internal returns (uint256 count) {
+        uint256 snap = vmx.snapshotState();
+        if (nudge > 0) {
+            vm.prank(sybils[0]);
+            registry.requestUnstake(nudge);
+        }
+        jobs.assign(1);
+        for (uint8 slot = 0; slot < 2; ++slot) {
+            address node = _replica(1, slot).node;
+            if (node == sybils[0] || node == sybils[1] || node == sybils[2]) ++count;
+        }
+        vmx.revertToState(snap);
+    }
 }
