@@ -1,4 +1,4 @@
-"""`ape run deploy`: deploy and wire Verity's seven contracts (protocol v2), write the deployments file.
+"""`ape run deploy`: deploy and wire Verity's eight contracts (protocol v2), write the deployments file.
 
 Safe to run twice: if the deployments file for this chain points at contracts
 that still have code, nothing is deployed again (pass --force to redeploy).
@@ -15,10 +15,11 @@ from verity.chain.deployments import (DELEGATES, DeployedContract, Deployments, 
 
 FAUCET = 1_000_000 * 10**18
 DEVNET_RANDOMNESS_DELAY = 2  # the devnet ticker mines a block every interval
+DEVNET_FEE_EPOCH = 30  # seconds; a public chain uses at least its longest execution window (an hour or more)
 
 
-def deploy_system(owner, randomness_delay: int = DEVNET_RANDOMNESS_DELAY) -> dict:
-    """Deploys the seven contracts in protocol order and wires them (docs/protocol-v2.md); name -> instance.
+def deploy_system(owner, randomness_delay: int = DEVNET_RANDOMNESS_DELAY, fee_epoch: int = DEVNET_FEE_EPOCH) -> dict:
+    """Deploys the eight contracts in protocol order and wires them (docs/protocol-v2.md); name -> instance.
 
     tests/chain/chain_builders.py (System.deploy) does the same wiring for the chain tests."""
     token = owner.deploy(project.VerityToken)
@@ -28,13 +29,14 @@ def deploy_system(owner, randomness_delay: int = DEVNET_RANDOMNESS_DELAY) -> dic
     jobs = owner.deploy(project.JobRegistry, token.address, registry.address, escrow.address, randomness.address)
     panel = owner.deploy(project.RefereePanel, token.address, registry.address, randomness.address)
     game = owner.deploy(project.DisputeGame, token.address, registry.address, jobs.address, panel.address)
+    fees = owner.deploy(project.VerificationFees, token.address, registry.address, jobs.address, fee_epoch)
     escrow.setJobs(jobs.address, sender=owner)
     jobs.setDisputeGame(game.address, sender=owner)
     panel.setGame(game.address, sender=owner)
     for protocol in (jobs, game, panel):
         registry.setProtocol(protocol.address, True, sender=owner)
     return {"VerityToken": token, "NodeRegistry": registry, "BlockhashRandomness": randomness, "JobEscrow": escrow,
-            "JobRegistry": jobs, "RefereePanel": panel, "DisputeGame": game}
+            "JobRegistry": jobs, "RefereePanel": panel, "DisputeGame": game, "VerificationFees": fees}
 
 
 def _abi(contract_container) -> list[dict]:
@@ -75,14 +77,16 @@ def _deployer(alias: str | None):
 @click.option("--force", is_flag=True, help="deploy again even if a live deployment exists")
 @click.option("--randomness-delay", default=DEVNET_RANDOMNESS_DELAY, show_default=True,
               help="BlockhashRandomness: blocks between a randomness request (replica draws, referee panels) and the block whose hash decides it")
-def cli(network, alias, out, faucet_accounts, force, randomness_delay):
+@click.option("--fee-epoch", default=DEVNET_FEE_EPOCH, show_default=True,
+              help="VerificationFees: seconds per sampling epoch (at least the longest execution window on a public chain)")
+def cli(network, alias, out, faucet_accounts, force, randomness_delay, fee_epoch):
     path = out or default_path(chain.chain_id)
     if not force and _still_deployed(path):
         click.echo(f"Verity already deployed on chain {chain.chain_id}: {path}")
         return
     owner = _deployer(alias)
     start_block = chain.blocks.head.number
-    deployed = deploy_system(owner, randomness_delay)
+    deployed = deploy_system(owner, randomness_delay, fee_epoch)
     token = deployed["VerityToken"]
     if chain.chain_id == 31337:  # the devnet: fund the well-known test accounts
         for acct in accounts.test_accounts[:faucet_accounts]:

@@ -158,6 +158,55 @@ def lifecycle(rep: Report, project, accounts, chain):
     rep.add("cancelJob (never assigned)", jobs.cancelJob(job.id, sender=poster.account).gas_used)
 
 
+def verification_fees(rep: Report, project, accounts, chain):
+    """P5's verification fee: a pot funded per job, a verifier's key chain, a blind check and its paid claim."""
+    from eth_utils import keccak
+
+    from verity.chain.protocol import check_commitment
+
+    s, nodes, poster = fresh(project, accounts)
+    fees, jobs = s.fees, s.jobs
+    chain_len = 10_000  # as clients/verity/node/keychain.py
+    seed = rand32()
+    head = seed
+    for _ in range(chain_len):
+        head = keccak(head)
+    v = nodes.all[-1]
+    rep.add("VerificationFees.anchor (key chain head)", fees.anchor(head, sender=v).gas_used)
+    anchor_epoch = fees.chainOf(v.address)[2]
+    epoch = fees.epochSeconds()
+    chain.mine(deltatime=epoch)  # tasks of the next epoch are claimable with this chain
+    job = poster.post(shards=2, replication=1, stake=STAKE)
+    tid = jobs.taskOf(job.id, 0, 0)
+    solver_to_be = poster.node_of(tid, 0)
+    if solver_to_be.address == v.address:  # a replica cannot check itself: use another verifier
+        v = nodes.all[-2]
+        rep.add("VerificationFees.anchor (key chain head)", fees.anchor(head, sender=v).gas_used)
+        anchor_epoch = fees.chainOf(v.address)[2]
+        chain.mine(deltatime=epoch)
+        job = poster.post(shards=2, replication=1, stake=STAKE)
+        tid = jobs.taskOf(job.id, 0, 0)
+    pot = 10 * E18
+    s.fund(poster.account, pot)
+    s.token.approve(fees.address, pot, sender=poster.account)
+    rep.add("VerificationFees.fund (first: terms + pot)",
+            fees.fund(job.id, pot, E18, 2, 10_000, sender=poster.account).gas_used)
+    H = Trace.random(h32(jobs.getTask(tid).inputHash), job.n)
+    salt = rand32()
+    rep.add("VerificationFees.commitCheck (blind)",
+            fees.commitCheck(tid, check_commitment(tid, H.hashes[-1], salt, v.address), sender=v).gas_used)
+    poster.submit(tid, H)
+    finalize_after_window(s, chain, tid, poster.account)
+    e = jobs.getTask(tid).createdAt // epoch
+    while fees.currentEpoch() < e + 2:
+        chain.mine(deltatime=epoch)
+    key = seed
+    for _ in range(chain_len - (e - anchor_epoch)):
+        key = keccak(key)
+    rep.add("VerificationFees.claim (first: key chain + fee)", fees.claim(tid, key, H.hashes[-1], salt, sender=v).gas_used,
+            f"{e - anchor_epoch} chain step(s) hashed")
+
+
 def optimistic_challenge(rep: Report, project, accounts, chain):
     s, nodes, poster = fresh(project, accounts)
     jobs, game = s.jobs, s.game
@@ -334,6 +383,7 @@ def main() -> int:
         accs = accounts.test_accounts
         basics(rep, project, accs, chain)
         lifecycle(rep, project, accs, chain)
+        verification_fees(rep, project, accs, chain)
         optimistic_challenge(rep, project, accs, chain)
         bisection_and_timeout(rep, project, accs, chain)
         disputes["1e6 steps (n=1000, k=1000)"] = public_dispute(rep, project, accs, chain, 1000, 1000, "n=1000 k=1000")

@@ -3,7 +3,7 @@
 Plain Python over ape objects: no pytest here, so the gas script can reuse it. Protocol facts (enums, role
 bits, commitment encodings, struct field order) come from verity.chain.protocol, never copied here.
 
-- `System`  — the seven contracts deployed and wired by an owner (scripts/deploy.py's wiring), token accounting.
+- `System`  — the eight contracts deployed and wired by an owner (scripts/deploy.py's wiring), token accounting.
 - `Nodes`   — funds, registers and stakes accounts with roles.
 - `Trace`   — a synthetic trace h_0..h_n (random 32-byte hashes) with its Merkle root and proofs.
 - `Poster`  — posts jobs (escrow approved to JobEscrow), fulfils draws (`assign` once the randomness is readable, P4),
@@ -28,6 +28,7 @@ from verity.engine import merkle
 E18 = 10**18
 PROFILE_CPU = PROFILE_CPU_F32_STRICT
 RANDOMNESS_DELAY = 2  # blocks, as on the devnet (scripts/deploy.py)
+FEE_EPOCH = 30  # seconds per VerificationFees sampling epoch, as on the devnet (scripts/deploy.py)
 
 
 def rand32() -> bytes:
@@ -152,10 +153,11 @@ class System:
     jobs: object
     panel: object
     game: object
+    fees: object
 
     @classmethod
     def deploy(cls, project, owner, liveness: int = 30 * 24 * 3600, randomness_delay: int = RANDOMNESS_DELAY) -> System:
-        """The seven contracts in protocol order, wired as scripts/deploy.py wires them (docs/protocol-v2.md)."""
+        """The eight contracts in protocol order, wired as scripts/deploy.py wires them (docs/protocol-v2.md)."""
         token = owner.deploy(project.VerityToken)
         registry = owner.deploy(project.NodeRegistry, token)
         randomness = owner.deploy(project.BlockhashRandomness, randomness_delay)
@@ -163,6 +165,7 @@ class System:
         jobs = with_delegate_errors(owner.deploy(project.JobRegistry, token, registry, escrow, randomness), project)
         panel = owner.deploy(project.RefereePanel, token, registry, randomness)
         game = owner.deploy(project.DisputeGame, token, registry, jobs, panel)
+        fees = owner.deploy(project.VerificationFees, token, registry, jobs, FEE_EPOCH)
         escrow.setJobs(jobs, sender=owner)
         jobs.setDisputeGame(game, sender=owner)
         panel.setGame(game, sender=owner)
@@ -170,11 +173,11 @@ class System:
             registry.setProtocol(protocol, True, sender=owner)
         # Tests move the clock by minutes; keep every node live unless a test says otherwise.
         registry.setLivenessWindow(liveness, sender=owner)
-        return cls(owner, token, registry, randomness, escrow, jobs, panel, game)
+        return cls(owner, token, registry, randomness, escrow, jobs, panel, game, fees)
 
     @property
     def contracts(self) -> list:
-        return [self.token, self.registry, self.randomness, self.escrow, self.jobs, self.panel, self.game]
+        return [self.token, self.registry, self.randomness, self.escrow, self.jobs, self.panel, self.game, self.fees]
 
     def fund(self, account, amount: int) -> None:
         self.token.mint(account, amount, sender=self.owner)

@@ -40,7 +40,7 @@ def extra_accounts(accounts):
 
 @pytest.fixture(scope="module")
 def system(project, owner) -> System:
-    """The seven contracts, deployed and wired (scripts/deploy.py's wiring), every node kept live."""
+    """The eight contracts, deployed and wired (scripts/deploy.py's wiring), every node kept live."""
     return System.deploy(project, owner)
 
 

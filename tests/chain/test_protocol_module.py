@@ -18,7 +18,7 @@ from eth_hash.auto import keccak
 
 from verity.chain import protocol
 from verity.chain.protocol import (
-    PinpointProof, PostJobParams, challenge_commitment, escrow_for, replica_commitment, vote_commitment,
+    PinpointProof, PostJobParams, challenge_commitment, check_commitment, escrow_for, fee_sampled, fee_ticket, replica_commitment, vote_commitment,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,6 +124,17 @@ def test_commitment_encodings_are_abi_encode_of_their_words_succeeds(seed):
     assert challenge_commitment(7, root, final, cid, salt, other) != challenge_commitment(7, root, final, cid, salt, ADDR)
     assert challenge_commitment(8, root, final, cid, salt, ADDR) != challenge_commitment(7, root, final, cid, salt, ADDR)
     assert vote_commitment(4, vote, salt, ADDR) != vote_commitment(3, vote, salt, ADDR)
+    assert check_commitment(7, final, salt, ADDR) == keccak(b"".join(map(_word, (7, final, salt, ADDR))))
+    assert check_commitment(7, final, salt, other) != check_commitment(7, final, salt, ADDR)  # P5: binds the verifier
+
+
+def test_fee_ticket_and_sampling_rule_succeeds():
+    key = keccak(b"epoch key")
+    t = fee_ticket(key, 5)
+    assert t == int.from_bytes(keccak(_word(key) + _word(5))[:8], "big")
+    assert fee_sampled(key, 5, 10_000)  # rate 100 %: always
+    rate = t * 10_000 // 2**64  # the largest rate that still leaves this ticket out, and one above it
+    assert not fee_sampled(key, 5, rate) and fee_sampled(key, 5, rate + 1)
 
 
 def test_escrow_for_formula_succeeds():
@@ -149,6 +160,13 @@ def test_struct_builders_match_compiled_abi_succeeds(project):
     assert _components(project.JobRegistry, "postJob", 0) == list(PostJobParams._fields)
     assert _components(project.DisputeGame, "pinpoint", 1) == list(PinpointProof._fields)
     assert _components(project.DisputeGame, "openDisputeWithPinpoint", 1) == list(PinpointProof._fields)
+
+
+@pytest.mark.integration
+def test_fee_ticket_matches_verification_fees_succeeds(system):
+    for task_id in (1, 7, 2**40):
+        key = keccak(task_id.to_bytes(8, "big"))
+        assert system.fees.ticketOf(key, task_id) == fee_ticket(key, task_id)
 
 
 @pytest.mark.integration

@@ -144,6 +144,11 @@ class ChainClient:
         """BlockhashRandomness (IRandomness): the two-phase random values of replica draws and referee panels."""
         return self.contracts["BlockhashRandomness"]
 
+    @property
+    def fees(self):
+        """VerificationFees: per-job verification pots, verifiers' key chains, blind checks and fee claims (P5)."""
+        return self.contracts["VerificationFees"]
+
     def now(self) -> int:
         return int(self.w3.eth.get_block("latest")["timestamp"])
 

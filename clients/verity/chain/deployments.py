@@ -39,7 +39,7 @@ class DeploymentOutdated(VerityError, LookupError):
 
 class Deployments(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    version: int = 2  # 2: protocol v2 (docs/protocol-v2.md), seven contracts
+    version: int = 2  # 2: protocol v2 (docs/protocol-v2.md), eight contracts (VerificationFees since 2026-11-30)
     chain_id: int
     deployer: str
     contracts: dict[str, DeployedContract]

@@ -17,7 +17,8 @@ __all__ = [
     "JobStatus", "TaskKind", "TaskStatus", "ReplicaStatus", "DisputePhase", "DisputeOutcome", "Verdict", "PanelPhase",
     "ROLE_SOLVER", "ROLE_VERIFIER", "ROLE_REFEREE", "DEVICE_CPU", "DEVICE_CUDA", "PROFILE_CPU_F32_STRICT",
     "PROFILE_CUDA_F32_STRICT", "PROFILE_BITS", "BPS", "REFEREE_SLASH_REASONS",
-    "replica_commitment", "challenge_commitment", "vote_commitment", "escrow_for", "job_mismatches",
+    "replica_commitment", "challenge_commitment", "check_commitment", "fee_ticket", "fee_sampled",
+    "vote_commitment", "escrow_for", "job_mismatches",
     "PostJobParams", "PinpointProof", "CONTRACTS",
 ]
 
@@ -41,7 +42,7 @@ REFEREE_SLASH_REASONS = {1: "did not commit", 2: "did not reveal", 3: "voted aga
 
 # The deployment's contracts, in deploy order (docs/protocol-v2.md), as the deployments file names them.
 CONTRACTS = ("VerityToken", "NodeRegistry", "BlockhashRandomness", "JobEscrow", "JobRegistry", "RefereePanel",
-             "DisputeGame")
+             "DisputeGame", "VerificationFees")
 
 
 # ---------------------------------------------------------------- enums (value 0 = does not exist)
@@ -142,6 +143,23 @@ def challenge_commitment(task_id: int, root, final_hash, result_cid, salt, chall
     bytes32 resultCid, bytes32 salt, address challenger)); a copier's address makes another commitment."""
     return keccak(encode(["uint256", "bytes32", "bytes32", "bytes32", "bytes32", "address"],
                          [int(task_id), _b32(root), _b32(final_hash), _b32(result_cid), _b32(salt), _addr(challenger)]))
+
+
+def check_commitment(task_id: int, final_hash, salt, verifier) -> bytes:
+    """VerificationFees.commitCheck: keccak256(abi.encode(uint256 taskId, bytes32 finalHash, bytes32 salt,
+    address verifier)); committed blind, opened by `claim`."""
+    return keccak(encode(["uint256", "bytes32", "bytes32", "address"],
+                         [int(task_id), _b32(final_hash), _b32(salt), _addr(verifier)]))
+
+
+def fee_ticket(epoch_key, task_id: int) -> int:
+    """VerificationFees.ticketOf: the first 8 bytes of keccak256(abi.encode(bytes32 epochKey, uint256 taskId))."""
+    return int.from_bytes(keccak(encode(["bytes32", "uint256"], [_b32(epoch_key), int(task_id)]))[:8], "big")
+
+
+def fee_sampled(epoch_key, task_id: int, rate_bps: int) -> bool:
+    """VerificationFees.claim's sampling rule: ticket * BPS < rateBps * 2^64."""
+    return fee_ticket(epoch_key, task_id) * BPS < int(rate_bps) << 64
 
 
 def vote_commitment(dispute_id: int, vote, salt, referee) -> bytes:

@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {Fixture} from "./base/Fixture.sol";
+import {VerificationFees} from "../../contracts/VerificationFees.sol";
+import {INodeRegistry} from "../../contracts/interfaces/INodeRegistry.sol";
+import {IJobRegistry} from "../../contracts/interfaces/IJobRegistry.sol";
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {TaskStatus, ROLE_SOLVER} from "../../contracts/types/VerityTypes.sol";
+import "../../contracts/errors/VerificationFeesErrors.sol";
+
+/// @notice P5, second half: looking pays. A verifier sampled by its private ticket that re-executed a task and
+///         committed the result blind earns a fee when the task is accepted with that result, even though nothing
+///         was wrong; a copier, a wrong result, an unsampled or early key, a forged key earn nothing.
+contract VerificationFeesTest is Fixture {
+    uint64 internal constant EPOCH = 100;
+    uint256 internal constant FEE = 1e18;
+    uint256 internal constant CHAIN = 64; // epochs a test key chain covers
+
+    VerificationFees internal fees;
+    address internal verifier;
+    uint64 internal anchorEpoch;
+
+    function setUp() public override {
+        super.setUp();
+        _addNodes(6);
+        fees = new VerificationFees(
+            IERC20(address(token)), INodeRegistry(address(registry)), IJobRegistry(address(jobs)), EPOCH
+        );
+        vm.prank(submitter);
+        token.approve(address(fees), type(uint256).max);
+        for (uint256 i = 0; i < nodes.length; ++i) {
+            _anchor(nodes[i], _seed(nodes[i]));
+        }
+        verifier = nodes[5];
+        vm.warp(block.timestamp + EPOCH); // tasks are created after the anchor's epoch
+    }
+
+    // ---------------------------------------------------------------- key chains
+
+    function _hashN(bytes32 h, uint256 n) internal pure returns (bytes32) {
+        for (uint256 i = 0; i < n; ++i) {
+            h = keccak256(abi.encodePacked(h));
+        }
+        return h;
+    }
+
+    function _seed(address v) internal pure returns (bytes32) {
+        return keccak256(abi.encode("seed", v));
+    }
+
+    function _anchor(address v, bytes32 seed) internal {
+        vm.prank(v);
+        fees.anchor(_hashN(seed, CHAIN));
+        (,, anchorEpoch) = fees.chainOf(v);
+    }
+
+    /// @dev The key for epoch e of the chain anchored with `seed` at `anchorEpoch`.
+    function _key(bytes32 seed, uint64 e) internal view returns (bytes32) {
+        return _hashN(seed, CHAIN - (e - anchorEpoch));
+    }
+
+    function _taskEpoch(uint256 taskId) internal view returns (uint64) {
+        return fees.epochOf(jobs.getTask(taskId).createdAt);
+    }
+
+    // ---------------------------------------------------------------- flows
+
+    /// @dev An optimistic job, funded, its task drawn; returns the task and its honest trace.
+    function _fundedTask(uint16 rateBps) internal returns (uint256 taskId, bytes32[] memory h) {
+        uint256 jobId = _post(_params(1, 1, 1));
+        vm.prank(submitter);
+        fees.fund(jobId, 10 * FEE, FEE, 2, rateBps);
+        taskId = jobs.taskOf(jobId, 0, 0);
+        h = _honest(INPUT, 4);
+        if (_replica(taskId, 0).node == verifier) verifier = nodes[4]; // a replica cannot audit itself
+    }
+
+    function _commitCheck(address v, uint256 taskId, bytes32 finalHash) internal {
+        vm.prank(v);
+        fees.commitCheck(taskId, keccak256(abi.encode(taskId, finalHash, bytes32("salt"), v)));
+    }
+
+    function _accept(uint256 taskId, bytes32[] memory h) internal {
+        _submit(taskId, _replica(taskId, 0).node, h);
+        _finalizeAfterWindow(taskId);
+        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "accepted");
+    }
+
+    function _warpToClaim(uint256 taskId) internal {
+        uint64 from = _taskEpoch(taskId) + fees.REVEAL_DELAY_EPOCHS();
+        if (fees.currentEpoch() < from) vm.warp(uint256(from) * EPOCH);
+    }
+
+    function _claim(address v, uint256 taskId, bytes32 key, bytes32 finalHash) internal {
+        vm.prank(v);
+        fees.claim(taskId, key, finalHash, bytes32("salt"));
+    }
+
+    // ---------------------------------------------------------------- tests
+
+    function test_claim_p5BlindMatchingCheckPaysWhenNothingWasWrong_succeeds() public {
+        (uint256 taskId, bytes32[] memory h) = _fundedTask(10_000);
+        _commitCheck(verifier, taskId, h[4]);
+        _accept(taskId, h);
+        _warpToClaim(taskId);
+        uint256 before = token.balanceOf(verifier);
+        bytes32 key = _key(_seed(verifier), _taskEpoch(taskId));
+        _claim(verifier, taskId, key, h[4]);
+        assertEq(token.balanceOf(verifier) - before, FEE, "fee paid");
+        (uint256 balance,,,,) = fees.potOf(1);
+        assertEq(balance, 9 * FEE, "pot debited");
+        assertEq(token.balanceOf(address(fees)), balance, "conserved: the contract holds exactly the pot");
+        vm.expectRevert(abi.encodeWithSelector(AlreadyClaimed.selector, taskId, verifier));
+        _claim(verifier, taskId, key, h[4]);
+    }
+
+    /// @notice The copier: once the solver's result is public it cannot commit a check any more.
+    function test_commitCheck_p5AfterOptimisticResultPublic_reverts() public {
+        (uint256 taskId, bytes32[] memory h) = _fundedTask(10_000);
+        _submit(taskId, _replica(taskId, 0).node, h);
+        vm.prank(verifier);
+        vm.expectRevert(abi.encodeWithSelector(ResultPublic.selector, taskId, TaskStatus.Revealed));
+        fees.commitCheck(taskId, keccak256(abi.encode(taskId, h[4], bytes32("salt"), verifier)));
+    }
+
+    /// @notice Replicated: the first reveal makes the result public while the task is still Assigned.
+    function test_commitCheck_p5AfterFirstReplicaReveal_reverts() public {
+        uint256 jobId = _post(_params(1, 1, 2));
+        vm.prank(submitter);
+        fees.fund(jobId, 10 * FEE, FEE, 2, 10_000);
+        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        bytes32[] memory h = _honest(INPUT, 4);
+        (address a, address b) = (_replica(taskId, 0).node, _replica(taskId, 1).node);
+        address v = nodes[0] != a && nodes[0] != b ? nodes[0] : (nodes[1] != a && nodes[1] != b ? nodes[1] : nodes[2]);
+        _anchor(v, keccak256("v2"));
+        _commit(taskId, a, h);
+        _commit(taskId, b, h);
+        _commitCheck(v, taskId, h[4]); // still blind: committed, not revealed
+        _reveal(taskId, a, h);
+        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Assigned), "one reveal: still Assigned");
+        vm.prank(v);
+        vm.expectRevert(abi.encodeWithSelector(ResultPublic.selector, taskId, TaskStatus.Assigned));
+        fees.commitCheck(taskId, keccak256(abi.encode(taskId, h[4], bytes32("salt"), v)));
+    }
+
+    function test_commitCheck_ownReplica_reverts() public {
+        (uint256 taskId,) = _fundedTask(10_000);
+        address solver = _replica(taskId, 0).node;
+        _anchor(solver, keccak256("solver"));
+        vm.prank(solver);
+        vm.expectRevert(abi.encodeWithSelector(OwnTask.selector, taskId, solver));
+        fees.commitCheck(taskId, keccak256("c"));
+    }
+
+    function test_commitCheck_notVerifier_reverts() public {
+        (uint256 taskId,) = _fundedTask(10_000);
+        address solverOnly = _newNode(99, ROLE_SOLVER, NODE_STAKE);
+        vm.prank(solverOnly);
+        vm.expectRevert(abi.encodeWithSelector(NotVerifier.selector, solverOnly));
+        fees.commitCheck(taskId, keccak256("c"));
+    }
+
+    function test_claim_wrongResult_earnsNothing_reverts() public {
+        (uint256 taskId, bytes32[] memory h) = _fundedTask(10_000);
+        bytes32 wrong = keccak256("wrong");
+        _commitCheck(verifier, taskId, wrong);
+        _accept(taskId, h);
+        _warpToClaim(taskId);
+        bytes32 key = _key(_seed(verifier), _taskEpoch(taskId));
+        vm.expectRevert(abi.encodeWithSelector(ResultMismatch.selector, taskId, wrong, h[4]));
+        _claim(verifier, taskId, key, wrong);
+    }
+
+    function test_claim_beforeTaskAccepted_reverts() public {
+        (uint256 taskId, bytes32[] memory h) = _fundedTask(10_000);
+        _commitCheck(verifier, taskId, h[4]);
+        _submit(taskId, _replica(taskId, 0).node, h);
+        vm.expectRevert(abi.encodeWithSelector(TaskNotAccepted.selector, taskId, TaskStatus.Revealed));
+        _claim(verifier, taskId, bytes32(0), h[4]);
+    }
+
+    /// @notice A key is revealed only from epoch e + 2: tasks of its epoch still being solved stay unpredictable.
+    function test_claim_keyBeforeRevealDelay_reverts() public {
+        (uint256 taskId, bytes32[] memory h) = _fundedTask(10_000);
+        _commitCheck(verifier, taskId, h[4]);
+        _accept(taskId, h);
+        uint64 e = _taskEpoch(taskId);
+        vm.warp(uint256(e + 1) * EPOCH); // epoch e + 1
+        vm.expectRevert(abi.encodeWithSelector(KeyRevealTooEarly.selector, taskId, e, e + 2));
+        _claim(verifier, taskId, _key(_seed(verifier), e), h[4]);
+    }
+
+    function test_claim_forgedKey_reverts() public {
+        (uint256 taskId, bytes32[] memory h) = _fundedTask(10_000);
+        _commitCheck(verifier, taskId, h[4]);
+        _accept(taskId, h);
+        _warpToClaim(taskId);
+        uint64 e = _taskEpoch(taskId);
+        vm.expectRevert(abi.encodeWithSelector(BadEpochKey.selector, verifier, e));
+        _claim(verifier, taskId, keccak256("a key chosen after seeing the task"), h[4]);
+    }
+
+    /// @notice The ticket decides: with a low rate, a verifier whose key puts the task above it is not paid, and one
+    ///         below it is; no choice of key after anchoring changes which.
+    function test_claim_p5TicketAboveRate_reverts() public {
+        (uint256 taskId, bytes32[] memory h) = _fundedTask(1); // 0.01 %
+        uint64 e = _taskEpoch(taskId);
+        bytes32 key = _key(_seed(verifier), e);
+        uint64 ticket = fees.ticketOf(key, taskId);
+        assertTrue(uint256(ticket) * 10_000 >= uint256(1) << 64, "this key's ticket is above 0.01 %");
+        _commitCheck(verifier, taskId, h[4]);
+        _accept(taskId, h);
+        _warpToClaim(taskId);
+        vm.expectRevert(abi.encodeWithSelector(NotSampled.selector, taskId, verifier, ticket));
+        _claim(verifier, taskId, key, h[4]);
+    }
+
+    /// @notice A chain anchored in the task's own epoch (after its id and timing were known) decides nothing.
+    function test_claim_anchoredInTaskEpoch_reverts() public {
+        (uint256 taskId, bytes32[] memory h) = _fundedTask(10_000);
+        _anchor(verifier, keccak256("late anchor"));
+        uint64 e = _taskEpoch(taskId);
+        _commitCheck(verifier, taskId, h[4]);
+        _accept(taskId, h);
+        _warpToClaim(taskId);
+        vm.expectRevert(abi.encodeWithSelector(EpochOutOfOrder.selector, taskId, e, e, e));
+        _claim(verifier, taskId, keccak256("any"), h[4]);
+    }
+
+    /// @notice checksPerTask bounds what one task costs the pot.
+    function test_claim_pastChecksPerTask_reverts() public {
+        uint256 jobId = _post(_params(1, 1, 1));
+        vm.prank(submitter);
+        fees.fund(jobId, 10 * FEE, FEE, 1, 10_000);
+        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        bytes32[] memory h = _honest(INPUT, 4);
+        address solver = _replica(taskId, 0).node;
+        address[2] memory vs;
+        uint256 found;
+        for (uint256 i = 0; i < nodes.length && found < 2; ++i) {
+            if (nodes[i] != solver) vs[found++] = nodes[i];
+        }
+        for (uint256 i = 0; i < 2; ++i) {
+            _commitCheck(vs[i], taskId, h[4]);
+        }
+        _accept(taskId, h);
+        _warpToClaim(taskId);
+        uint64 e = _taskEpoch(taskId);
+        _claim(vs[0], taskId, _key(_seed(vs[0]), e), h[4]);
+        vm.expectRevert(abi.encodeWithSelector(ChecksExhausted.selector, taskId, 1));
+        _claim(vs[1], taskId, _key(_seed(vs[1]), e), h[4]);
+    }
+
+    function test_fund_termsFixedByFirstCall_reverts() public {
+        uint256 jobId = _post(_params(1, 1, 1));
+        vm.startPrank(submitter);
+        fees.fund(jobId, FEE, FEE, 2, 5_000);
+        fees.fund(jobId, FEE, FEE, 2, 5_000); // a top-up with the same terms
+        vm.expectRevert(abi.encodeWithSelector(InvalidFeeConfig.selector, bytes32("terms"), 2 * FEE));
+        fees.fund(jobId, FEE, 2 * FEE, 2, 5_000);
+        vm.stopPrank();
+    }
+
+    function test_fund_notSubmitter_reverts() public {
+        uint256 jobId = _post(_params(1, 1, 1));
+        vm.prank(verifier);
+        vm.expectRevert(abi.encodeWithSelector(NotSubmitter.selector, jobId, verifier));
+        fees.fund(jobId, FEE, FEE, 1, 5_000);
+    }
+
+    /// @notice What is not claimed goes back to the submitter, but only after the claim grace; fees + refund = funded.
+    function test_refund_afterClaimGrace_conservesTokens_succeeds() public {
+        (uint256 taskId, bytes32[] memory h) = _fundedTask(10_000);
+        uint256 startBalance = token.balanceOf(submitter);
+        _commitCheck(verifier, taskId, h[4]);
+        _runRoundHonestFrom(taskId, h);
+        assertEq(uint8(jobs.getJob(1).status), 2, "job completed");
+        fees.close(1);
+        uint64 at = fees.refundableAt(1);
+        vm.prank(submitter);
+        vm.expectRevert(abi.encodeWithSelector(ClaimGraceRunning.selector, 1, at));
+        fees.refund(1);
+        _warpToClaim(taskId);
+        bytes32 key = _key(_seed(verifier), _taskEpoch(taskId));
+        _claim(verifier, taskId, key, h[4]);
+        vm.warp(fees.refundableAt(1));
+        vm.prank(submitter);
+        fees.refund(1);
+        assertEq(token.balanceOf(address(fees)), 0, "nothing left behind");
+        assertEq(token.balanceOf(submitter) - startBalance, 9 * FEE, "refund = funded - the one fee");
+    }
+
+    /// @dev Accepts the shard task, then runs the AGGREGATE to complete the one-round job.
+    function _runRoundHonestFrom(uint256 taskId, bytes32[] memory h) internal {
+        _accept(taskId, h);
+        uint256 aggId = jobs.taskOf(1, 0, 1);
+        _draw(aggId);
+        bytes32[] memory finals = new bytes32[](1);
+        finals[0] = h[4];
+        bytes32[] memory ha = _honest(keccak256(abi.encode(finals)), 1);
+        _submit(aggId, _replica(aggId, 0).node, ha);
+        _finalizeAfterWindow(aggId);
+    }
+}
