@@ -9,7 +9,9 @@ that `verity devnet up` recorded, whatever its port ($VERITY_RPC_URL overrides).
 Signs with an ape account (--account ALIAS), or ape test account N on the devnet
 (--test-account N, default 0). Every option is checked, and the shards and manifest
 built and validated, before anything is uploaded or any token approved. Without
-ape: `verity job submit` takes the same job options.
+ape: `verity job submit` takes the same job options. After postJob it funds the job's
+verification pot (--verification-fee, --checks-per-task, --fee-sample-rate; --no-verification-fee
+skips it); if that fails the job stays posted, unfunded, and the command exits 1 saying how to fund it.
 """
 import os
 from pathlib import Path
@@ -17,8 +19,8 @@ from pathlib import Path
 import click
 
 from verity.errors import VerityError
-from verity.submit import JobSpec, check_funds, plan_job, upload_job
-from verity.submit_options import HELP, BadJobSpec, check_writable, parse_model_config
+from verity.submit import JobSpec, PotNotFunded, check_funds, plan_job, upload_job
+from verity.submit_options import HELP, BadJobSpec, check_writable, parse_model_config, verification_fee_of
 
 D = JobSpec()  # the defaults, shared with `verity job submit` and `verity data shard`
 DEVNET_NETWORK = "ethereum:local:foundry"
@@ -55,8 +57,9 @@ def _sender(alias: str | None, test_account: int):
     return test_accounts[test_account]
 
 
-def _contracts(chain_id: int, provider):
-    """Token, JobEscrow and JobRegistry of the deployment recorded for this chain, which must hold their code."""
+def _contracts(chain_id: int, provider, fees: bool):
+    """Token, JobEscrow, JobRegistry and (with a verification pot, else None) VerificationFees of the deployment
+    recorded for this chain, which must hold their code."""
     from ape import Contract
 
     from verity.chain.deployments import load_deployments
@@ -67,7 +70,27 @@ def _contracts(chain_id: int, provider):
         if not provider.get_code(dep.contracts[name].address):
             raise BadJobSpec("network", f"chain {chain_id} at {provider.connection_str} has no {name} at "
                                         f"{dep.contracts[name].address}: not the devnet's chain (`verity devnet status`)")
-    return tuple(Contract(dep.contracts[n].address, abi=dep.contracts[n].abi) for n in names)
+    found = tuple(Contract(dep.contracts[n].address, abi=dep.contracts[n].abi) for n in names)
+    if not fees:
+        return (*found, None)
+    fee_dep = dep.contracts.get("VerificationFees")
+    if fee_dep is None or not provider.get_code(fee_dep.address):
+        raise BadJobSpec("verification_fee", f"the deployment on chain {chain_id} has no VerificationFees contract "
+                                             "(redeploy, or pass --no-verification-fee)")
+    return (*found, Contract(fee_dep.address, abi=fee_dep.abi))
+
+
+def _fund_pot(fees, token, job_id: int, prepared, sender) -> int:
+    """Approve the pot to VerificationFees and fund the posted job's pot (0 without one); a failure is PotNotFunded."""
+    terms = prepared.fee_terms()
+    if terms is None:
+        return 0
+    try:
+        token.approve(fees.address, terms.amount, sender=sender)  # VerificationFees pulls the pot at fund
+        fees.fund(job_id, *terms, sender=sender)
+    except Exception as exc:  # noqa: BLE001 - whatever failed, the job is posted: say so, with the way to fund it
+        raise PotNotFunded(job_id, terms, fees.address, (str(exc).splitlines() or [type(exc).__name__])[0]) from exc
+    return terms.amount
 
 
 @click.command()
@@ -93,14 +116,18 @@ def _contracts(chain_id: int, provider):
 @click.option("--block", default=D.block, show_default=True, help=HELP["block"])
 @click.option("--challenge-window", default=D.challenge_window, show_default=True, help=HELP["challenge_window"])
 @click.option("--name", default=D.name, help=HELP["name"])
+@click.option("--verification-fee", default=None, type=float, help=HELP["verification_fee"])
+@click.option("--checks-per-task", default=D.checks_per_task, show_default=True, help=HELP["checks_per_task"])
+@click.option("--fee-sample-rate", default=D.fee_sample_rate, show_default=True, help=HELP["fee_sample_rate"])
+@click.option("--no-verification-fee", is_flag=True, default=False, help=HELP["no_verification_fee"])
 @click.option("--account", "alias", default=None, help="ape account alias to sign with (default: --test-account)")
 @click.option("--test-account", default=0, show_default=True, help="ape test account index (devnet only)")
 @click.option("--wait/--no-wait", default=False, help=HELP["wait"])
 @click.option("--timeout", default=1800.0, show_default=True, type=click.FloatRange(min=0), help=HELP["timeout"])
 @click.option("--out", type=click.Path(path_type=Path), default=None, help=HELP["out"])
 def cli(network, model, model_config, dataset, shards, rounds, steps, k, replication, payment, stake, aggregation,
-        trim, batch_size, optimizer, lr, seed, eval_fraction, block, challenge_window, name, alias, test_account,
-        wait, timeout, out):
+        trim, batch_size, optimizer, lr, seed, eval_fraction, block, challenge_window, name, verification_fee,
+        checks_per_task, fee_sample_rate, no_verification_fee, alias, test_account, wait, timeout, out):
     """Post a training job (shards and manifest to IPFS, escrow on-chain)."""
     from verity.cli.common import settings
     from verity.storage import Storage
@@ -111,7 +138,8 @@ def cli(network, model, model_config, dataset, shards, rounds, steps, k, replica
                        rounds=rounds, steps=steps, k=k, replication=replication, payment=payment, stake=stake,
                        aggregation=aggregation, trim=trim, batch_size=batch_size, optimizer=optimizer, lr=lr,
                        seed=seed, eval_fraction=eval_fraction, block=block, challenge_window=challenge_window,
-                       name=name)
+                       name=name, verification_fee=verification_fee_of(payment, verification_fee, no_verification_fee),
+                       checks_per_task=checks_per_task, fee_sample_rate=fee_sample_rate)
         sender = _sender(alias, test_account)
         rpc_url = _devnet_rpc(network)
         prepared = plan_job(spec)
@@ -125,7 +153,7 @@ def cli(network, model, model_config, dataset, shards, rounds, steps, k, replica
         provider_settings = {"host": rpc_url, "manage_process": False}
     with networks.parse_network_choice(network, provider_settings=provider_settings) as provider:
         try:
-            token, escrow_contract, jobs = _contracts(provider.chain_id, provider)
+            token, escrow_contract, jobs, fees = _contracts(provider.chain_id, provider, prepared.pot() > 0)
             check_funds(token.balanceOf(sender.address), prepared, sender.address)
             upload_job(prepared, Storage.from_settings(settings()))
         except VerityError as exc:
@@ -136,10 +164,18 @@ def cli(network, model, model_config, dataset, shards, rounds, steps, k, replica
         token.approve(escrow_contract.address, escrow, sender=sender)  # JobEscrow pulls the escrow at postJob
         receipt = jobs.postJob(prepared.post_params(), sender=sender)
         job_id = int(next(iter(receipt.decode_logs(jobs.JobPosted))).jobId)
-        click.echo(f"posted job {job_id}: {escrow / 1e18:g} VRT in escrow, tx {receipt.txn_hash}")
+        unfunded = None
+        try:
+            pot = _fund_pot(fees, token, job_id, prepared, sender)
+        except PotNotFunded as exc:
+            pot, unfunded = 0, exc
+        funded = ("verification pot NOT funded" if unfunded else prepared.pot_text() if pot else "no verification pot")
+        click.echo(f"posted job {job_id}: {escrow / 1e18:g} VRT in escrow, {funded}, tx {receipt.txn_hash}")
         from verity.submit_wait import job_record, write_record
 
-        write_record(out, job_record(job_id, prepared, sender.address))
+        write_record(out, {**job_record(job_id, prepared, sender.address), "verification_pot": pot})
+        if unfunded is not None:
+            raise click.ClickException(str(unfunded))
         if wait:
             _wait(provider.uri, job_id, timeout)
 

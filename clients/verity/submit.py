@@ -4,30 +4,35 @@ in memory (CIDs computed locally), then uploaded to IPFS; the postJob parameters
 Used by `ape run submit` (scripts/submit.py, signing with an ape account), by
 `verity job submit` (cli/job_submit.py, signing with web3), by the demo and the
 tests. Nothing is uploaded or spent until `plan_job` has accepted every option;
-the chain side is a single `postJob` after an `approve` of the escrow to JobEscrow.
+the chain side is a `postJob` after an `approve` of the escrow to JobEscrow, then, when the
+job has a verification pot (P5: verifiers paid for looking), an `approve` of the pot to
+VerificationFees and its `fund`. The pot is paid after the job exists (fund needs an Active
+job), so a failed funding leaves a posted, unfunded job: `PotNotFunded` says how to fund it.
 """
 from __future__ import annotations
 
 import json
 import math
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from eth_utils import keccak
 from web3.logs import DISCARD
 
-from verity.chain.protocol import DEVICE_CPU, PROFILE_BITS, PostJobParams, escrow_for
+from verity.chain.protocol import BPS, DEVICE_CPU, PROFILE_BITS, PostJobParams, escrow_for
 from verity.cid import cid_to_digest
 from verity.engine.checkpoint import initial_state
 from verity.engine.manifest import Manifest, load_manifest
 from verity.errors import ManifestInvalid, VerityError
 from verity.storage import Storage, cid_of_bytes
 from verity.submit_data import load_job_data
-from verity.submit_options import (BLOCK, DATASET, EVAL_FRACTION, MIN_CHALLENGE_WINDOW, SEED, SHARDS, BadJobSpec,
-                                   validate_spec)
+from verity.submit_options import (BLOCK, CHECKS_PER_TASK, DATASET, EVAL_FRACTION, FEE_SAMPLE_RATE,
+                                   MIN_CHALLENGE_WINDOW, SEED, SHARDS, BadJobSpec, fee_rate_bps, to_wei, validate_spec)
 
 TOKEN = 10**18
 
-__all__ = ["BadJobSpec", "JobSpec", "PreparedJob", "plan_job", "upload_job", "prepare_job", "post_job_web3"]
+__all__ = ["BadJobSpec", "JobSpec", "PreparedJob", "FeeTerms", "PotNotFunded", "plan_job", "upload_job", "prepare_job",
+           "post_job_web3", "fees_address_web3", "fund_pot_web3", "verification_pot", "check_funds"]
 
 
 @dataclass
@@ -54,6 +59,36 @@ class JobSpec:
     execution_window: int = 0          # 0 = the contract's default
     reveal_window: int = 0
     name: str = ""
+    # Verification pot (VerificationFees.fund). None: no pot; the submit commands default it to 0.1 x payment
+    # (submit_options.verification_fee_of); library callers opt in.
+    verification_fee: float | None = None   # VRT per matching blind check
+    checks_per_task: int = CHECKS_PER_TASK  # most paid checks per task, 1..8
+    fee_sample_rate: float = FEE_SAMPLE_RATE  # fraction of verifiers sampled per task, (0, 1]
+
+
+class FeeTerms(NamedTuple):
+    """VerificationFees.fund's arguments after the job id, in ABI order."""
+    amount: int
+    feePerCheck: int
+    checksPerTask: int
+    rateBps: int
+
+
+def verification_pot(fee_per_check: int, checks_per_task: int, shards: int, rounds: int) -> int:
+    """A pot that pays every fee slot of every task: each round's `shards` TRAIN tasks and its AGGREGATE."""
+    return int(fee_per_check) * int(checks_per_task) * (int(shards) + 1) * int(rounds)
+
+
+class PotNotFunded(VerityError):
+    """The job was posted but its verification pot was not funded: it runs without one until its submitter funds it."""
+
+    def __init__(self, job_id: int, terms: FeeTerms, fees_address: str, why: str):
+        self.job_id = job_id
+        super().__init__(
+            f"job {job_id} is posted, but funding its verification pot failed ({why}); it runs without verification "
+            f"fees until you fund it: approve {terms.amount} wei of VRT to VerificationFees at {fees_address}, then "
+            f"call VerificationFees.fund({job_id}, {terms.amount}, {terms.feePerCheck}, {terms.checksPerTask}, "
+            f"{terms.rateBps}) as the submitter (no CLI does this yet)")
 
 
 @dataclass
@@ -82,6 +117,31 @@ class PreparedJob:
     def escrow(self) -> int:
         s = self.spec
         return escrow_for(int(s.payment * TOKEN), s.replication, s.shards, s.rounds)
+
+    def fee_terms(self) -> FeeTerms | None:
+        """The verification pot and its terms, or None when the job is posted without one."""
+        s = self.spec
+        if s.verification_fee is None:
+            return None
+        fee = to_wei(s.verification_fee)
+        return FeeTerms(verification_pot(fee, s.checks_per_task, s.shards, s.rounds), fee, s.checks_per_task,
+                        fee_rate_bps(s.fee_sample_rate))
+
+    def pot(self) -> int:
+        """VRT wei the verification pot takes from the submitter (0 without one)."""
+        terms = self.fee_terms()
+        return terms.amount if terms else 0
+
+    def pot_text(self) -> str:
+        """The pot as the submit commands print it next to the escrow."""
+        terms = self.fee_terms()
+        if terms is None:
+            return "no verification pot"
+        s = self.spec
+        sampled = "every verifier sampled" if terms.rateBps == BPS else f"verifiers sampled at {terms.rateBps / 100:g}%"
+        return (f"{terms.amount / TOKEN:g} VRT verification pot ({terms.feePerCheck / TOKEN:g} VRT x "
+                f"{terms.checksPerTask} check{'s' * (terms.checksPerTask != 1)} x {(s.shards + 1) * s.rounds} tasks, "
+                f"{sampled})")
 
 
 def _default_model(spec: JobSpec, data: dict) -> dict:
@@ -174,9 +234,43 @@ def post_job_web3(chain, prepared: PreparedJob) -> int:
     raise VerityError("postJob succeeded but emitted no JobPosted event")
 
 
+def fees_address_web3(chain, prepared: PreparedJob) -> str | None:
+    """VerificationFees' address when the job funds a pot (None without one); refuses, before anything is uploaded or
+    spent, a deployment that has none, since funding would fail only after the job is posted."""
+    if prepared.fee_terms() is None:
+        return None
+    contract = chain.contracts.get("VerificationFees")
+    if contract is None or not chain.w3.eth.get_code(contract.address):
+        raise BadJobSpec("verification_fee", "this deployment has no VerificationFees contract "
+                                             "(redeploy, or pass --no-verification-fee)")
+    return contract.address
+
+
+def fund_pot_web3(chain, job_id: int, prepared: PreparedJob) -> int:
+    """Approve the pot to VerificationFees (which pulls it) and fund the posted job's pot; returns the amount funded
+    (0 without a pot). Any failure becomes PotNotFunded: the job exists and its submitter must know how to fund it."""
+    terms = prepared.fee_terms()
+    if terms is None:
+        return 0
+    c, where = chain, "its deployed address"
+    try:
+        where = c.fees.address
+        c.transact(c.token.functions.approve(c.fees.address, terms.amount))
+        c.transact(c.fees.functions.fund(job_id, *terms))
+    except Exception as exc:  # noqa: BLE001 - whatever failed, the job is posted: say so, with the way to fund it
+        raise PotNotFunded(job_id, terms, where, (str(exc).splitlines() or [type(exc).__name__])[0]) from exc
+    return terms.amount
+
+
 def check_funds(balance: int, prepared: PreparedJob, address: str) -> None:
-    """Refuse before the approve when the submitter cannot pay the whole escrow."""
-    escrow = prepared.escrow()
+    """Refuse before anything is uploaded or approved when the submitter cannot pay the escrow and the pot."""
+    escrow, pot = prepared.escrow(), prepared.pot()
+    plus = f" (plus a {pot / TOKEN:g} VRT verification pot)" if pot else ""
     if balance < escrow:
-        raise BadJobSpec("payment", f"the escrow is {escrow / TOKEN:g} VRT but {address} holds {balance / TOKEN:g} VRT "
-                                    "(lower the payment, or fund that account)")
+        raise BadJobSpec("payment", f"the escrow is {escrow / TOKEN:g} VRT{plus} but {address} holds "
+                                    f"{balance / TOKEN:g} VRT (lower the payment, or fund that account)")
+    if balance < escrow + pot:
+        raise BadJobSpec("verification_fee", f"the escrow ({escrow / TOKEN:g} VRT) and the verification pot "
+                                             f"({pot / TOKEN:g} VRT) come to {(escrow + pot) / TOKEN:g} VRT but {address} "
+                                             f"holds {balance / TOKEN:g} VRT (lower the fee or --checks-per-task, pass "
+                                             "--no-verification-fee, or fund that account)")

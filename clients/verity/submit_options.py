@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from decimal import Decimal
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +24,9 @@ MAX_ROUNDS = 256
 MAX_TRACE = 1 << 20
 MAX_WINDOW = 7 * 24 * 3600
 MIN_CHALLENGE_WINDOW = 60  # the manifest's lower bound
+# VerificationFees' bounds (contracts/VerificationFees.sol): fund() reverts outside them, after the job is posted.
+MAX_CHECKS = 8
+BPS = 10_000  # rateBps of 10_000 samples every verifier
 
 # Defaults of both `verity data shard` and the submit commands.
 DATASET = "digits"
@@ -30,6 +34,11 @@ SHARDS = 4
 EVAL_FRACTION = 0.15
 SEED = 0
 BLOCK = 32  # text: characters per sample
+
+# Verification fees (P5): verifiers are paid for a matching blind check, so looking pays even when nothing is wrong.
+FEE_OF_PAYMENT = 0.1  # default --verification-fee: this fraction of --payment
+CHECKS_PER_TASK = 2
+FEE_SAMPLE_RATE = 1.0
 
 MODELS = ("mlp", "cnn", "gpt")
 AGGREGATIONS = ("mean", "median", "trimmed_mean")
@@ -74,6 +83,12 @@ HELP = {
     "challenge_window": f"seconds a result may be challenged (replication 1; replication 2 takes the contract's "
                         f"default; 0 = the contract's default, at most {MAX_WINDOW})",
     "name": "job name stored in the manifest (default: '<model> on <dataset>')",
+    "verification_fee": f"VRT paid per matching blind check of a task from the job's verification pot (> 0; default "
+                        f"{FEE_OF_PAYMENT:g} x --payment); the pot, fee x checks x tasks, is funded after postJob",
+    "checks_per_task": f"most verifiers paid per task from the pot, 1..{MAX_CHECKS}",
+    "fee_sample_rate": "fraction of verifiers whose private ticket samples them for a task's fee, in (0, 1] "
+                       "(1 = every verifier; stored in basis points)",
+    "no_verification_fee": "post the job without a verification pot (verifiers are paid only for catching faults)",
     "wait": "follow the job until the final model is downloaded and verified",
     "timeout": "--wait gives up after this many seconds",
     "out": "write {job_id, manifest_cid, escrow, …} as JSON to this file",
@@ -132,6 +147,49 @@ def validate_spec(spec: JobSpec) -> None:
     _between("reveal_window", spec.reveal_window, 0, MAX_WINDOW)
     if len(spec.name) > 128:
         raise BadJobSpec("name", f"{len(spec.name)} characters; at most 128")
+    validate_fees(spec)
+
+
+def verification_fee_of(payment: float, fee: float | None, no_fee: bool) -> float | None:
+    """The --verification-fee a submit command posts with: the one given, else FEE_OF_PAYMENT x --payment;
+    None with --no-verification-fee (no pot is funded)."""
+    if no_fee:
+        if fee is not None:
+            raise BadJobSpec("no_verification_fee", "give --verification-fee or --no-verification-fee, not both")
+        return None
+    if fee is not None:
+        return fee
+    # in decimal: 10% of 1.5 VRT is 0.15 VRT, not 0.15000000000000002 (nan and inf stay so: --payment refuses them)
+    return float(Decimal(repr(float(payment))) * Decimal(repr(FEE_OF_PAYMENT)))
+
+
+def fee_rate_bps(rate: float) -> int:
+    """--fee-sample-rate as VerificationFees' rateBps (nearest basis point)."""
+    return round(rate * BPS)
+
+
+def validate_fees(spec: JobSpec) -> None:
+    """The pot's terms, checked here because `fund` would revert only after the job is posted and its escrow paid.
+    --checks-per-task and --fee-sample-rate are checked even without a pot: a typo is still a typo."""
+    _between("checks_per_task", spec.checks_per_task, 1, MAX_CHECKS)
+    rate = spec.fee_sample_rate
+    if not (math.isfinite(rate) and 0 < rate <= 1):
+        raise BadJobSpec("fee_sample_rate", f"{rate:g} is not in (0, 1]")
+    if fee_rate_bps(rate) == 0:
+        raise BadJobSpec("fee_sample_rate", f"{rate:g} is below one basis point (0.0001)")
+    fee = spec.verification_fee
+    if fee is None:
+        return
+    if not (math.isfinite(fee) and fee > 0):
+        raise BadJobSpec("verification_fee", f"{fee:g} VRT must be a positive amount (--no-verification-fee posts "
+                                             "without a pot)")
+    if to_wei(fee) == 0:
+        raise BadJobSpec("verification_fee", f"{fee:g} VRT is below one wei (default: {FEE_OF_PAYMENT:g} x --payment)")
+
+
+def to_wei(vrt: float) -> int:
+    """VRT as wei, through the float's shortest decimal form (0.1 VRT is exactly 10**17 wei)."""
+    return int(Decimal(repr(float(vrt))) * 10**18)
 
 
 def parse_model_config(text: str | None) -> dict | None:

@@ -3,6 +3,8 @@ signed with web3 by a devnet test account (--account N) or a key file (--key-fil
 
 Every option is checked and the shards and manifest are built and validated before
 anything is uploaded or any token approved; a bad option is one `error: --option: …` line.
+After postJob the job's verification pot is funded (unless --no-verification-fee); if that
+fails the job stays posted, unfunded, and the command exits 1 saying how to fund it.
 """
 from __future__ import annotations
 
@@ -65,6 +67,10 @@ def submit(
     block: Annotated[int, _opt("block")] = D.block,
     challenge_window: Annotated[int, _opt("challenge_window")] = D.challenge_window,
     name: Annotated[str, _opt("name")] = D.name,
+    verification_fee: Annotated[Optional[float], _opt("verification_fee")] = None,
+    checks_per_task: Annotated[int, _opt("checks_per_task")] = D.checks_per_task,
+    fee_sample_rate: Annotated[float, _opt("fee_sample_rate")] = D.fee_sample_rate,
+    no_verification_fee: Annotated[bool, _opt("no_verification_fee", "--no-verification-fee")] = False,
     account: Annotated[Optional[int], typer.Option(
         "--account", "-a", help="devnet test-account index to sign with (default 0)")] = None,
     key_file: Annotated[Optional[Path], typer.Option(
@@ -77,8 +83,9 @@ def submit(
     from verity.chain.client import connect_chain
     from verity.cli.common import console, settings
     from verity.storage import Storage
-    from verity.submit import check_funds, plan_job, post_job_web3, upload_job
-    from verity.submit_options import check_writable, parse_model_config
+    from verity.submit import (PotNotFunded, check_funds, fees_address_web3, fund_pot_web3, plan_job, post_job_web3,
+                               upload_job)
+    from verity.submit_options import check_writable, parse_model_config, verification_fee_of
     from verity.submit_wait import follow, job_record, write_record
 
     s = settings()
@@ -88,18 +95,28 @@ def submit(
                        rounds=rounds, steps=steps, k=k, replication=replication, payment=payment, stake=stake,
                        aggregation=aggregation, trim=trim, batch_size=batch_size, optimizer=optimizer, lr=lr,
                        seed=seed, eval_fraction=eval_fraction, block=block, challenge_window=challenge_window,
-                       name=name)
+                       name=name, verification_fee=verification_fee_of(payment, verification_fee, no_verification_fee),
+                       checks_per_task=checks_per_task, fee_sample_rate=fee_sample_rate)
         chain = connect_chain(s.rpc_url, signer_key(account, key_file, s.devnet_accounts))
         with console.status("checking the job, building shards and manifest…"):
             prepared = plan_job(spec)
         check_funds(chain.call(chain.token.functions.balanceOf(chain.address)), prepared, chain.address)
+        fees_address_web3(chain, prepared)
         with console.status("uploading shards and manifest…"):
             upload_job(prepared, Storage.from_settings(s))
         typer.echo(f"manifest {prepared.manifest_cid} ({len(prepared.manifest_bytes)} bytes), "
                    f"{prepared.spec.shards} shards uploaded")
         job_id = post_job_web3(chain, prepared)
-        typer.echo(f"posted job {job_id}: {prepared.escrow() / 1e18:g} VRT in escrow, submitter {chain.address}")
-        write_record(out, job_record(job_id, prepared, chain.address))
+        unfunded = None
+        try:
+            pot = fund_pot_web3(chain, job_id, prepared)
+        except PotNotFunded as exc:
+            pot, unfunded = 0, exc
+        funded = ("verification pot NOT funded" if unfunded else prepared.pot_text() if pot else "no verification pot")
+        typer.echo(f"posted job {job_id}: {prepared.escrow() / 1e18:g} VRT in escrow, {funded}, submitter {chain.address}")
+        write_record(out, {**job_record(job_id, prepared, chain.address), "verification_pot": pot})
+        if unfunded is not None:
+            raise unfunded
         if wait:
             path = follow(chain, Storage.from_settings(s), job_id, timeout, s.state_dir)
             typer.echo(f"final model verified against the on-chain hash, saved to {path}")
