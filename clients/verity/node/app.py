@@ -16,6 +16,7 @@ from verity.chain.identity import chain_identity
 from verity.chain.protocol import ROLE_REFEREE, ROLE_SOLVER, ROLE_VERIFIER
 from verity.chain.views import read
 from verity.errors import VerityError
+from verity.node.auditor import AuditorRole
 from verity.node.context import NodeContext
 from verity.node.dispute import PartyRole
 from verity.node.faults import Faults
@@ -135,7 +136,7 @@ def ensure_registered(ctx: NodeContext, cfg: NodeConfig) -> None:
 
 
 def drop_workdirs(state_dir: Path) -> None:
-    for label in ("solve", "verify"):
+    for label in ("solve", "verify", "audit"):
         if (state_dir / label).is_dir():
             shutil.rmtree(state_dir / label)
             log.info("removed %s: local checkpoints of the previous chain", state_dir / label)
@@ -149,6 +150,7 @@ def build_loop(ctx: NodeContext, cfg: NodeConfig) -> NodeLoop:
         handlers.append(SolverRole(ctx))
     if "verifier" in roles:
         handlers.append(VerifierRole(ctx, cfg.sample_rate))
+        handlers.append(AuditorRole(ctx))  # verification fees (P5): blind checks of fee-sampled tasks
     if "referee" in roles:
         handlers.append(RefereeRole(ctx))
     handlers.append(PartyRole(ctx))  # anyone staked may end up a party
@@ -160,4 +162,5 @@ def build_loop(ctx: NodeContext, cfg: NodeConfig) -> NodeLoop:
     snap.address = ctx.me
     store.save(snap)
     cursor = EventCursor(ctx.chain.w3, ctx.chain.contracts, next_block=max(snap.next_block, ctx.chain.deployments.start_block))
-    return NodeLoop(cursor, store, snap, handlers, periodic=[handlers[0]], work=ctx.work)
+    periodic = [handlers[0]] + [h for h in handlers if isinstance(h, AuditorRole)]  # keeper; fee key chain anchor
+    return NodeLoop(cursor, store, snap, handlers, periodic=periodic, work=ctx.work)

@@ -1,8 +1,8 @@
 """Explicit phases of a node's work items and the legal transitions between them.
 
 A work item is one thing a node is responsible for on-chain: a task replica it
-solves, a candidate result it checks (per task and epoch), a dispute it is a
-party to, or a referee seat. Each kind has its own transition table; anything
+solves, a candidate result it checks (per task and epoch), a task it checks
+blind for a verification fee, a dispute it is a party to, or a referee seat. Each kind has its own transition table; anything
 else is a bug and raises, so a node can never, e.g., reveal twice, commit a vote
 after revealing it, or reveal a challenge it never committed.
 """
@@ -55,6 +55,11 @@ TABLES: dict[str, dict[Phase, frozenset[Phase]]] = {
     "dispute": {
         Phase.DISPUTING: _END,
     },
+    # a fee check (verity.node.auditor): nothing is at stake, so it never ends LOST
+    "audit": {
+        Phase.WATCHING: frozenset({Phase.COMMITTED, Phase.DONE}),  # re-executing; salt persisted; commitCheck
+        Phase.COMMITTED: frozenset({Phase.DONE}),                  # blind check committed: waits, then claims
+    },
     "seat": {
         Phase.SEATED: frozenset({Phase.VOTE_COMMITTED}) | _END,
         Phase.ASSIGNED: frozenset({Phase.VOTE_COMMITTED}) | _END,  # seat items of v1 snapshots
@@ -71,7 +76,7 @@ for _table in TABLES.values():
 
 # The phase a new item of each kind starts in.
 INITIAL: dict[str, Phase] = {"solve": Phase.ASSIGNED, "watch": Phase.WATCHING, "dispute": Phase.DISPUTING,
-                             "seat": Phase.SEATED}
+                             "seat": Phase.SEATED, "audit": Phase.WATCHING}
 
 
 class IllegalTransition(VerityError):

@@ -121,7 +121,8 @@ class VerifierRole:
         """Re-execute once per task: True when an earlier epoch's item of the task already holds the result (copied
         now); False while computing or when it just finished (the loop persists it before we act on it)."""
         for other in snap.items.values():
-            if other.kind == "watch" and other.task_id == item.task_id and "final" in other.data and other is not item:
+            if other.kind in ("watch", "audit") and other.task_id == item.task_id and "final" in other.data \
+                    and other is not item:  # an audit item (verity.node.auditor) re-executed it before it was public
                 item.data.update({k: other.data[k] for k in ("final", "trace", "root", "cid")})
                 return True
         ctx = self.ctx

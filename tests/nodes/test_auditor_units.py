@@ -1,0 +1,589 @@
+"""Unit tests of verification fees on the node side (P5, "looking pays") against fakes (no chain, no IPFS):
+the fee key chain against VerificationFees' rule (keccak^gap(k_e) == the chain's last key), the sampling decision,
+and the auditor's phases (result persisted, then salt persisted, then commitCheck; too late once a result is public;
+claim only an accepted, equal result from epoch e + 2, in epoch order)."""
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+from eth_utils import keccak
+
+from verity.chain import TxFailed
+from verity.chain.protocol import (BPS, ROLE_SOLVER, ROLE_VERIFIER, ReplicaStatus, TaskStatus, check_commitment, fee_sampled,
+                                   fee_ticket)
+from verity.engine import merkle
+from verity.node import auditor as auditor_mod
+from verity.node import keychain
+from verity.node import verifier as verifier_mod
+from verity.node.auditor import TOO_LATE, AuditorRole, audit_key
+from verity.node.compute import Result
+from verity.node.keychain import N, KeyChain, chain_seed, epoch_key, find_chain, hash_n, head
+from verity.node.phases import IllegalTransition, Phase
+from verity.node.sampling import load_or_create_key
+from verity.node.snapshot import Snapshot, WorkItem
+from verity.node.verifier import VerifierRole, watch_key
+from verity.storage import cid_of_bytes
+
+ME, SOLVER = "0x" + "ab" * 20, "0x" + "cd" * 20
+EPOCH = 30
+SEED = keccak(b"a test seed")
+ZERO32 = b"\0" * 32
+
+
+def contract_advance(last_key: bytes, last_epoch: int, anchor_epoch: int, e: int, key: bytes) -> bool:
+    """VerificationFees._advanceChain's acceptance rule, written out independently of verity.node.keychain."""
+    if e <= anchor_epoch or e < last_epoch:
+        return False
+    h = key
+    for _ in range(e - last_epoch):
+        h = keccak(h)
+    return h == last_key
+
+
+# ---------------------------------------------------------------- key chain
+
+
+def test_epoch_keys_hash_to_the_anchored_head_and_to_each_other_succeeds():
+    anchor = 1_000
+    top = hash_n(SEED, N)
+    assert head(SEED) == top
+    last_key, last_epoch = top, anchor
+    for e in (anchor + 1, anchor + 2, anchor + 2, anchor + 57, anchor + N // 2, anchor + N):  # claims in epoch order
+        k = epoch_key(SEED, anchor, e)
+        assert hash_n(k, e - anchor) == top
+        assert contract_advance(last_key, last_epoch, anchor, e, k)
+        last_key, last_epoch = k, e
+    assert epoch_key(SEED, anchor, anchor + N) == SEED  # why the seed is derived, never the sampling key itself
+
+
+def test_a_wrong_epochs_key_is_refused_by_the_contract_rule_fails():
+    anchor = 10
+    assert not contract_advance(head(SEED), anchor, anchor, anchor + 3, epoch_key(SEED, anchor, anchor + 2))
+    assert not contract_advance(head(SEED), anchor, anchor, anchor + 2, epoch_key(SEED, anchor, anchor + 3))
+    assert not contract_advance(head(SEED), anchor, anchor, anchor, head(SEED))  # the anchor epoch has no key
+
+
+@pytest.mark.parametrize("e", [0, 999, 1_000, 1_000 + N + 1])
+def test_epoch_key_outside_the_chain_raises_fails(e):
+    with pytest.raises(ValueError, match="outside the key chain anchored in epoch 1000"):
+        epoch_key(SEED, 1_000, e)
+
+
+def test_bad_seeds_and_generations_raise_fails():
+    with pytest.raises(ValueError, match="32 bytes"):
+        head(b"short")
+    with pytest.raises(ValueError, match="32 bytes"):
+        chain_seed(b"short", 1)
+    with pytest.raises(ValueError, match=">= 0"):
+        chain_seed(SEED, -1)
+
+
+def test_key_chain_caches_so_a_later_epoch_costs_at_most_a_checkpoint_gap_succeeds(monkeypatch):
+    calls = []
+    real = keychain.keccak
+    monkeypatch.setattr(keychain, "keccak", lambda b: calls.append(1) or real(b))
+    chain = KeyChain(keccak(b"another seed"), 0)
+    first = chain.key(5)
+    assert len(calls) == N - 5
+    calls.clear()
+    assert chain.key(5) == first and not calls                      # cached
+    later = chain.key(6)                                              # a preimage of key(5): walked down again
+    assert len(calls) <= keychain.CHECKPOINT_EVERY and keccak(later) == first
+    calls.clear()
+    chain.key(4)                                                      # an older epoch: from the nearest key below
+    assert len(calls) <= keychain.CHECKPOINT_EVERY
+
+
+def test_seeds_are_per_generation_and_never_the_sampling_key_succeeds():
+    key = keccak(b"sampling key")
+    seeds = {chain_seed(key, g) for g in (0, 1, 2)}
+    assert len(seeds) == 3 and key not in seeds
+    # a renewed chain shares no key with the old one (it would make every future ticket public)
+    old, new = KeyChain(chain_seed(key, 0), 0), KeyChain(chain_seed(key, 5_000), 5_000)
+    assert {old.key(e) for e in range(5_001, 5_011)}.isdisjoint({new.key(e) for e in range(5_001, 5_011)})
+
+
+def test_find_chain_recognises_our_chain_from_the_sampling_key_alone_succeeds():
+    key, anchor = keccak(b"sampling key"), 700
+    seed = chain_seed(key, anchor - 1)  # the anchor transaction crossed an epoch boundary
+    assert find_chain(key, head(seed), anchor, anchor).seed == seed
+    claimed = epoch_key(seed, anchor, anchor + 9)
+    assert find_chain(key, claimed, anchor + 9, anchor).key(anchor + 9) == claimed
+    assert find_chain(keccak(b"someone else"), head(seed), anchor, anchor) is None
+    assert find_chain(key, ZERO32, 0, 0) is None
+    assert find_chain(key, head(chain_seed(key, anchor - 5)), anchor, anchor) is None  # not a generation we use
+
+
+def test_fee_sampling_follows_the_rate_succeeds():
+    k = epoch_key(SEED, 0, 3)
+    assert all(fee_sampled(k, t, BPS) for t in range(1, 200))
+    assert not any(fee_sampled(k, t, 0) for t in range(1, 200))
+    half = [fee_sampled(k, t, 5_000) for t in range(1, 401)]
+    assert 150 < sum(half) < 250
+    for t in range(1, 50):
+        assert fee_sampled(k, t, 2_500) == (fee_ticket(k, t) * BPS < 2_500 << 64)
+    # the ticket is private: another epoch's key draws other tasks
+    assert half != [fee_sampled(epoch_key(SEED, 0, 4), t, 5_000) for t in range(1, 401)]
+
+
+# ---------------------------------------------------------------- fakes
+
+
+class _Functions:
+    def __getattr__(self, name):
+        return lambda *args: (name, args)
+
+
+class _Contract:
+    def __init__(self, name):
+        self.name, self.functions = name, _Functions()
+
+
+class _Fees:
+    """The state of VerificationFees the auditor reads, with the contract's rules for anchor and claim."""
+
+    def __init__(self, chain):
+        self.c = chain
+        self.pots = {}          # job -> [balance, feePerCheck, rateBps, checksPerTask, closedAt]
+        self.chains = {}        # verifier -> (lastKey, lastEpoch, anchorEpoch)
+        self.checks, self.paid, self.checks_paid = {}, set(), {}
+
+    def epoch(self):
+        return self.c.time // EPOCH
+
+    def view(self, name, args):
+        if name == "epochSeconds":
+            return EPOCH
+        if name == "potOf":
+            return tuple(self.pots.get(args[0], (0, 0, 0, 0, 0)))
+        if name == "chainOf":
+            return self.chains.get(args[0], (ZERO32, 0, 0))
+        if name == "checkOf":
+            return self.checks.get(args, ZERO32)
+        if name == "paid":
+            return args in self.paid
+        if name == "checksPaid":
+            return self.checks_paid.get(args[0], 0)
+        raise AssertionError(f"unexpected view {name}")
+
+    def send(self, name, args):
+        if name == "anchor":
+            self.chains[ME] = (args[0], self.epoch(), self.epoch())
+        elif name == "commitCheck":
+            tid, commitment = args
+            task = self.c.ctx.tasks[tid]
+            if TaskStatus(task.status) not in (TaskStatus.OPEN, TaskStatus.ASSIGNED) or any(
+                    r.status == ReplicaStatus.REVEALED for r in self.c.ctx.reps.get(tid, [])):
+                raise TxFailed("commitCheck", "ResultPublic", (tid, task.status))
+            self.checks[(tid, ME)] = commitment
+        elif name == "claim":
+            tid, key, final, salt = args
+            task = self.c.ctx.tasks[tid]
+            e = task.createdAt // EPOCH
+            if self.checks.get((tid, ME)) != check_commitment(tid, final, salt, ME):
+                raise TxFailed("claim", "CommitmentMismatch", (tid, ME))
+            if self.epoch() < e + 2:
+                raise TxFailed("claim", "KeyRevealTooEarly", (tid, e, e + 2))
+            last_key, last_epoch, anchor = self.chains[ME]
+            if not contract_advance(last_key, last_epoch, anchor, e, key):
+                raise TxFailed("claim", "EpochOutOfOrder" if e <= anchor or e < last_epoch else "BadEpochKey")
+            pot = self.pots[task.jobId]
+            if not fee_sampled(key, tid, pot[2]):
+                raise TxFailed("claim", "NotSampled")
+            self.chains[ME] = (key, e, anchor)
+            self.paid.add((tid, ME))
+            pot[0] -= pot[1]
+        else:
+            raise AssertionError(f"unexpected transaction {name}")
+
+
+class _Chain:
+    def __init__(self):
+        self.time, self.block, self.sent, self.fail = 100 * EPOCH + 5, 10, [], {}
+        self.fees, self.jobs, self.registry = _Contract("fees"), _Contract("jobs"), _Contract("registry")
+        self.roles = ROLE_SOLVER | ROLE_VERIFIER  # our registry roles (rolesOf)
+        self.state = _Fees(self)
+        self.ctx = None
+
+    def call(self, call):
+        if call[0] == "rolesOf":
+            return self.roles
+        return self.state.view(*call)
+
+    def transact(self, call, gas=None):
+        name, args = call
+        if name in self.fail:
+            raise self.fail[name]
+        self.state.send(name, args)
+        self.block += 1
+        self.sent.append(call)
+        return {"blockNumber": self.block}
+
+    def now(self):
+        return self.time
+
+    def block_number(self):
+        return self.block
+
+
+class _Ctx:
+    def __init__(self, chain, state_dir):
+        from verity.node.faults import Faults
+        from verity.node.work import WorkPool
+
+        self.chain, self.me, self.state_dir = chain, ME, state_dir
+        self.work, self.faults = WorkPool(inline=True), Faults()
+        self.tasks, self.reps = {}, {}
+        chain.ctx = self
+
+    def task(self, tid):
+        return self.tasks[tid]
+
+    def replicas(self, tid):
+        return self.reps.get(tid, [])
+
+
+TRACE = [bytes([i]) * 32 for i in range(3)]
+CID = cid_of_bytes(b"our bundle")
+
+
+@pytest.fixture
+def fees(monkeypatch, tmp_path):
+    chain = _Chain()
+    ctx = _Ctx(chain, tmp_path)
+    computed = []
+    monkeypatch.setattr(auditor_mod, "compute_result", lambda c, tid, task, label: computed.append((tid, label))
+                        or Result(list(TRACE), merkle.root(TRACE), CID, 10))
+    chain.state.pots[1] = [10 * 10**18, 10**18, BPS, 2, 0]
+    role = AuditorRole(ctx)
+    return SimpleNamespace(role=role, ctx=ctx, chain=chain, state=chain.state, snap=Snapshot(), computed=computed)
+
+
+def _anchored(f):
+    """Anchor (the first tick) and move to the next epoch, where new tasks have tickets."""
+    f.role(f.snap)
+    f.chain.time += EPOCH
+    return f.state.chains[ME][2]
+
+
+def _created(f, tid=7, job=1, status=TaskStatus.OPEN):
+    f.ctx.tasks[tid] = SimpleNamespace(jobId=job, status=status, createdAt=f.chain.time, finalHash=ZERO32)
+    f.role.on_event(f.snap, SimpleNamespace(name="TaskCreated", contract="JobRegistry",
+                                            args={"taskId": tid, "jobId": job}))
+    return f.snap.items.get(audit_key(tid))
+
+
+def _tick(f):
+    for item in list(f.snap.open_items()):
+        f.role.advance(f.snap, item)
+
+
+def _names(f):
+    return [name for name, _ in f.chain.sent]
+
+
+def _to_committed(f, tid=7):
+    item = _created(f, tid, status=TaskStatus.ASSIGNED)
+    for _ in range(3):
+        _tick(f)
+    assert item.phase == Phase.COMMITTED
+    return item
+
+
+def _accept(f, tid=7, final=TRACE[-1]):
+    f.ctx.tasks[tid].status = TaskStatus.ACCEPTED
+    f.ctx.reps[tid] = [SimpleNamespace(node=SOLVER, status=ReplicaStatus.ACCEPTED, finalHash=final)]
+
+
+# ---------------------------------------------------------------- anchoring
+
+
+def test_first_tick_anchors_the_head_of_a_derived_chain_once_succeeds(fees):
+    f = fees
+    f.role(f.snap)
+    key = load_or_create_key(f.ctx.state_dir)
+    epoch = f.chain.time // EPOCH
+    assert f.chain.sent == [("anchor", (head(chain_seed(key, epoch)),))]
+    f.role._next_check = 0
+    f.role(f.snap)
+    assert _names(f) == ["anchor"]  # covered: nothing more
+    restarted = AuditorRole(f.ctx)  # a restart finds its chain on-chain from the sampling key alone
+    restarted(f.snap)
+    assert _names(f) == ["anchor"] and restarted._chain.anchor_epoch == epoch
+
+
+def test_a_foreign_or_nearly_spent_chain_is_anchored_anew_succeeds(fees):
+    f = fees
+    f.state.chains[ME] = (keccak(b"not ours"), 50, 50)
+    f.role(f.snap)
+    assert _names(f) == ["anchor"]
+    f.chain.time += (N - auditor_mod.ANCHOR_MARGIN + 1) * EPOCH  # fewer than the margin's epochs left
+    f.role._next_check = 0
+    f.role(f.snap)
+    assert _names(f) == ["anchor", "anchor"] and f.chain.sent[0] != f.chain.sent[1]  # a new generation's head
+
+
+def test_a_refused_anchor_is_logged_and_leaves_no_chain_fails(fees, caplog):
+    f = fees
+    f.chain.fail["anchor"] = TxFailed("anchor", "NotVerifier", (ME,))
+    with caplog.at_level(logging.WARNING):
+        f.role(f.snap)
+    assert f.role._chain is None and "cannot anchor" in caplog.text
+    assert _created(f) is None
+
+
+# ---------------------------------------------------------------- sampling at TaskCreated
+
+
+def test_task_of_the_anchor_epoch_has_no_ticket_succeeds(fees, caplog):
+    f = fees
+    f.role(f.snap)  # anchored in this very epoch
+    with caplog.at_level(logging.INFO):
+        assert _created(f) is None
+    assert "no fee ticket" in caplog.text
+
+
+def test_unfunded_job_is_ignored_until_funded_succeeds(fees):
+    f = fees
+    _anchored(f)
+    f.state.pots.pop(1)
+    assert _created(f) is None
+    f.state.pots[1] = [10**18, 10**18, BPS, 1, 0]
+    f.role.on_event(f.snap, SimpleNamespace(name="FeesFunded", contract="VerificationFees",
+                                            args={"jobId": 1, "amount": 10**18}))
+    assert f.snap.items[audit_key(7)].phase == Phase.WATCHING
+
+
+def test_sampling_decision_follows_the_private_ticket_succeeds(fees, caplog):
+    f = fees
+    _anchored(f)
+    f.state.pots[1][2] = 5_000
+    chain = f.role._chain
+    e = f.chain.time // EPOCH
+    with caplog.at_level(logging.INFO):
+        for tid in range(1, 41):
+            _created(f, tid)
+    made = {i.task_id for i in f.snap.items.values()}
+    assert made == {t for t in range(1, 41) if fee_sampled(chain.key(e), t, 5_000)}
+    assert 0 < len(made) < 40 and "not sampled for a fee" in caplog.text
+
+
+def test_a_spent_pot_gets_no_item_succeeds(fees):
+    f = fees
+    _anchored(f)
+    f.state.pots[1][0] = 10**18 - 1
+    assert _created(f) is None and not f.computed
+
+
+def test_a_task_already_past_open_gets_no_item_succeeds(fees):
+    f = fees
+    _anchored(f)
+    assert _created(f, status=TaskStatus.REVEALED) is None
+
+
+# ---------------------------------------------------------------- phases
+
+
+def test_result_then_salt_are_persisted_before_the_blind_commit_succeeds(fees):
+    f = fees
+    _anchored(f)
+    item = _created(f, status=TaskStatus.ASSIGNED)
+    _tick(f)
+    assert item.data["final"] == "0x" + TRACE[-1].hex() and "salt" not in item.data and _names(f) == ["anchor"]
+    assert set(item.data) >= {"final", "trace", "root", "cid"} and f.computed == [(7, "audit")]
+    _tick(f)
+    assert "salt" in item.data and _names(f) == ["anchor"]  # the salt is saved before anything is sent
+    _tick(f)
+    expected = check_commitment(7, TRACE[-1], bytes.fromhex(item.data["salt"][2:]), ME)
+    assert f.chain.sent[-1] == ("commitCheck", (7, expected)) and item.phase == Phase.COMMITTED
+
+
+def test_a_commit_sent_before_a_crash_is_not_sent_again_succeeds(fees):
+    f = fees
+    _anchored(f)
+    item = _created(f, status=TaskStatus.ASSIGNED)
+    _tick(f), _tick(f)
+    salt = bytes.fromhex(item.data["salt"][2:])
+    f.state.checks[(7, ME)] = check_commitment(7, TRACE[-1], salt, ME)  # mined, then the node crashed
+    f.ctx.reps[7] = []
+    _tick(f)
+    assert item.phase == Phase.COMMITTED and _names(f) == ["anchor"]
+
+
+def test_a_result_public_before_our_commit_is_too_late_succeeds(fees):
+    f = fees
+    _anchored(f)
+    item = _created(f, status=TaskStatus.ASSIGNED)
+    _tick(f), _tick(f)
+    f.ctx.reps[7] = [SimpleNamespace(node=SOLVER, status=ReplicaStatus.REVEALED, finalHash=TRACE[-1])]
+    _tick(f)
+    assert (item.phase, item.data["verdict"]) == (Phase.DONE, TOO_LATE) and "commitCheck" not in _names(f)
+
+
+def test_a_result_public_revert_is_too_late_not_an_error_succeeds(fees):
+    f = fees
+    _anchored(f)
+    item = _created(f, status=TaskStatus.ASSIGNED)
+    _tick(f), _tick(f)
+    f.chain.fail["commitCheck"] = TxFailed("commitCheck", "ResultPublic", (7, 3))  # revealed in the same block
+    _tick(f)
+    assert (item.phase, item.data["verdict"]) == (Phase.DONE, TOO_LATE)
+
+
+def test_an_open_task_waits_for_its_draw_and_our_own_slot_is_never_computed_succeeds(fees):
+    f = fees
+    _anchored(f)
+    item = _created(f)  # Open: its slots are drawn a few blocks later
+    _tick(f), _tick(f)
+    assert item.phase == Phase.WATCHING and not f.computed  # no re-execution before we know who solves it
+    f.ctx.tasks[7].status = TaskStatus.ASSIGNED
+    f.ctx.reps[7] = [SimpleNamespace(node=ME, status=ReplicaStatus.ASSIGNED, finalHash=ZERO32)]
+    _tick(f)
+    assert item.data["verdict"] == "our own task" and not f.computed
+
+
+def test_a_verifier_only_node_checks_an_open_task_at_once_succeeds(fees):
+    f = fees
+    f.chain.roles = ROLE_VERIFIER  # never drawn as a replica: no reason to wait for the draw
+    _anchored(f)
+    item = _created(f)
+    _tick(f)
+    assert f.computed == [(7, "audit")] and "final" in item.data
+
+
+def test_our_own_task_is_not_checked_succeeds(fees):
+    f = fees
+    _anchored(f)
+    item = _created(f, status=TaskStatus.ASSIGNED)
+    f.ctx.reps[7] = [SimpleNamespace(node=ME, status=ReplicaStatus.ASSIGNED, finalHash=ZERO32)]
+    _tick(f)
+    assert item.data["verdict"] == "our own task" and not f.computed
+
+
+def test_claim_waits_for_acceptance_and_epoch_e_plus_2_then_is_paid_succeeds(fees):
+    f = fees
+    _anchored(f)
+    item = _to_committed(f)
+    e = item.data["fee_epoch"]
+    _tick(f)
+    assert item.phase == Phase.COMMITTED and _names(f)[-1] == "commitCheck"  # not accepted yet
+    _accept(f)
+    f.chain.time = (e + 1) * EPOCH + 29
+    _tick(f)
+    assert item.phase == Phase.COMMITTED and _names(f)[-1] == "commitCheck"  # key not revealable before e + 2
+    f.chain.time = (e + 2) * EPOCH
+    balance = f.state.pots[1][0]
+    _tick(f)
+    assert (item.phase, item.data["verdict"]) == (Phase.DONE, "fee paid")
+    name, (tid, key, final, _) = f.chain.sent[-1]
+    assert (name, tid, final) == ("claim", 7, TRACE[-1]) and key == f.role._chain.key(e)
+    assert f.state.pots[1][0] == balance - 10**18 and f.state.chains[ME][:2] == (key, e)
+
+
+def test_a_different_accepted_result_is_not_claimed_fails(fees):
+    f = fees
+    _anchored(f)
+    item = _to_committed(f)
+    _accept(f, final=b"\x99" * 32)
+    f.chain.time += 3 * EPOCH
+    _tick(f)
+    assert item.data["verdict"] == "result differs from the accepted one" and _names(f)[-1] == "commitCheck"
+
+
+def test_a_cancelled_task_ends_the_check_succeeds(fees):
+    f = fees
+    _anchored(f)
+    item = _to_committed(f)
+    f.ctx.tasks[7].status = TaskStatus.CANCELLED
+    _tick(f)
+    assert item.data["verdict"] == "task cancelled"
+
+
+def test_claims_go_in_epoch_order_succeeds(fees):
+    f = fees
+    _anchored(f)
+    old = _to_committed(f, 7)
+    f.chain.time += EPOCH
+    new = _to_committed(f, 8)
+    e_old, e_new = old.data["fee_epoch"], new.data["fee_epoch"]
+    assert e_new == e_old + 1
+    _accept(f, 8)
+    f.chain.time = (e_new + 2) * EPOCH
+    _tick(f)
+    assert new.phase == Phase.COMMITTED  # the older epoch's task may still be accepted: it claims first
+    f.chain.time = (e_new + 2 + auditor_mod.MAX_DEFER_EPOCHS) * EPOCH
+    _tick(f)
+    assert new.data["verdict"] == "fee paid"  # waited long enough: the younger fee is not risked any longer
+    _accept(f, 7)
+    sent = len(f.chain.sent)
+    _tick(f)
+    assert old.data["verdict"] == "not claimed: EpochOutOfOrder" and len(f.chain.sent) == sent  # nothing sent
+
+
+def test_claims_in_order_pay_both_succeeds(fees):
+    f = fees
+    _anchored(f)
+    old = _to_committed(f, 7)
+    f.chain.time += EPOCH
+    new = _to_committed(f, 8)
+    _accept(f, 7), _accept(f, 8)
+    f.chain.time = (new.data["fee_epoch"] + 2) * EPOCH
+    _tick(f)
+    assert old.data["verdict"] == new.data["verdict"] == "fee paid"
+    assert [args[0] for name, args in f.chain.sent if name == "claim"] == [7, 8]
+
+
+@pytest.mark.parametrize("error", ["ChecksExhausted", "PotEmpty", "EpochOutOfOrder"])
+def test_final_claim_errors_become_verdicts_succeeds(fees, error):
+    f = fees
+    _anchored(f)
+    item = _to_committed(f)
+    _accept(f)
+    f.chain.time += 3 * EPOCH
+    f.chain.fail["claim"] = TxFailed("claim", error, (7,))
+    _tick(f)
+    assert item.data["verdict"] == f"not claimed: {error}"
+
+
+def test_an_unexpected_claim_error_is_raised_for_a_retry_fails(fees):
+    f = fees
+    _anchored(f)
+    item = _to_committed(f)
+    _accept(f)
+    f.chain.time += 3 * EPOCH
+    f.chain.fail["claim"] = TxFailed("claim", "KeyRevealTooEarly", (7, 1, 3))
+    with pytest.raises(TxFailed, match="KeyRevealTooEarly"):
+        f.role.advance(f.snap, item)
+    assert item.phase == Phase.COMMITTED
+
+
+def test_audit_phase_table_refuses_skipping_the_commit_fails():
+    item = WorkItem(key=audit_key(1), kind="audit", phase=Phase.COMMITTED)
+    with pytest.raises(IllegalTransition, match="committed -> watching for a audit item"):
+        Snapshot().move(item, Phase.WATCHING)
+    with pytest.raises(IllegalTransition, match="watching -> lost"):
+        Snapshot().move(WorkItem(key=audit_key(2), kind="audit", phase=Phase.WATCHING), Phase.LOST)
+
+
+# ---------------------------------------------------------------- shared re-execution
+
+
+def test_a_watch_item_reuses_the_audit_items_result_succeeds(fees, monkeypatch):
+    f = fees
+    _anchored(f)
+    item = _created(f, status=TaskStatus.ASSIGNED)
+    _tick(f)
+    monkeypatch.setattr(verifier_mod, "compute_result", lambda *a, **k: pytest.fail("re-executed twice"))
+    monkeypatch.setattr(verifier_mod, "read", lambda c, contract, fn, *args: SimpleNamespace(
+        defender=SOLVER, coDefender=SOLVER, finalHash=TRACE[-1], resultCid=bytes.fromhex("00" * 32), root=ZERO32))
+    verifier = VerifierRole(f.ctx)
+    watch = WorkItem(key=watch_key(7, 0), kind="watch", phase=Phase.WATCHING, task_id=7, data={"epoch": 0})
+    f.snap.items[watch.key] = watch
+    f.ctx.tasks[7].status, f.ctx.tasks[7].epoch = TaskStatus.REVEALED, 0
+    monkeypatch.setattr(VerifierRole, "_agreed_bundle", lambda self, it, claim: "agrees")
+    verifier.advance(f.snap, watch)
+    assert {k: watch.data[k] for k in ("final", "trace", "root", "cid")} == \
+        {k: item.data[k] for k in ("final", "trace", "root", "cid")}
+    assert watch.data["verdict"] == "agrees"
