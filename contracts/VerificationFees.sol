@@ -189,7 +189,12 @@ contract VerificationFees is ReentrancyGuard {
             revert CommitmentMismatch(taskId, msg.sender);
         }
         if (t.status != TaskStatus.Accepted) revert TaskNotAccepted(taskId, t.status);
-        bytes32 accepted = acceptedFinal(taskId, t);
+        Replica[] memory reps = jobs.getReplicas(taskId);
+        for (uint256 s = 0; s < reps.length; ++s) {
+            // INVARIANT: a replica is never paid for checking its own task (also one drawn after it committed a check).
+            if (reps[s].node == msg.sender) revert OwnTask(taskId, msg.sender);
+        }
+        bytes32 accepted = _acceptedFinal(reps, t);
         // INVARIANT (P5): only a check that reproduced the accepted result is paid.
         if (finalHash != accepted) revert ResultMismatch(taskId, finalHash, accepted);
         uint64 e = epochOf(t.createdAt);
@@ -232,7 +237,10 @@ contract VerificationFees is ReentrancyGuard {
 
     /// @notice The accepted task's final hash: an Accepted replica's, else the task record's (a dispute winner's).
     function acceptedFinal(uint256 taskId, Task memory t) public view returns (bytes32) {
-        Replica[] memory reps = jobs.getReplicas(taskId);
+        return _acceptedFinal(jobs.getReplicas(taskId), t);
+    }
+
+    function _acceptedFinal(Replica[] memory reps, Task memory t) internal pure returns (bytes32) {
         for (uint256 s = 0; s < reps.length; ++s) {
             if (reps[s].status == ReplicaStatus.Accepted) return reps[s].finalHash;
         }

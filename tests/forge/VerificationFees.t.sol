@@ -6,7 +6,7 @@ import {VerificationFees} from "../../contracts/VerificationFees.sol";
 import {INodeRegistry} from "../../contracts/interfaces/INodeRegistry.sol";
 import {IJobRegistry} from "../../contracts/interfaces/IJobRegistry.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
-import {TaskStatus, ROLE_SOLVER} from "../../contracts/types/VerityTypes.sol";
+import {TaskStatus, PostJobParams, ROLE_SOLVER} from "../../contracts/types/VerityTypes.sol";
 import "../../contracts/errors/VerificationFeesErrors.sol";
 
 /// @notice P5, second half: looking pays. A verifier sampled by its private ticket that re-executed a task and
@@ -151,6 +151,33 @@ contract VerificationFeesTest is Fixture {
         vm.prank(solver);
         vm.expectRevert(abi.encodeWithSelector(OwnTask.selector, taskId, solver));
         fees.commitCheck(taskId, keccak256("c"));
+    }
+
+    /// @notice A check committed before the draw, by a node the draw then seats as a replica, is never paid.
+    function test_claim_checkerDrawnAsReplicaAfterwards_reverts() public {
+        address big1 = _bigNode(0xB16);
+        address big2 = _bigNode(0xB17);
+        vm.prank(big1);
+        fees.anchor(_hashN(_seed(big1), CHAIN));
+        (,, anchorEpoch) = fees.chainOf(big1);
+        vm.warp(block.timestamp + EPOCH);
+        PostJobParams memory p = _params(1, 1, 2);
+        p.minMemoryMb = 100_000; // only the two big nodes are eligible: both are drawn
+        uint256 jobId = _postOnly(p);
+        vm.prank(submitter);
+        fees.fund(jobId, 10 * FEE, FEE, 2, 10_000);
+        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        bytes32[] memory h = _honest(INPUT, 4);
+        _commitCheck(big1, taskId, h[4]); // still Open: nobody is a replica yet
+        _draw(taskId);
+        _runReplicated(taskId, h, h);
+        _finalizeAfterWindow(taskId);
+        _warpToClaim(taskId);
+        bytes32 key = _key(_seed(big1), _taskEpoch(taskId));
+        assertTrue(_replica(taskId, 0).node == big1 || _replica(taskId, 1).node == big1, "drawn");
+        assertTrue(_replica(taskId, 0).node == big2 || _replica(taskId, 1).node == big2, "drawn");
+        vm.expectRevert(abi.encodeWithSelector(OwnTask.selector, taskId, big1));
+        _claim(big1, taskId, key, h[4]);
     }
 
     function test_commitCheck_notVerifier_reverts() public {
