@@ -1,0 +1,115 @@
+"""Cost of the portable ops (verity.engine.portable) against their native torch counterparts.
+
+    python scripts/bench_portable_ops.py [--threads 1] [--device cpu|cuda] [--repeat 7]
+
+Times matmuls of the model zoo's shapes (digits MLP, the small CNN's
+convolutions as im2col matmuls, a small GPT's projections, weight gradients
+and attention scores) natively and with each exact-matmul scheme, and
+exp/log/tanh/erf/sum on 1e6 elements. Prints a table and writes
+bench/out/portable_ops.json: {op: {"shape", "native_ms", "portable_ms",
+"ratio", "scheme_ms": {scheme: ms}}} with ratio = portable / native for the
+default scheme. Best of --repeat timings, each averaged over enough calls to
+last ~0.1 s, native and portable alternating, so a busy machine inflates
+the numbers and skews the ratios less.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from verity.engine import portable as P
+from verity.engine.portable.matmul import DEFAULT_SCHEME, SCHEMES
+
+OUT = Path(__file__).resolve().parents[1] / "bench" / "out" / "portable_ops.json"
+
+MATMULS = {   # name -> (a shape, b shape)
+    "mlp 64x64@64x128": ((64, 64), (64, 128)),
+    "cnn conv1 im2col 1024x9@9x8": ((1024, 9), (9, 8)),
+    "cnn conv2 im2col 256x72@72x16": ((256, 72), (72, 16)),
+    "cnn conv 32x32 img 16384x144@144x32": ((16384, 144), (144, 32)),
+    "gpt proj 256x128@128x512": ((256, 128), (128, 512)),
+    "gpt mlp-out 256x512@512x128": ((256, 512), (512, 128)),
+    "gpt weight-grad 512x256@256x128": ((512, 256), (256, 128)),
+    "gpt attention 32x(64x32@32x64)": ((32, 64, 32), (32, 32, 64)),
+}
+ELEMENTWISE = {"exp": (P.exp, torch.exp), "log": (P.log, torch.log), "tanh": (P.tanh, torch.tanh),
+               "erf": (P.erf, torch.erf), "sum": (P.sum, torch.sum)}
+
+
+def timed(fns: dict, repeat: int, device: str) -> dict:
+    """{name: best-of-`repeat` mean ms per call}; the functions alternate within each repeat,
+    so a machine busy with other work slows them alike."""
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    calls = {}
+    for name, fn in fns.items():
+        fn()
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        calls[name] = max(1, min(1000, int(0.1 / max(time.perf_counter() - t0, 1e-6))))
+    best = {name: float("inf") for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(calls[name]):
+                fn()
+            sync()
+            best[name] = min(best[name], (time.perf_counter() - t0) / calls[name])
+    return {name: t * 1e3 for name, t in best.items()}
+
+
+def run(repeat: int, device: str) -> dict:
+    g = torch.Generator().manual_seed(0)
+    results = {}
+    with torch.no_grad():
+        for name, (sa, sb) in MATMULS.items():
+            a, b = torch.randn(sa, generator=g).to(device), torch.randn(sb, generator=g).to(device)
+            fns = {"native": lambda: torch.matmul(a, b)}
+            fns.update({s: (lambda s=s: P.matmul(a, b, scheme=s)) for s in sorted(SCHEMES)})
+            ms = timed(fns, repeat, device)
+            native = ms.pop("native")
+            results[name] = {"shape": [list(sa), list(sb)], "native_ms": native,
+                             "portable_ms": ms[DEFAULT_SCHEME], "ratio": ms[DEFAULT_SCHEME] / native,
+                             "scheme_ms": ms}
+        x = (torch.rand(1_000_000, generator=g) * 8 - 4).to(device)
+        for name, (fp, fn) in ELEMENTWISE.items():
+            arg = x.abs() + 0.01 if name == "log" else x
+            ms = timed({"native": lambda: fn(arg), "portable": lambda: fp(arg)}, repeat, device)
+            results[f"{name} 1e6"] = {"shape": [1_000_000], "native_ms": ms["native"],
+                                      "portable_ms": ms["portable"], "ratio": ms["portable"] / ms["native"]}
+    return results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--repeat", type=int, default=7)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    results = run(args.repeat, args.device)
+    table = Table(title=f"portable vs native, {args.device}, {args.threads} thread(s), default scheme {DEFAULT_SCHEME}")
+    for col in ("op", "native ms", "portable ms", "ratio", *[f"scheme {s} ms" for s in sorted(SCHEMES)]):
+        table.add_column(col, justify="left" if col == "op" else "right")
+    for name, r in results.items():
+        extra = [f"{r['scheme_ms'][s]:.3f}" for s in sorted(SCHEMES)] if "scheme_ms" in r else [""] * len(SCHEMES)
+        table.add_row(name, f"{r['native_ms']:.3f}", f"{r['portable_ms']:.3f}", f"{r['ratio']:.1f}x", *extra)
+    Console(width=150).print(table)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps({"device": args.device, "threads": args.threads, "torch": torch.__version__,
+                               "machine": platform.processor() or platform.machine(),
+                               "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                               "default_scheme": DEFAULT_SCHEME, "ops": results}, indent=2) + "\n")
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
