@@ -25,15 +25,16 @@ anvil/node_modules/.installed: anvil/package.json anvil/package-lock.json
 	cd anvil && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# forge (CPU-bound, ~3 min) runs beside pytest's first, chain-only tests; each prints its own summary line.
 test: setup
-	$(MAKE) test-forge
-	$(MAKE) test-py
+	$(MAKE) -j2 --output-sync=line test-forge test-py
 
 test-forge:
 	scripts/forge_test.sh
 
+# Two workers: most integration tests wait on chain clocks and node processes, not the CPU.
 test-py:
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist load
 
 demo: setup
 	$(BIN)/verity demo

@@ -16,6 +16,11 @@ from pathlib import Path
 
 import pytest
 
+# pytest-xdist workers inherit COLUMNS=80 / LINES=24 from the controller; a rich Console created at import would
+# then keep width 80 even where a test runs the CLI with COLUMNS=400. Tests set the width they need themselves.
+for _var in ("COLUMNS", "LINES"):
+    os.environ.pop(_var, None)
+
 from verity.devnet import Anvil, BlockTicker, IpfsNode
 from verity.storage import Storage
 
