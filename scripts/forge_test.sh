@@ -7,14 +7,16 @@
 # passed test, and no compiler error. Extra arguments go to `forge test`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p .build
-log=.build/forge-test.log
+# FORGE_TEST_LOG: where forge's output is kept (tests of this wrapper, which run beside the real one under
+# `make test`, point it elsewhere: two writers on one log corrupt it).
+log=${FORGE_TEST_LOG:-.build/forge-test.log}
+mkdir -p "$(dirname "$log")"
 forge test "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
-summary=$(grep -E '^Ran [0-9]+ test suites? ' "$log" | tail -1)
+summary=$(grep -aE '^Ran [0-9]+ test suites? ' "$log" | tail -1)
 fail() { echo "forge_test.sh: FAILED: $*" >&2; exit 1; }
 [ "$rc" -eq 0 ] || fail "forge test exited with $rc"
-if grep -qE 'Error: (solc|Compiler run failed|Compilation failed)|Compiler run failed|RuntimeError' "$log"; then
+if grep -aqE 'Error: (solc|Compiler run failed|Compilation failed)|Compiler run failed|RuntimeError' "$log"; then
   fail "the Solidity compiler failed (see $log); no result of this run can be trusted"
 fi
 [ -n "$summary" ] || fail "forge printed no 'Ran N test suites' line: nothing was compiled or tested"
