@@ -25,9 +25,9 @@ anvil/node_modules/.installed: anvil/package.json anvil/package-lock.json
 	cd anvil && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-# forge (CPU-bound, ~3 min) runs beside pytest's first, chain-only tests; each prints its own summary line.
+# forge beside pytest (two xdist workers); each judged by its own summary line (scripts/test_all.sh).
 test: setup
-	$(MAKE) -j2 --output-sync=line test-forge test-py
+	BIN=$(BIN) scripts/test_all.sh
 
 test-forge:
 	scripts/forge_test.sh
