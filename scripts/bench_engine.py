@@ -2,12 +2,17 @@
 
     python scripts/bench_engine.py [--steps 1000] [--device cpu|cuda] [--ipfs /ip4/127.0.0.1/tcp/5001/http]
     python scripts/bench_engine.py --repro-check [--device cuda]
+    python scripts/bench_engine.py --profiles [--profile-steps 20] [--repeats 2] [--device cpu|cuda]
 
 For a ~2M-parameter MLP and the small transformer, and k in {10, 100, 1000},
 runs the plain loop and the engine (per-step RNG, hashing, a checkpoint every
 k steps written with fsync, and, with --ipfs, each checkpoint uploaded through
 verity.storage from the checkpoint callback), alternating, and reports wall
 time, the ratio engine / plain and peak RSS. Writes bench/out/engine.json.
+--profiles instead times Trainer.train_step for an MLP, a CNN and the GPT under
+the native profile and under portable-f32, one thread, and writes
+bench/out/profiles.json: {"mlp"|"cnn"|"gpt": {"native_ms_per_step",
+"portable_ms_per_step", "ratio", ...}}.
 """
 from __future__ import annotations
 
@@ -195,6 +200,78 @@ def show(result: dict) -> str:
     return "\n".join(md)
 
 
+def profile_workloads(device: str) -> dict:
+    """name -> (doc without "determinism"/"hardware", shard bytes) for the --profiles comparison:
+    the MLP and GPT of `workloads` and a CNN on 28x28 images."""
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.rand(2048, 784, generator=g), torch.randint(0, 10, (2048,), generator=g)
+    common = {"schema_version": 1, "init": {"seed": 1}, "optimizer": {"name": "adam", "lr": 1e-3},
+              "steps_per_round": 1, "rounds": 1, "checkpoint_interval": 1}
+    out = {}
+    mlp_meta = ShardMeta(task="classification", samples=2048, x_dtype="float32", x_shape=[784], num_classes=10)
+    out["mlp"] = (dict(common, model={"arch": "mlp", "config": {"in_features": 784, "hidden": [1024, 1024],
+                                                                "out_features": 10}},
+                       data=mlp_meta.spec().model_dump(mode="json"), shards=[{"cid": CID, "samples": 2048}],
+                       batch_size=64), shard_bytes(x, y, mlp_meta))
+    img = x.reshape(2048, 1, 28, 28)
+    cnn_meta = ShardMeta(task="classification", samples=2048, x_dtype="float32", x_shape=[1, 28, 28], num_classes=10)
+    out["cnn"] = (dict(common, model={"arch": "cnn", "config": {"in_channels": 1, "height": 28, "width": 28,
+                                                                "channels": [16, 32], "num_classes": 10}},
+                       data=cnn_meta.spec().model_dump(mode="json"), shards=[{"cid": CID, "samples": 2048}],
+                       batch_size=64), shard_bytes(img, y, cnn_meta))
+    tx, ty, vocab = char_corpus(_text(), 64, 16)
+    lm_meta = ShardMeta(task="lm", samples=len(tx), x_dtype="int64", x_shape=[64], y_shape=[64], vocab=vocab)
+    out["gpt"] = (dict(common, model={"arch": "gpt", "config": {"vocab_size": len(vocab), "block_size": 64,
+                                                                "n_layer": 4, "n_head": 4, "n_embd": 128}},
+                       data=lm_meta.spec().model_dump(mode="json"), shards=[{"cid": CID, "samples": len(tx)}],
+                       batch_size=8), shard_bytes(tx, ty, lm_meta))
+    return out
+
+
+def _ms_per_step(m, shard, device: str, steps: int, warmup: int) -> float:
+    """Mean wall ms of Trainer.train_step (sampling, forward, backward, update) after `warmup` steps."""
+    apply_profile(m.determinism)
+    torch.set_num_threads(1)                     # the portable profile leaves threads alone: compare at one
+    t = Trainer(m, shard, TaskRef(1, 0, 0), device)
+    t.load(initial_state(m))
+    for _ in range(warmup):
+        t.train_step()
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(steps):
+        t.train_step()
+    _sync(device)
+    return 1000.0 * (time.perf_counter() - start) / steps
+
+
+def bench_profiles(args) -> dict:
+    """ms/step of each model under the native profile and portable-f32, one thread, same process,
+    alternating the order over the repeats and keeping the fastest of each."""
+    native = "cuda-f32-strict" if args.device == "cuda" else "cpu-f32-strict"
+    hw = {"device_class": args.device, "min_memory_mb": 1024}
+    out = {}
+    for name, (doc, data) in profile_workloads(args.device).items():
+        ms = {"native": [], "portable": []}
+        ms_args = {}
+        for kind, prof in (("native", native), ("portable", "portable-f32")):
+            m = load_manifest(json.dumps(dict(doc, determinism=prof, hardware=hw)).encode())
+            ms_args[kind] = (m, load_shard(data, m.data))
+        for rep in range(args.repeats):
+            for kind in (("native", "portable") if rep % 2 == 0 else ("portable", "native")):
+                m, shard = ms_args[kind]
+                ms[kind].append(_ms_per_step(m, shard, args.device, args.profile_steps, warmup=3))
+        nat, por = min(ms["native"]), min(ms["portable"])
+        m = ms_args["native"][0]
+        out[name] = {"native_ms_per_step": round(nat, 3), "portable_ms_per_step": round(por, 3),
+                     "ratio": round(por / nat, 2), "native_profile": native, "device": args.device, "threads": 1,
+                     "batch_size": m.batch_size, "model": m.model.model_dump(mode="json"),
+                     "params": sum(t.numel() for t in initial_state(m).tensors.values()),
+                     "steps": args.profile_steps, "native_all_ms": [round(v, 3) for v in ms["native"]],
+                     "portable_all_ms": [round(v, 3) for v in ms["portable"]]}
+        console.print(name, out[name])
+    return out
+
+
 def repro_check(args) -> int:
     ok = True
     for name, (m, shard) in workloads(max(args.steps, args.k[0]), args.k[0], args.device).items():
@@ -219,9 +296,19 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--no-warmup", dest="warmup", action="store_false")
     ap.add_argument("--out", type=Path, default=Path("bench/out/engine.json"))
+    ap.add_argument("--profiles", action="store_true",
+                    help="ms/step native vs portable-f32 for mlp, cnn, gpt (one thread); writes bench/out/profiles.json")
+    ap.add_argument("--profile-steps", type=int, default=20, help="timed steps per run with --profiles")
     args = ap.parse_args()
     if args.repro_check:
         return repro_check(args)
+    if args.profiles:
+        out = args.out if args.out != Path("bench/out/engine.json") else Path("bench/out/profiles.json")
+        result = bench_profiles(args)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1) + "\n")
+        console.print(f"wrote {out}")
+        return 0
     result = bench(args)
     result["markdown"] = show(result)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -238,7 +238,7 @@ def job_mismatches(job, manifest) -> list[str]:
         "stepsPerRound": manifest.steps_per_round,
         "checkpointInterval": manifest.checkpoint_interval,
         "replication": manifest.verification.replication,
-        "profileBit": PROFILE_BITS[manifest.determinism],
+        "profileBit": PROFILE_BITS.get(manifest.determinism, 0),  # 0: a profile with no on-chain bit yet (portable-f32)
         "deviceClass": DEVICE_CUDA if manifest.hardware.device_class == "cuda" else DEVICE_CPU,
     }
     return [f"{name}: job {int(getattr(job, name))}, manifest {want}"

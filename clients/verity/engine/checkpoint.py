@@ -18,6 +18,7 @@ from typing import BinaryIO
 import torch
 
 from verity.errors import HashMismatch, StateInvalid
+from verity.engine.determinism import is_portable
 from verity.engine.manifest import Manifest
 from verity.engine.models import build_model, init_model
 from verity.engine.state import STATE_VERSION, TaskRef, TrainState
@@ -124,7 +125,7 @@ def initial_state(manifest: Manifest, weights: bytes | None = None) -> TrainStat
     `weights` (the bytes behind `init.weights`) is either a checkpoint of this
     job's model or a plain safetensors file with the model's state_dict names."""
     if manifest.init.seed is not None:
-        model = init_model(manifest.model, manifest.init.seed)
+        model = init_model(manifest.model, manifest.init.seed, is_portable(manifest.determinism))
         return TrainState({f"model/{k}": v for k, v in model.state_dict().items()})
     if weights is None:
         raise StateInvalid("init.weights", "the manifest names an initial weights file; pass its bytes")

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic.functional_validators import AfterValidator
 
 from verity.errors import ManifestInvalid
+from verity.engine.determinism import ANY_DEVICE, PROFILES
 from verity.engine.models import MAX_PARAMETERS, ModelSpec, count_parameters
 
 SCHEMA_VERSION = 1
@@ -145,7 +146,7 @@ class Manifest(_Strict):
     rounds: int = Field(ge=1, le=10_000)
     checkpoint_interval: int = Field(ge=1, le=10_000_000)
     aggregation: Aggregation = Aggregation()
-    determinism: Literal["cpu-f32-strict", "cuda-f32-strict"] = "cpu-f32-strict"
+    determinism: Literal["cpu-f32-strict", "cuda-f32-strict", "portable-f32"] = "cpu-f32-strict"
     verification: Verification = Verification()
     hardware: Hardware = Hardware()
 
@@ -160,7 +161,8 @@ def _cross_checks(m: Manifest) -> None:
     if m.steps_per_round % m.checkpoint_interval:
         raise ManifestInvalid("checkpoint_interval",
                               f"{m.checkpoint_interval} does not divide steps_per_round ({m.steps_per_round})")
-    if m.determinism.startswith("cuda") != (m.hardware.device_class == "cuda"):
+    device = PROFILES[m.determinism].device
+    if device != ANY_DEVICE and device != m.hardware.device_class:  # portable-f32 runs on either
         raise ManifestInvalid("hardware.device_class",
                               f"{m.hardware.device_class!r} does not match determinism profile {m.determinism!r}")
     d, c = m.data, m.model.config
@@ -185,9 +187,22 @@ def _cross_checks(m: Manifest) -> None:
             raise ManifestInvalid("model.config.vocab_size", f"{c.vocab_size} != data.vocab_size ({d.vocab_size})")
         if d.x_shape[0] > c.block_size:
             raise ManifestInvalid("data.x_shape", f"sequence length {d.x_shape[0]} exceeds block_size {c.block_size}")
+    if PROFILES[m.determinism].portable:
+        _portable_fits(m)
     n_params = count_parameters(m.model)
     if n_params > MAX_PARAMETERS:
         raise ManifestInvalid("model.config", f"{n_params} parameters exceed the limit of {MAX_PARAMETERS}")
+
+
+def _portable_fits(m: Manifest) -> None:
+    """portable-f32's exact GEMMs bound the contraction length; refuse a job no node could run."""
+    from verity.engine.portable.matmul import SCHEMES
+    from verity.engine.portable.models import SCHEME, contraction_lengths
+    limit = SCHEMES[SCHEME].max_contraction()
+    for field, k in contraction_lengths(m.model, m.batch_size, m.data.x_shape).items():
+        if k > limit:
+            raise ManifestInvalid(field, f"portable-f32 sums at most {limit} products exactly per GEMM; this job "
+                                         f"needs {k} (smaller batch, sequence or layer widths)")
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:

@@ -211,19 +211,34 @@ ModelSpec = Annotated[Union[MLPSpec, CNNSpec, GPTSpec], Field(discriminator="arc
 ZOO: dict[str, type[nn.Module]] = {"mlp": MLP, "cnn": CNN, "gpt": GPT}
 
 
-def build_model(spec: MLPSpec | CNNSpec | GPTSpec, device: str | torch.device = "cpu") -> nn.Module:
+def _zoo(portable: bool) -> dict[str, type[nn.Module]]:
+    if not portable:
+        return ZOO
+    from verity.engine.portable.models import ZOO as PORTABLE_ZOO  # lazy: it subclasses this module's models
+    return PORTABLE_ZOO
+
+
+def build_model(spec: MLPSpec | CNNSpec | GPTSpec, device: str | torch.device = "cpu",
+                portable: bool = False) -> nn.Module:
     """The model with *uninitialised* storage on `device`: call `init_weights`
     or `load_state_dict` before use. Built on meta first so that construction
-    neither allocates twice nor draws from the global RNG."""
+    neither allocates twice nor draws from the global RNG. `portable`: the same
+    parameters, forward on verity.engine.portable ops (profile portable-f32)."""
     with torch.device("meta"):
-        model = ZOO[spec.arch](spec.config)
+        model = _zoo(portable)[spec.arch](spec.config)
     return model.to_empty(device=device)
 
 
-def init_model(spec: MLPSpec | CNNSpec | GPTSpec, seed: int) -> nn.Module:
-    """A CPU model initialised from `seed` alone (same bits on every machine)."""
-    model = build_model(spec, "cpu")
-    model.init_weights(torch.Generator(device="cpu").manual_seed(seed))
+def init_model(spec: MLPSpec | CNNSpec | GPTSpec, seed: int, portable: bool = False) -> nn.Module:
+    """A CPU model initialised from `seed` alone. Native init: same bits for the same
+    torch build and ISA level; `portable`: same bits on every machine (portable/init.py)."""
+    model = build_model(spec, "cpu", portable)
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    if portable:
+        from verity.engine.portable.init import init_weights
+        init_weights(model, g)
+    else:
+        model.init_weights(g)
     return model
 
 

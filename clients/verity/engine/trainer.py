@@ -8,14 +8,23 @@ import torch
 import torch.nn.functional as F
 
 from verity.engine.checkpoint import optimizer_keys
+from verity.engine.determinism import ANY_DEVICE, get_profile, is_portable, job_device
 from verity.engine.data import Shard
 from verity.engine.manifest import Manifest
 from verity.engine.models import build_model
+from verity.engine.portable.layers import cross_entropy as portable_cross_entropy
+from verity.engine.portable.optim import PortableAdam, PortableSGD
 from verity.engine.state import TaskRef, TrainState, state_hash, step_generator
+from verity.errors import ProfileUnsupported
 
 
 def make_optimizer(manifest: Manifest, model: torch.nn.Module) -> torch.optim.Optimizer:
     o = manifest.optimizer
+    if is_portable(manifest.determinism):  # separate elementwise ops, same state keys (portable/optim.py)
+        if o.name == "sgd":
+            return PortableSGD(model.parameters(), lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay)
+        return PortableAdam(model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay,
+                            decoupled=o.name == "adamw")
     # foreach/fused off: one plain, readable per-parameter loop on every device.
     if o.name == "sgd":
         return torch.optim.SGD(model.parameters(), lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay,
@@ -29,10 +38,21 @@ def loss_fn(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
 
 
+def loss_for(portable: bool):
+    """The training loss of a profile: native cross-entropy, or the portable one (fixed-tree mean)."""
+    return portable_cross_entropy if portable else loss_fn
+
+
 class Trainer:
     def __init__(self, manifest: Manifest, shard: Shard, task: TaskRef, device: str = "cpu"):
+        profile = get_profile(manifest.determinism)
+        if device == ANY_DEVICE:  # a device-agnostic profile: the job's device class decides
+            device = job_device(profile, manifest.hardware.device_class)
+            if device == "cuda" and not torch.cuda.is_available():
+                raise ProfileUnsupported(profile.name, "the job asks for CUDA and no CUDA device is available")
         self.manifest, self.task, self.device = manifest, task, torch.device(device)
-        self.model = build_model(manifest.model, self.device)
+        self.model = build_model(manifest.model, self.device, profile.portable)
+        self.loss = loss_for(profile.portable)
         self.opt = make_optimizer(manifest, self.model)
         self.x, self.y = shard.x.to(self.device), shard.y.to(self.device)
         self.step = 0
@@ -78,7 +98,7 @@ class Trainer:
     def train_step(self) -> torch.Tensor:
         g = step_generator(self.task, self.step)
         idx = torch.randint(len(self.x), (self.manifest.batch_size,), generator=g).to(self.device)
-        loss = loss_fn(self.model(self.x[idx]), self.y[idx])
+        loss = self.loss(self.model(self.x[idx]), self.y[idx])
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()

@@ -11,6 +11,10 @@ Float32 in, float32 out, the same torch code on CPU and CUDA:
 Each has a backward built from the same pieces (autograd.py). What each op
 costs against its native counterpart: scripts/bench_portable_ops.py.
 
+The portable-f32 profile (determinism.py) trains with these: layers.py
+(softmax, cross-entropy, layer norm, GELU, embedding, conv2d), models.py (the
+zoo's forward passes), init.py (initial weights), optim.py (SGD, Adam, AdamW).
+
 Process-wide caveat: torch.set_flush_denormal(True) changes subnormal results;
 a portable profile must leave it off.
 """
