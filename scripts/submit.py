@@ -169,7 +169,7 @@ def cli(network, model, model_config, dataset, shards, rounds, steps, k, replica
             pot = _fund_pot(fees, token, job_id, prepared, sender)
         except PotNotFunded as exc:
             pot, unfunded = 0, exc
-        funded = ("verification pot NOT funded" if unfunded else prepared.pot_text() if pot else "no verification pot")
+        funded = prepared.pot_status(pot, unfunded is not None)
         click.echo(f"posted job {job_id}: {escrow / 1e18:g} VRT in escrow, {funded}, tx {receipt.txn_hash}")
         from verity.submit_wait import job_record, write_record
 

@@ -132,6 +132,12 @@ class PreparedJob:
         terms = self.fee_terms()
         return terms.amount if terms else 0
 
+    def pot_status(self, funded: int, failed: bool) -> str:
+        """What the submit commands print about the pot after `fund` was tried (`funded`: wei funded)."""
+        if failed:
+            return "verification pot NOT funded"
+        return self.pot_text() if funded else "no verification pot"
+
     def pot_text(self) -> str:
         """The pot as the submit commands print it next to the escrow."""
         terms = self.fee_terms()

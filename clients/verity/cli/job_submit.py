@@ -112,7 +112,7 @@ def submit(
             pot = fund_pot_web3(chain, job_id, prepared)
         except PotNotFunded as exc:
             pot, unfunded = 0, exc
-        funded = ("verification pot NOT funded" if unfunded else prepared.pot_text() if pot else "no verification pot")
+        funded = prepared.pot_status(pot, unfunded is not None)
         typer.echo(f"posted job {job_id}: {prepared.escrow() / 1e18:g} VRT in escrow, {funded}, submitter {chain.address}")
         write_record(out, {**job_record(job_id, prepared, chain.address), "verification_pot": pot})
         if unfunded is not None:
