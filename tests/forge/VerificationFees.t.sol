@@ -255,7 +255,9 @@ contract VerificationFeesTest is Fixture {
         _claim(verifier, taskId, keccak256("any"), h[4]);
     }
 
-    /// @notice checksPerTask bounds what one task costs the pot.
+    /// @notice checksPerTask bounds what one task costs the pot. It is also the residual docs/protocol-v2.md names:
+    ///         slots are first come, first served, so whoever claims first (a solver's sampled sybil verifier, say)
+    ///         leaves a later honest claimant ChecksExhausted.
     function test_claim_pastChecksPerTask_reverts() public {
         uint256 jobId = _post(_params(1, 1, 1));
         vm.prank(submitter);
