@@ -48,3 +48,24 @@ def test_anvil_stop_cleans_up_succeeds(tmp_path):
 
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_anvil_spills_old_states_into_its_own_bounded_directory_succeeds(tmp_path):
+    """anvil's default wrote a full state per block into ~/.foundry/anvil/tmp and never removed it:
+    ~5 GB per test run, until the disk filled. Ours spill into the chain's directory, at most N of them."""
+    from web3 import Web3
+
+    from verity.devnet.anvil import PERSISTED_STATES
+
+    assert 0 < PERSISTED_STATES <= 256
+    chain = Anvil(tmp_path / "anvil", accounts=2, persisted_states=8).start()
+    try:
+        w3 = Web3(Web3.HTTPProvider(chain.rpc_url))
+        a = w3.eth.accounts
+        for _ in range(800):  # one block each: past anvil's in-memory window (~640 here), so states spill
+            w3.eth.send_transaction({"from": a[0], "to": a[1], "value": 1})
+        spilled = list((tmp_path / "anvil" / "states").rglob("*.json"))
+        assert 0 < len(spilled) <= 8, len(spilled)  # it did spill (~160 states), and kept at most 8
+        assert chain.rpc("eth_getBalance", [a[1], "latest"]) is not None
+    finally:
+        chain.stop()

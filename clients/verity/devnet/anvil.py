@@ -1,6 +1,8 @@
 """A local anvil (foundry 1.7.1, from the repo's npm toolchain) on auto-mine.
 
-Layout of `state_dir`: `anvil.log`, `anvil.pid`, and `anvil-state.json` when
+Layout of `state_dir`: `anvil.log`, `anvil.pid`, `states/` (anvil's on-disk
+cache of old block states, at most `PERSISTED_STATES` of them), and
+`anvil-state.json` when
 `persist=True` (anvil's `--state`: loaded at start, written on SIGTERM, so a
 devnet keeps its contracts across down/up; while it runs, the devnet's block
 ticker saves it every second, atomically, for the case of a SIGKILL). Tests
@@ -18,6 +20,11 @@ from verity.devnet.tools import anvil_bin, tool_env
 
 DEV_MNEMONIC = "test test test test test test test test test test test junk"
 CHAIN_ID = 31337
+# Old block states anvil may keep on disk once its in-memory window is full.
+# Unbounded (anvil's default) it wrote a full state per block into
+# ~/.foundry/anvil/tmp and never removed it when stopped: ~5 GB per test run,
+# until the disk filled. Our clients read only recent blocks, which stay in memory.
+PERSISTED_STATES = 64
 
 
 class Anvil(ManagedProcess):
@@ -46,17 +53,24 @@ class Anvil(ManagedProcess):
         start_timeout: float = 30.0,
         stop_timeout: float = 10.0,
         die_with_parent: bool = True,
+        persisted_states: int = PERSISTED_STATES,
     ) -> None:
         super().__init__(state_dir, start_timeout=start_timeout, stop_timeout=stop_timeout,
                          die_with_parent=die_with_parent)
         self.port = port or free_port()
         self.accounts, self.mnemonic, self.chain_id = accounts, mnemonic, chain_id
         self.balance_eth, self.persist, self.block_interval = balance_eth, persist, block_interval
+        self.persisted_states = persisted_states
         self.ticker: BlockTicker | None = None
 
     @property
     def state_dir(self) -> Path:
         return self.directory
+
+    @property
+    def states_dir(self) -> Path:
+        """Where anvil spills old block states (bounded; removed with the devnet's directory)."""
+        return self.state_dir / "states"
 
     @property
     def rpc_url(self) -> str:
@@ -74,6 +88,7 @@ class Anvil(ManagedProcess):
             anvil_bin(), "--host", "127.0.0.1", "--port", str(self.port),
             "--chain-id", str(self.chain_id), "--accounts", str(self.accounts),
             "--mnemonic", self.mnemonic, "--balance", str(self.balance_eth),
+            "--cache-path", str(self.states_dir), "--max-persisted-states", str(self.persisted_states),
         ]  # no --block-time: auto-mine (see module docs of verity.devnet.ticker)
         if self.persist:
             cmd += ["--state", str(self.state_path)]  # no --state-interval: it rewrites the file in place
