@@ -5,3 +5,10 @@ import warnings as _warnings
 
 # ipfshttpclient 0.7 passes urllib3 a parameter urllib3 2 deprecates; harmless, and noisy in every command.
 _warnings.filterwarnings("ignore", message="The 'strict' parameter is no longer needed", category=FutureWarning)
+
+import os as _os
+
+# The cpu-f32-strict hardware class pins MKL's AVX2 reproducibility branch (verity.engine.determinism). MKL reads
+# MKL_CBWR once, when it starts, so it is set here, before any of our code can reach a BLAS call; an operator's own
+# value wins (and the profile check then says whether this process can serve the class).
+_os.environ.setdefault("MKL_CBWR", "AVX2")

@@ -17,6 +17,7 @@ uint8 constant DEVICE_CUDA = 1;
 /// @dev Determinism profile bits (NodeRegistry.profiles; a job names exactly one bit).
 uint32 constant PROFILE_CPU_F32_STRICT = 1;
 uint32 constant PROFILE_CUDA_F32_STRICT = 2;
+uint32 constant PROFILE_PORTABLE_F32 = 4; // same bits on any CPU or GPU (docs/engine.md, "Portable profile")
 
 uint256 constant BPS = 10_000;
 

@@ -66,11 +66,12 @@ def test_protocol_enums_match_verity_types_succeeds():
 def test_protocol_constants_match_verity_types_succeeds():
     constants = _constants()
     assert {"ROLE_SOLVER", "ROLE_VERIFIER", "ROLE_REFEREE", "DEVICE_CPU", "DEVICE_CUDA", "PROFILE_CPU_F32_STRICT",
-            "PROFILE_CUDA_F32_STRICT", "BPS"} <= set(constants)
+            "PROFILE_CUDA_F32_STRICT", "PROFILE_PORTABLE_F32", "BPS"} <= set(constants)
     for name, value in constants.items():
         assert getattr(protocol, name) == value, name
     assert protocol.PROFILE_BITS == {"cpu-f32-strict": constants["PROFILE_CPU_F32_STRICT"],
-                                     "cuda-f32-strict": constants["PROFILE_CUDA_F32_STRICT"]}
+                                     "cuda-f32-strict": constants["PROFILE_CUDA_F32_STRICT"],
+                                     "portable-f32": constants["PROFILE_PORTABLE_F32"]}
 
 
 def test_struct_builders_match_verity_types_field_order_succeeds():

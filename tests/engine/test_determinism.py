@@ -44,3 +44,55 @@ def test_deterministic_pins_and_restores():
         assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
         assert torch.get_default_dtype() == torch.float32
     assert (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()) == before
+
+
+# ------------------------------------------------------------------ hardware classes
+
+
+def test_native_profiles_name_their_hardware_class_portable_pins_none():
+    strict = determinism.PROFILES["cpu-f32-strict"].pins()
+    assert strict == {"class": "x86-64-avx2", "torch": "2.13.0", "device": "cpu", "threads": 1,
+                      "aten_capability": "AVX2", "blas_mode": "MKL_CBWR=AVX2", "cuda_capability": None}
+    assert determinism.PROFILES["cuda-f32-strict"].pins()["cuda_capability"] == "9.0"
+    portable = determinism.PROFILES["portable-f32"].pins()
+    assert portable["class"] == "any" and portable["threads"] is None
+    assert portable["aten_capability"] is portable["blas_mode"] is portable["cuda_capability"] is None
+
+
+def test_strict_class_refuses_another_blas_branch(monkeypatch):
+    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
+    with pytest.raises(ProfileUnsupported, match="MKL_CBWR=AVX2"):
+        check_environment("cpu-f32-strict")
+    check_environment("portable-f32")  # pins no BLAS branch
+
+
+def test_strict_class_refuses_other_aten_kernels(monkeypatch):
+    monkeypatch.setattr(determinism.torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    with pytest.raises(ProfileUnsupported, match="ATEN_CPU_CAPABILITY=avx2"):
+        check_environment("cpu-f32-strict")
+    check_environment("portable-f32")
+
+
+def test_cuda_class_refuses_another_architecture(monkeypatch):
+    monkeypatch.setattr(determinism.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(determinism.torch.cuda, "get_device_capability", lambda *a: (8, 0))
+    with pytest.raises(ProfileUnsupported, match=r"pins \(9, 0\)"):
+        check_environment("cuda-f32-strict")
+
+
+def test_a_process_on_default_aten_kernels_serves_portable_not_strict():
+    """A real process whose ATen dispatch is forced to the kernels a CPU without AVX2 runs."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from verity.engine.determinism import check_environment as c\n"
+            "from verity.errors import ProfileUnsupported\n"
+            "c('portable-f32')\n"
+            "try:\n    c('cpu-f32-strict'); print('served')\n"
+            "except ProfileUnsupported as e:\n    print('refused', e)\n")
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
+    env.pop("MKL_CBWR", None)  # `import verity` sets the class's branch itself
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("refused") and "DEFAULT" in out.stdout, out.stdout

@@ -16,7 +16,7 @@ from eth_utils import keccak, to_checksum_address
 __all__ = [
     "JobStatus", "TaskKind", "TaskStatus", "ReplicaStatus", "DisputePhase", "DisputeOutcome", "Verdict", "PanelPhase",
     "ROLE_SOLVER", "ROLE_VERIFIER", "ROLE_REFEREE", "DEVICE_CPU", "DEVICE_CUDA", "PROFILE_CPU_F32_STRICT",
-    "PROFILE_CUDA_F32_STRICT", "PROFILE_BITS", "BPS", "REFEREE_SLASH_REASONS",
+    "PROFILE_CUDA_F32_STRICT", "PROFILE_PORTABLE_F32", "PROFILE_BITS", "BPS", "REFEREE_SLASH_REASONS",
     "replica_commitment", "challenge_commitment", "check_commitment", "fee_ticket", "fee_sampled",
     "vote_commitment", "escrow_for", "job_mismatches",
     "PostJobParams", "PinpointProof", "CONTRACTS",
@@ -33,7 +33,9 @@ DEVICE_CUDA = 1
 
 PROFILE_CPU_F32_STRICT = 1
 PROFILE_CUDA_F32_STRICT = 2
-PROFILE_BITS = {"cpu-f32-strict": PROFILE_CPU_F32_STRICT, "cuda-f32-strict": PROFILE_CUDA_F32_STRICT}
+PROFILE_PORTABLE_F32 = 4
+PROFILE_BITS = {"cpu-f32-strict": PROFILE_CPU_F32_STRICT, "cuda-f32-strict": PROFILE_CUDA_F32_STRICT,
+                "portable-f32": PROFILE_PORTABLE_F32}
 
 BPS = 10_000
 
@@ -238,7 +240,7 @@ def job_mismatches(job, manifest) -> list[str]:
         "stepsPerRound": manifest.steps_per_round,
         "checkpointInterval": manifest.checkpoint_interval,
         "replication": manifest.verification.replication,
-        "profileBit": PROFILE_BITS.get(manifest.determinism, 0),  # 0: a profile with no on-chain bit yet (portable-f32)
+        "profileBit": PROFILE_BITS.get(manifest.determinism, 0),  # 0: a profile with no on-chain bit
         "deviceClass": DEVICE_CUDA if manifest.hardware.device_class == "cuda" else DEVICE_CPU,
     }
     return [f"{name}: job {int(getattr(job, name))}, manifest {want}"

@@ -5,9 +5,12 @@ cannot honour a profile; `apply_profile(name)` checks and then sets every
 process-wide knob; `deterministic(name)` does the same for a `with` block and
 restores the previous settings afterwards. What each profile pins is listed
 in docs/engine.md; the step RNG (no global RNG anywhere) lives in state.py.
-The native profiles pin threads and rely on the same ISA level and build;
-portable-f32 computes with verity.engine.portable instead, so it needs no
-thread, ISA or device pin.
+The native profiles are hardware classes: each pins what changes a native
+kernel's bits (torch release, ATen's CPU kernel level, the BLAS's
+reproducibility branch, threads, CUDA architecture) and refuses to run where
+any pin differs, so a job under a native class is served only by nodes of
+that class. portable-f32 computes with verity.engine.portable instead, so it
+pins none of them: a job chooses speed (a native class) or openness (portable).
 """
 from __future__ import annotations
 
@@ -24,6 +27,23 @@ CUBLAS_WORKSPACE = ":4096:8"
 
 
 ANY_DEVICE = "any"
+BLAS_MODE_ENV = "MKL_CBWR"   # MKL's conditional numerical reproducibility branch, read once when MKL starts
+DEFAULT_BLAS_MODE = "AVX2"    # what `verity` sets before torch loads, unless the operator set another
+
+
+@dataclass(frozen=True)
+class HardwareClass:
+    """What a native profile pins beyond torch's release and its thread count.
+
+    aten_capability: the kernel level ATen dispatches (torch.backends.cpu.get_cpu_capability()); a CPU with
+        more (AVX512) is pinned down with ATEN_CPU_CAPABILITY, one with less cannot serve the class.
+    blas_mode: MKL_CBWR's value; "AVX2" runs the same code path on every AVX2-capable x86 CPU.
+    cuda_capability: the GPU's compute capability (major, minor); kernels and cuBLAS heuristics differ per arch.
+    """
+    name: str
+    aten_capability: str | None = None
+    blas_mode: str | None = None
+    cuda_capability: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -34,11 +54,25 @@ class Profile:
     num_threads: int | None  # intra-op threads; None: left as the operator set them
     interop_threads: int | None
     portable: bool = False  # models, loss and optimizer built on verity.engine.portable ops
+    hardware: HardwareClass | None = None  # native profiles: the class they pin; portable: None (no pins)
+
+    def pins(self) -> dict:
+        """Everything this profile pins, for `verity node doctor` and docs/engine.md."""
+        hw = self.hardware or HardwareClass("any")
+        return {"class": hw.name, "torch": self.torch_version, "device": self.device, "threads": self.num_threads,
+                "aten_capability": hw.aten_capability, "blas_mode": hw.blas_mode and f"{BLAS_MODE_ENV}={hw.blas_mode}",
+                "cuda_capability": ".".join(map(str, hw.cuda_capability)) if hw.cuda_capability else None}
 
 
 PROFILES = {
-    "cpu-f32-strict": Profile("cpu-f32-strict", "cpu", "2.13.0", num_threads=1, interop_threads=1),
-    "cuda-f32-strict": Profile("cuda-f32-strict", "cuda", "2.13.0", num_threads=1, interop_threads=1),
+    # x86-64 with AVX2 kernels and MKL's AVX2 branch, one thread (measured: ATen's default kernels, MKL's
+    # COMPATIBLE branch and two threads each change the digits-MLP trace from its first checkpoint)
+    "cpu-f32-strict": Profile("cpu-f32-strict", "cpu", "2.13.0", num_threads=1, interop_threads=1,
+                              hardware=HardwareClass("x86-64-avx2", aten_capability="AVX2",
+                                                     blas_mode=DEFAULT_BLAS_MODE)),
+    # NVIDIA Hopper (H100/H200, sm_90), deterministic cuBLAS workspace, no TF32
+    "cuda-f32-strict": Profile("cuda-f32-strict", "cuda", "2.13.0", num_threads=1, interop_threads=1,
+                               hardware=HardwareClass("cuda-sm90", cuda_capability=(9, 0))),
     # Bits depend only on the manifest: every op is exact or a fixed sequence of
     # correctly rounded IEEE operations, so threads, ATen ISA level, BLAS and
     # device may be anything (docs/engine.md, "Portable profile").
@@ -71,9 +105,20 @@ def check_environment(name: str) -> Profile:
     installed = torch.__version__.split("+")[0]
     if installed != p.torch_version:
         raise ProfileUnsupported(name, f"needs torch {p.torch_version}, this process has {torch.__version__}")
+    hw = p.hardware or HardwareClass("any")
+    if hw.aten_capability is not None and torch.backends.cpu.get_cpu_capability() != hw.aten_capability:
+        raise ProfileUnsupported(name, f"ATen runs {torch.backends.cpu.get_cpu_capability()} kernels, class {hw.name} "
+                                       f"pins {hw.aten_capability}: start the process with "
+                                       f"ATEN_CPU_CAPABILITY={hw.aten_capability.lower()} (the CPU must support it)")
+    if hw.blas_mode is not None and os.environ.get(BLAS_MODE_ENV) != hw.blas_mode:
+        raise ProfileUnsupported(name, f"{BLAS_MODE_ENV} is {os.environ.get(BLAS_MODE_ENV)!r}, class {hw.name} pins "
+                                       f"{hw.blas_mode!r}: start the process with {BLAS_MODE_ENV}={hw.blas_mode}")
     if p.device == "cuda":
         if not torch.cuda.is_available():
             raise ProfileUnsupported(name, "no CUDA device is available")
+        if hw.cuda_capability is not None and torch.cuda.get_device_capability() != hw.cuda_capability:
+            raise ProfileUnsupported(name, f"the GPU has compute capability {torch.cuda.get_device_capability()}, "
+                                           f"class {hw.name} pins {hw.cuda_capability}")
         ws = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
         if ws != CUBLAS_WORKSPACE and torch.cuda.is_initialized():
             raise ProfileUnsupported(name, f"CUBLAS_WORKSPACE_CONFIG is {ws!r} and CUDA is already initialised; "
