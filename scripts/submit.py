@@ -116,6 +116,7 @@ def _fund_pot(fees, token, job_id: int, prepared, sender) -> int:
 @click.option("--block", default=D.block, show_default=True, help=HELP["block"])
 @click.option("--challenge-window", default=D.challenge_window, show_default=True, help=HELP["challenge_window"])
 @click.option("--name", default=D.name, help=HELP["name"])
+@click.option("--profile", default=D.profile, show_default=True, help=HELP["profile"])
 @click.option("--verification-fee", default=None, type=float, help=HELP["verification_fee"])
 @click.option("--checks-per-task", default=D.checks_per_task, show_default=True, help=HELP["checks_per_task"])
 @click.option("--fee-sample-rate", default=D.fee_sample_rate, show_default=True, help=HELP["fee_sample_rate"])
@@ -126,8 +127,8 @@ def _fund_pot(fees, token, job_id: int, prepared, sender) -> int:
 @click.option("--timeout", default=1800.0, show_default=True, type=click.FloatRange(min=0), help=HELP["timeout"])
 @click.option("--out", type=click.Path(path_type=Path), default=None, help=HELP["out"])
 def cli(network, model, model_config, dataset, shards, rounds, steps, k, replication, payment, stake, aggregation,
-        trim, batch_size, optimizer, lr, seed, eval_fraction, block, challenge_window, name, verification_fee,
-        checks_per_task, fee_sample_rate, no_verification_fee, alias, test_account, wait, timeout, out):
+        trim, batch_size, optimizer, lr, seed, eval_fraction, block, challenge_window, name, profile,
+        verification_fee, checks_per_task, fee_sample_rate, no_verification_fee, alias, test_account, wait, timeout, out):
     """Post a training job (shards and manifest to IPFS, escrow on-chain)."""
     from verity.cli.common import settings
     from verity.storage import Storage
@@ -138,7 +139,7 @@ def cli(network, model, model_config, dataset, shards, rounds, steps, k, replica
                        rounds=rounds, steps=steps, k=k, replication=replication, payment=payment, stake=stake,
                        aggregation=aggregation, trim=trim, batch_size=batch_size, optimizer=optimizer, lr=lr,
                        seed=seed, eval_fraction=eval_fraction, block=block, challenge_window=challenge_window,
-                       name=name, verification_fee=verification_fee_of(payment, verification_fee, no_verification_fee),
+                       name=name, profile=profile, verification_fee=verification_fee_of(payment, verification_fee, no_verification_fee),
                        checks_per_task=checks_per_task, fee_sample_rate=fee_sample_rate)
         sender = _sender(alias, test_account)
         rpc_url = _devnet_rpc(network)

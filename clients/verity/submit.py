@@ -19,7 +19,7 @@ from typing import NamedTuple
 from eth_utils import keccak
 from web3.logs import DISCARD
 
-from verity.chain.protocol import BPS, DEVICE_CPU, PROFILE_BITS, PostJobParams, escrow_for
+from verity.chain.protocol import BPS, DEVICE_CPU, DEVICE_CUDA, PROFILE_BITS, PostJobParams, escrow_for
 from verity.cid import cid_to_digest
 from verity.engine.checkpoint import initial_state
 from verity.engine.manifest import Manifest, load_manifest
@@ -27,7 +27,7 @@ from verity.errors import ManifestInvalid, VerityError
 from verity.storage import Storage, cid_of_bytes
 from verity.submit_data import load_job_data
 from verity.submit_options import (BLOCK, CHECKS_PER_TASK, DATASET, EVAL_FRACTION, FEE_SAMPLE_RATE,
-                                   MIN_CHALLENGE_WINDOW, SEED, SHARDS, BadJobSpec, fee_rate_bps, to_wei, validate_spec)
+                                   MIN_CHALLENGE_WINDOW, PROFILE, SEED, SHARDS, BadJobSpec, fee_rate_bps, to_wei, validate_spec)
 
 TOKEN = 10**18
 
@@ -59,6 +59,7 @@ class JobSpec:
     execution_window: int = 0          # 0 = the contract's default
     reveal_window: int = 0
     name: str = ""
+    profile: str = PROFILE              # determinism profile: a native hardware class (fast) or portable-f32 (open)
     # Verification pot (VerificationFees.fund). None: no pot; the submit commands default it to 0.1 x payment
     # (submit_options.verification_fee_of); library callers opt in.
     verification_fee: float | None = None   # VRT per matching blind check
@@ -110,8 +111,8 @@ class PreparedJob:
             manifestCid=cid_to_digest(self.manifest_cid), manifestHash=keccak(self.manifest_bytes),
             initialStateHash=self.initial_hash, shards=s.shards, rounds=s.rounds, stepsPerRound=s.steps,
             checkpointInterval=s.k, paymentPerTask=int(s.payment * TOKEN), replication=s.replication,
-            stakePerReplica=int(s.stake * TOKEN), deviceClass=DEVICE_CPU, minMemoryMb=1024,
-            profileBit=PROFILE_BITS["cpu-f32-strict"], executionWindow=s.execution_window, revealWindow=s.reveal_window,
+            stakePerReplica=int(s.stake * TOKEN), deviceClass=DEVICE_CUDA if _device(s) == "cuda" else DEVICE_CPU,
+            minMemoryMb=1024, profileBit=PROFILE_BITS[s.profile], executionWindow=s.execution_window, revealWindow=s.reveal_window,
             challengeWindow=s.challenge_window if s.replication == 1 else 0)
 
     def escrow(self) -> int:
@@ -188,6 +189,14 @@ def _checked_manifest(raw: bytes, spec: JobSpec) -> tuple[Manifest, bytes]:
         raise BadJobSpec(_option_of("model", spec), str(exc).splitlines()[0]) from None
 
 
+def _device(spec: JobSpec) -> str:
+    """The manifest's device class: the profile's own; portable-f32 runs anywhere and is posted as a CPU job."""
+    from verity.engine.determinism import ANY_DEVICE, PROFILES
+
+    device = PROFILES[spec.profile].device
+    return "cpu" if device == ANY_DEVICE else device
+
+
 def plan_job(spec: JobSpec) -> PreparedJob:
     """Check every option and build the job in memory; nothing is uploaded, nothing touches the chain."""
     validate_spec(spec)
@@ -206,6 +215,7 @@ def plan_job(spec: JobSpec) -> PreparedJob:
         "steps_per_round": spec.steps, "rounds": spec.rounds, "checkpoint_interval": spec.k,
         "aggregation": {"rule": spec.aggregation, "trim": spec.trim},
         "verification": {"replication": spec.replication, "challenge_window": max(MIN_CHALLENGE_WINDOW, spec.challenge_window)},
+        "determinism": spec.profile, "hardware": {"device_class": _device(spec)},
     }
     if eval_cid:
         doc["eval_shard"] = {"cid": eval_cid, "samples": data.eval_meta.samples}

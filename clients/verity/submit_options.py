@@ -41,6 +41,8 @@ CHECKS_PER_TASK = 2
 FEE_SAMPLE_RATE = 1.0
 
 MODELS = ("mlp", "cnn", "gpt")
+PROFILE = "cpu-f32-strict"
+PROFILE_NAMES = ("cpu-f32-strict", "cuda-f32-strict", "portable-f32")  # verity.engine.determinism.PROFILES
 AGGREGATIONS = ("mean", "median", "trimmed_mean")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 
@@ -82,6 +84,8 @@ HELP = {
     "block": "text corpus: characters per sample",
     "challenge_window": f"seconds a result may be challenged (replication 1; replication 2 takes the contract's "
                         f"default; 0 = the contract's default, at most {MAX_WINDOW})",
+    "profile": "determinism profile: cpu-f32-strict (x86-64 AVX2 class, fast) | cuda-f32-strict (sm_90 class) | "
+               "portable-f32 (same bits on any CPU or GPU, slower; any node can serve and check it)",
     "name": "job name stored in the manifest (default: '<model> on <dataset>')",
     "verification_fee": f"VRT paid per matching blind check of a task from the job's verification pot (> 0; default "
                         f"{FEE_OF_PAYMENT:g} x --payment); the pot, fee x checks x tasks, is funded after postJob",
@@ -122,6 +126,8 @@ def validate_spec(spec: JobSpec) -> None:
             raise BadJobSpec(name, f"{value:g} VRT must be a positive amount")
         if int(value * 10**18) == 0:
             raise BadJobSpec(name, f"{value:g} VRT is below one wei")
+    if spec.profile not in PROFILE_NAMES:
+        raise BadJobSpec("profile", f"{spec.profile!r} is not one of {', '.join(PROFILE_NAMES)}")
     if spec.aggregation not in AGGREGATIONS:
         raise BadJobSpec("aggregation", f"{spec.aggregation!r} is not one of {', '.join(AGGREGATIONS)}")
     if spec.aggregation == "trimmed_mean" and not 0 < spec.trim < 0.5:

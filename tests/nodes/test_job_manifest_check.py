@@ -33,3 +33,28 @@ def test_job_mismatches_submitted_job_matches_its_manifest_succeeds(prepared):
 def test_job_mismatches_each_differing_parameter_named(prepared, field, value):
     wrong = job_mismatches(_job(prepared, **{field: value}), load_manifest(prepared.manifest_bytes))
     assert len(wrong) == 1 and wrong[0].startswith(f"{field}: job {value}, manifest ")
+
+
+@pytest.mark.parametrize("profile, bit, device", [("portable-f32", 4, 0), ("cuda-f32-strict", 2, 1),
+                                                  ("cpu-f32-strict", 1, 0)])
+def test_submitted_profile_is_in_the_manifest_and_the_job_succeeds(profile, bit, device):
+    """--profile reaches both the manifest and the posted job's profile bit, so nodes of that class draw it."""
+    p = plan_job(JobSpec(shards=2, rounds=1, steps=10, k=10, profile=profile))
+    m = load_manifest(p.manifest_bytes)
+    assert m.determinism == profile
+    assert (p.post_params().profileBit, p.post_params().deviceClass) == (bit, device)
+    assert job_mismatches(_job(p), m) == []
+
+
+def test_unknown_profile_refused_before_anything_is_built():
+    from verity.submit_options import BadJobSpec
+
+    with pytest.raises(BadJobSpec, match="--profile: 'gpu-fast' is not one of"):
+        plan_job(JobSpec(shards=2, profile="gpu-fast"))
+
+
+def test_submit_profile_names_are_the_engine_profiles():
+    from verity.engine.determinism import PROFILES
+    from verity.submit_options import PROFILE_NAMES
+
+    assert PROFILE_NAMES == tuple(PROFILES)

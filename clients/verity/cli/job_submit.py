@@ -67,6 +67,7 @@ def submit(
     block: Annotated[int, _opt("block")] = D.block,
     challenge_window: Annotated[int, _opt("challenge_window")] = D.challenge_window,
     name: Annotated[str, _opt("name")] = D.name,
+    profile: Annotated[str, _opt("profile")] = D.profile,
     verification_fee: Annotated[Optional[float], _opt("verification_fee")] = None,
     checks_per_task: Annotated[int, _opt("checks_per_task")] = D.checks_per_task,
     fee_sample_rate: Annotated[float, _opt("fee_sample_rate")] = D.fee_sample_rate,
@@ -95,7 +96,7 @@ def submit(
                        rounds=rounds, steps=steps, k=k, replication=replication, payment=payment, stake=stake,
                        aggregation=aggregation, trim=trim, batch_size=batch_size, optimizer=optimizer, lr=lr,
                        seed=seed, eval_fraction=eval_fraction, block=block, challenge_window=challenge_window,
-                       name=name, verification_fee=verification_fee_of(payment, verification_fee, no_verification_fee),
+                       name=name, profile=profile, verification_fee=verification_fee_of(payment, verification_fee, no_verification_fee),
                        checks_per_task=checks_per_task, fee_sample_rate=fee_sample_rate)
         chain = connect_chain(s.rpc_url, signer_key(account, key_file, s.devnet_accounts))
         with console.status("checking the job, building shards and manifest…"):
