@@ -1,10 +1,14 @@
 """`make demo` / `verity demo`: a whole job on a fresh local devnet, told as it happens.
 
 anvil + IPFS + contracts, then 4 solver and 2 verifier/referee node processes
-(solver-4 runs the TEST-ONLY bit-flip fault), then `ape run submit` posts a
-digits-MLP job (4 shards x 2 rounds, replication 2) and we watch it to the end:
-per-round loss and held-out accuracy, the disputes and how they ended, what
-each node was paid or slashed, and a token-conservation check.
+(solver-4 runs the TEST-ONLY bit-flip fault; solver-2 runs ATen's default
+kernels, as a CPU without AVX2 would), then `ape run submit` posts a
+digits-MLP job under the portable-f32 profile (4 shards x 2 rounds,
+replication 2) and we watch it to the end: per-round loss and held-out
+accuracy, the disputes and how they ended, what each node was paid or
+slashed, and a token-conservation check. The demo fails if any dispute is
+between two honest nodes or an honest node is slashed: different hardware
+must never make honest nodes disagree.
 """
 from __future__ import annotations
 
@@ -32,8 +36,13 @@ NODES = [  # name, test account, roles, faults
     ("verifier-1", 5, "verifier,referee", []),
     ("verifier-2", 6, "verifier,referee", []),
 ]
+CHEATERS = {"solver-4"}
+# solver-2 stands for a different CPU: ATen dispatches its default (non-AVX2) kernels, which change every native
+# float32 result; under portable-f32 its bits are the others' (docs/engine.md, "Portable profile").
+NODE_ENV = {"solver-2": {"ATEN_CPU_CAPABILITY": "default"}}
+PROFILE = "portable-f32"
 JOB_ARGS = ["--shards", "4", "--rounds", "2", "--steps", "60", "-k", "10", "--replication", "2",
-            "--payment", "1", "--stake", "10", "--lr", "0.01"]
+            "--payment", "1", "--stake", "10", "--lr", "0.01", "--profile", PROFILE]
 ACCURACY_GOAL, WALL_GOAL = 0.90, 90.0
 # Every accepted result waits out a challenge window, then the reveal grace (protocol v2: agreement is not finality).
 # Production windows are hours; the demo's devnet uses seconds so the whole job fits in WALL_GOAL.
@@ -69,7 +78,7 @@ def start_nodes(directory: Path, env: dict) -> list[subprocess.Popen]:
         for f in faults:
             cmd += ["--fault", f]
         log = open(directory / f"{name}.log", "wb")
-        procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        procs.append(subprocess.Popen(cmd, env={**env, **NODE_ENV.get(name, {})}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
     return procs
 
 
@@ -106,7 +115,9 @@ def run_demo(keep: bool = False, directory: Path = DEMO_DIR) -> int:
         chain = _wait_for_nodes(record["rpc_url"], procs, directory)
         setup_s = total()
         console.print(f"6 nodes registered and staked ({', '.join(n for n, *_ in NODES)}); "
-                      "[yellow]solver-4 runs the TEST-ONLY fault bitflip@step=15[/yellow]")
+                      "[yellow]solver-4 runs the TEST-ONLY fault bitflip@step=15[/yellow]; "
+                      f"solver-2 runs ATen's default kernels (ATEN_CPU_CAPABILITY=default), as another CPU would; "
+                      f"the job's profile is {PROFILE}")
         job = Timer()
         job_id = _submit(directory, record["rpc_url"])
         report = _watch(chain, job_id)
@@ -216,9 +227,21 @@ def _summary(chain, job_id: int, report, setup_s: float, job_s: float, total_s: 
     console.print(led.nodes_table())
     ok = led.conservation_ok()
     console.print(led.conservation_table())
+    honest = honest_conflicts(led)
+    console.print("honest nodes never disputed each other and none was slashed" if not honest else
+                  "[red]honest nodes lost to a hardware difference:[/red] " + "; ".join(honest))
     console.print(f"set-up (devnet, deploy, 6 nodes) {setup_s:.1f} s; job (submit → trained, checked, paid) "
                   f"[bold]{job_s:.1f} s[/bold] (goal ≤ {WALL_GOAL:.0f} s on 2 cores); total {total_s:.1f} s")
-    return 0 if (report.status == "completed" and ok and acc >= ACCURACY_GOAL) else 1
+    return 0 if (report.status == "completed" and ok and acc >= ACCURACY_GOAL and not honest) else 1
+
+
+def honest_conflicts(led) -> list[str]:
+    """Disputes between two honest nodes and slashes of honest nodes (each one a defect: honest nodes agree)."""
+    out = [f"dispute {did}: {led.name(d['challenger'])} vs {led.name(d['defender'])}"
+           for did, d in sorted(led.disputes.items())
+           if led.name(d["challenger"]) not in CHEATERS and led.name(d["defender"]) not in CHEATERS]
+    return out + [f"{led.name(a)} slashed {v / 1e18:g} VRT" for a, v in led.slashed.items()
+                  if v and led.name(a) not in CHEATERS]
 
 
 def addr_of(account: int) -> str:

@@ -8,29 +8,18 @@ with. Output: {"capability", "threads", "tasks": {arch: {"trace": [hex], "root":
 """
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-from engine_builders import build_manifest, char_shards, digits_shards  # noqa: E402
-
-from verity.engine import TaskRef, initial_state, load_shard, run_task  # noqa: E402
-
-# short schedules: enough steps that every op's backward and the optimizer state matter
-SCHEDULES = {"mlp": (12, 4), "cnn": (6, 3), "gpt": (4, 2)}   # arch: (steps, checkpoint interval)
+from verity.engine import initial_state, run_task
+from verity.engine.reference import ARCHES, TASK, reference_manifest, reference_shard
 
 
 def task(arch: str, workdir: Path) -> dict:
-    steps, k = SCHEDULES[arch]
-    m = build_manifest(arch, determinism="portable-f32", steps_per_round=steps, checkpoint_interval=k,
-                       optimizer={"name": "adamw" if arch == "gpt" else "adam", "lr": 0.003, "weight_decay": 0.01})
-    if arch == "gpt":
-        shard = load_shard(char_shards()["shard-000"], m.data)
-    else:
-        shard = load_shard(digits_shards(image=arch == "cnn")["shard-000"], m.data, samples=539)
-    r = run_task(m, initial_state(m), shard, TaskRef(9, 0, 1), workdir / arch)
+    """The reference task of verity.engine.reference (what `verity node doctor` runs), with its whole trace."""
+    m = reference_manifest("portable-f32", arch)
+    r = run_task(m, initial_state(m), reference_shard(arch, m), TASK, workdir / arch)
     return {"trace": [h.hex() for h in r.trace], "root": r.root.hex()}
 
 
@@ -38,7 +27,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("workdir", type=Path)
     ap.add_argument("--threads", type=int, required=True)
-    ap.add_argument("--arch", nargs="+", default=["mlp", "cnn", "gpt"])
+    ap.add_argument("--arch", nargs="+", default=list(ARCHES))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     tasks = {arch: task(arch, args.workdir) for arch in args.arch}

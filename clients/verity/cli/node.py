@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from verity.cli.common import console, fail, settings, setup_logging
+from verity.cli.common import console, err_console, fail, settings, setup_logging
 from verity.errors import VerityError
 
 app = typer.Typer(no_args_is_help=True, help="Run a solver / verifier / referee node.")
@@ -22,6 +22,9 @@ Account = Annotated[Optional[int], typer.Option("--account", "-a", help="devnet 
 KeyFile = Annotated[Optional[Path], typer.Option("--key-file", help="file holding the node's hex private key (mode 600); for non-devnet chains")]
 Roles = Annotated[str, typer.Option("--roles", help="comma list of solver, verifier, referee")]
 Stake = Annotated[float, typer.Option("--stake", help="VRT to keep staked")]
+Vectors = Annotated[Optional[Path], typer.Option(
+    "--vectors", envvar="VERITY_VECTORS_DIR", file_okay=False,
+    help="folder of reference vectors <profile>.json (default: the repository's tests/vectors)")]
 # TEST ONLY: the --fault switches exist for tests and the demo; they are hidden and refused unless this is set
 FAULTS_ENABLED = os.environ.get("VERITY_ENABLE_FAULTS") == "1"
 
@@ -63,6 +66,16 @@ def _check_options(name: str, account, key_file, stake: float, roles: str, s) ->
     role_mask(roles)  # BadRoles names the bad role
 
 
+def _served_profiles(vectors: Path | None) -> int:
+    """The profile mask this machine may register (`verity node doctor`, cached); refuses when none passes."""
+    from verity.node.doctor import DEFAULT_VECTORS, profile_names, served_profiles
+
+    with err_console.status("checking which determinism profiles this machine serves (verity node doctor)"):
+        mask, _ = served_profiles(vectors or DEFAULT_VECTORS)
+    console.print(f"serving profiles: {', '.join(profile_names(mask))}")
+    return mask
+
+
 def _config(name, account, roles="solver,verifier,referee", stake=1000.0, faults=None, sample_rate=1.0, key_file=None):
     from verity.node.app import NodeConfig
     from verity.node.keyfile import read_key_file
@@ -76,14 +89,15 @@ def _config(name, account, roles="solver,verifier,referee", stake=1000.0, faults
 
 @app.command()
 def register(name: Name, account: Account = None, roles: Roles = "solver,verifier,referee", stake: Stake = 1000.0,
-             key_file: KeyFile = None) -> None:
-    """Register the node (or update its roles) and top up its stake."""
+             key_file: KeyFile = None, vectors: Vectors = None) -> None:
+    """Register the node (or update its roles and profiles) and top up its stake."""
     from verity.chain.views import read
     from verity.node.app import check_name, connect, ensure_registered
     from verity.node.status import vrt
 
     try:
         cfg = _config(name, account, roles, stake, key_file=key_file)
+        cfg.profiles = _served_profiles(vectors)
         ctx = connect(cfg)
         check_name(ctx, cfg)
         ensure_registered(ctx, cfg)
@@ -111,8 +125,9 @@ def run(
     max_seconds: Annotated[Optional[float], typer.Option(help="stop after this long (default: run until Ctrl-C)")] = None,
     log_level: Annotated[LogLevel, typer.Option(help="how much the node logs")] = LogLevel.info,
     key_file: KeyFile = None,
+    vectors: Vectors = None,
 ) -> None:
-    """Run the node: register/stake if needed, then watch the chain and work until stopped."""
+    """Run the node: check its profiles (doctor, cached), register/stake if needed, then work until stopped."""
     from verity.node.app import build_loop, claim_state_dir, connect, ensure_registered
     from verity.node.work import WorkPool
 
@@ -125,6 +140,7 @@ def run(
         fail(exc)
     setup_logging(log_level.value, cfg.state_dir / "node.log", name)
     try:
+        cfg.profiles = _served_profiles(vectors)  # once, before anything is registered or taken
         ctx = connect(cfg, WorkPool(long_threads=workers))
         with claim_state_dir(ctx, cfg):  # before any transaction: one process per name and per account
             if ctx.faults:
@@ -138,6 +154,55 @@ def run(
         raise typer.Exit(130)
     except VerityError as exc:
         fail(exc)
+
+
+@app.command()
+def doctor(
+    profile: Annotated[Optional[list[str]], typer.Option(
+        "--profile", "-p", help="a profile to check (repeatable); default: every known profile")] = None,
+    threads: Annotated[Optional[int], typer.Option(
+        min=1, max=1024, help="intra-op threads for portable-f32 (the native classes pin their own); "
+                              "default: torch's current count")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print {\"profiles\": {P: {ok, reason, tasks}}} "
+                                                          "instead of a table")] = False,
+    vectors: Vectors = None,
+    fresh: Annotated[bool, typer.Option(help="rerun the reference tasks even when a cached result "
+                                             "(~/.cache/verity/doctor, or $XDG_CACHE_HOME) matches")] = False,
+) -> None:
+    """Run short reference tasks and say which determinism profiles this machine can honestly serve.
+
+    Exit 0 when every profile given with --profile passes; without --profile, when at least one passes."""
+    import json
+
+    from verity.node.doctor import DEFAULT_VECTORS, ResultCache, exit_code, report, run_doctor
+
+    try:
+        with err_console.status("running reference tasks") as st:
+            checks = run_doctor(profile, vectors or DEFAULT_VECTORS, threads=threads, cache=ResultCache(),
+                                fresh=fresh, on_task=lambda p, a: st.update(f"{p}: reference task {a}"))
+    except (VerityError, ValueError) as exc:
+        fail(exc)
+    if json_out:
+        print(json.dumps(report(checks), indent=1))
+    else:
+        _doctor_table(checks)
+    raise typer.Exit(exit_code(checks, asked=bool(profile)))
+
+
+def _doctor_table(checks) -> None:
+    t = Table(title="determinism profiles on this machine")
+    for col in ("profile", "serves", "task", "root", "matches", "ms/step"):
+        t.add_column(col, no_wrap=True)
+    t.add_column("note")
+    for name, c in checks.items():
+        serves = "[green]yes[/green]" if c.ok else "[red]no[/red]"
+        note = ("cached" if c.cached else "") if c.ok else (c.reason or "")
+        if not c.tasks:
+            t.add_row(name, serves, "", "", "", "", note)
+        for i, (arch, task) in enumerate(c.tasks.items()):
+            t.add_row(name if i == 0 else "", serves if i == 0 else "", arch, task.root[:12] + "…",
+                      "yes" if task.matches else "[red]no[/red]", f"{task.ms_per_step:.1f}", note if i == 0 else "")
+    console.print(t)
 
 
 @app.command()

@@ -13,9 +13,9 @@ import torch
 from verity.chain import EventCursor
 from verity.chain.client import connect_chain, devnet_key
 from verity.chain.identity import chain_identity
-from verity.chain.protocol import ROLE_REFEREE, ROLE_SOLVER, ROLE_VERIFIER
+from verity.chain.protocol import PROFILE_BITS, ROLE_REFEREE, ROLE_SOLVER, ROLE_VERIFIER
 from verity.chain.views import read
-from verity.errors import VerityError
+from verity.errors import ProfileUnsupported, VerityError
 from verity.node.auditor import AuditorRole
 from verity.node.context import NodeContext
 from verity.node.dispute import PartyRole
@@ -64,6 +64,9 @@ class NodeConfig:
     workers: int = 2                    # concurrent training / re-execution jobs (plus one urgent lane)
     faults: list[str] = field(default_factory=list)
     settings: Settings = field(default_factory=Settings)
+    # on-chain bits of the determinism profiles this machine passes (verity.node.doctor.served_profiles);
+    # None: not checked (tests of the loop alone), every profile is worked on
+    profiles: int | None = None
 
     @property
     def state_dir(self) -> Path:
@@ -77,11 +80,42 @@ class NodeConfig:
         return devnet_key(self.account)
 
 
+@dataclass
+class ServingContext(NodeContext):
+    """A NodeContext that refuses a job's inputs when the job's profile is not one this node serves.
+
+    Every computation (training, re-execution, audit, segment replay, a referee's step) starts by loading
+    the job's manifest, so this is the one gate none of them can pass: a node of another hardware class
+    would compute other bits and lose its stake (or a referee its seat's). Roles also decline such jobs
+    up front (verifier, auditor); on-chain draws already skip nodes without the job's profile bit."""
+    profiles: int = 0
+
+    def manifest(self, job_id: int):
+        if job_id not in self._manifests:
+            bit = int(self.job(job_id).profileBit)
+            if not bit & self.profiles:
+                raise ProfileUnsupported(profile_name(bit), "this node did not pass it (verity node doctor), so it "
+                                                            "takes, verifies and referees none of its jobs")
+        return super().manifest(job_id)
+
+
+def profile_name(bit: int) -> str:
+    return next((name for name, b in PROFILE_BITS.items() if b == bit), f"bit {bit}")
+
+
+def serves(profiles: int | None, bit: int) -> bool:
+    """Whether a node serving `profiles` (None: unchecked, all) works on a job with profile bit `bit`."""
+    return profiles is None or bool(int(bit) & profiles)
+
+
 def connect(cfg: NodeConfig, work: WorkPool | None = None) -> NodeContext:
     s = cfg.settings
     chain = connect_chain(s.rpc_url, cfg.key())
     storage = Storage.from_settings(s)
-    ctx = NodeContext(chain, storage, cfg.state_dir, Faults.parse(cfg.faults))
+    if cfg.profiles is None:
+        ctx = NodeContext(chain, storage, cfg.state_dir, Faults.parse(cfg.faults))
+    else:
+        ctx = ServingContext(chain, storage, cfg.state_dir, Faults.parse(cfg.faults), profiles=cfg.profiles)
     if work is not None:
         ctx.work = work
     return ctx
@@ -108,11 +142,18 @@ def chain_binding(ctx: NodeContext) -> ChainBinding:
 
 
 def ensure_registered(ctx: NodeContext, cfg: NodeConfig) -> None:
-    """Register (or update) the node and top its stake up to `cfg.stake`; idempotent."""
+    """Register (or update) the node and top its stake up to `cfg.stake`; idempotent.
+
+    The profile mask is `cfg.profiles`, what the doctor found this machine passes: registering a profile
+    it computes differently would have draws hand it jobs it then loses stake on. A node whose mask
+    changed since it registered (another machine, torch build or ATen level) updates it."""
     c = ctx.chain
     mask = role_mask(cfg.roles)
     device = 1 if torch.cuda.is_available() else 0
-    profiles = 1 | (2 if device else 0)
+    profiles = cfg.profiles
+    if not profiles:
+        raise VerityError("no determinism profile checked for this node: run `verity node doctor` to see which "
+                          "profiles this machine passes")
     addr = ctx.storage.peer_multiaddr() if ctx.storage.is_up() else "/ip4/127.0.0.1/tcp/4001"
     node = read(c, c.registry, "getNode", ctx.me)
     need = max(0, cfg.stake - node.stake)
@@ -123,9 +164,12 @@ def ensure_registered(ctx: NodeContext, cfg: NodeConfig) -> None:
                           f"--amount {math.ceil((need - balance) / 10**18)}`")
     if node.slot == 0:
         c.transact(c.registry.functions.register(mask, device, cfg.memory_mb, 100, profiles, addr))
-        log.info("%s registered as %s", ctx.me, cfg.roles)
-    elif node.roles != mask:
+        log.info("%s registered as %s serving %s", ctx.me, cfg.roles,
+                 ", ".join(n for n, b in PROFILE_BITS.items() if b & profiles))
+    elif node.roles != mask or int(node.profiles) != profiles:
         c.transact(c.registry.functions.updateNode(mask, device, cfg.memory_mb, 100, profiles, addr))
+        log.info("%s updated: roles %s, profiles %s", ctx.me, cfg.roles, ", ".join(
+            n for n, b in PROFILE_BITS.items() if b & profiles))
     node = read(c, c.registry, "getNode", ctx.me)
     for spender in (c.registry.address, c.game.address):  # stake; a challenger's bond
         if c.call(c.token.functions.allowance(ctx.me, spender)) < 2**255:
@@ -149,8 +193,8 @@ def build_loop(ctx: NodeContext, cfg: NodeConfig) -> NodeLoop:
     if "solver" in roles:
         handlers.append(SolverRole(ctx))
     if "verifier" in roles:
-        handlers.append(VerifierRole(ctx, cfg.sample_rate))
-        handlers.append(AuditorRole(ctx))  # verification fees (P5): blind checks of fee-sampled tasks
+        handlers.append(VerifierRole(ctx, cfg.sample_rate, profiles=cfg.profiles))
+        handlers.append(AuditorRole(ctx, profiles=cfg.profiles))  # verification fees (P5): blind checks of fee-sampled tasks
     if "referee" in roles:
         handlers.append(RefereeRole(ctx))
     handlers.append(PartyRole(ctx))  # anyone staked may end up a party

@@ -24,6 +24,9 @@ waits while an older epoch's check is still open (computing, or waiting for its 
 (a job's pot stays claimable for CLAIM_GRACE_EPOCHS = 4 after it closes; waiting longer could lose
 the younger fee to a refund).
 
+Only jobs under a determinism profile this node serves are checked (`profiles`, the doctor's mask):
+on another hardware class the re-execution would give other bits and the fee would never be paid.
+
 The item stores the result under the keys VerifierRole's watch items use (final, trace, root, cid):
 when the task's candidate is published later, the watch item copies it instead of re-executing.
 """
@@ -71,8 +74,10 @@ def _same(a: str, b: str) -> bool:
 class AuditorRole:
     kinds = (KIND,)
 
-    def __init__(self, ctx: NodeContext):
+    def __init__(self, ctx: NodeContext, profiles: int | None = None):
         self.ctx = ctx
+        self.profiles = profiles  # on-chain bits of the profiles we serve; None: unchecked, every profile
+        self._job_bits: dict[int, int] = {}
         self._key: bytes | None = None
         self._chain: KeyChain | None = None
         self._epoch_seconds = 0
@@ -86,6 +91,13 @@ class AuditorRole:
             c = self.ctx.chain
             self._solver = bool(int(c.call(c.registry.functions.rolesOf(self.ctx.me))) & ROLE_SOLVER)
         return self._solver
+
+    def serves(self, job_id: int) -> bool:
+        if self.profiles is None:
+            return True
+        if job_id not in self._job_bits:
+            self._job_bits[job_id] = int(self.ctx.job(job_id).profileBit)
+        return bool(self._job_bits[job_id] & self.profiles)
 
     # ------------------------------------------------------------------ key chain
     def _sampling_key(self) -> bytes:
@@ -153,6 +165,9 @@ class AuditorRole:
     def _task_created(self, snap: Snapshot, tid: int, job_id: int) -> None:
         key = audit_key(tid)
         if key in snap.items:
+            return
+        if not self.serves(job_id):
+            log.debug("task %d: no fee check: job %d's profile is not one this node serves", tid, job_id)
             return
         c = self.ctx.chain
         balance, fee, rate_bps, _, _ = c.call(c.fees.functions.potOf(job_id))
@@ -230,6 +245,8 @@ class AuditorRole:
             return self._done(snap, item, "our own task")  # OwnTask: a replica is never paid to check itself
         if self._public(task, replicas):
             return self._done(snap, item, TOO_LATE)
+        if "final" not in item.data and not self.serves(int(task.jobId)):
+            return self._done(snap, item, "not checked: the job's profile is not one this node serves")
         if "final" not in item.data and "computing" not in item.data and TaskStatus(task.status) == TaskStatus.OPEN \
                 and self._may_solve():
             return  # its slots are still being drawn and one may become ours: never re-execute our own task

@@ -18,6 +18,10 @@ reveal grace after challengeDeadline). Revealed earlier, its (root, final, cid) 
 by a copier before the deadline, and a defender's own sybil copying it could have the defender
 concede to it first, taking back the winner's share the honest challenger should get.
 
+Profiles: a node re-executes only jobs under a determinism profile it serves (`profiles`, the doctor's
+mask; verity.node.doctor). On another hardware class it would compute other bits, challenge an honest
+result and lose its bond: such a claim's item ends at once with the verdict "not checked: profile …".
+
 TEST-ONLY: with `--fault sybil-challenge` (verity/node/faults.py) the node skips re-execution and challenges every
 candidate with a claim built to lose (`_sybil_claim`), to test that such a sybil cannot shut honest challenges out.
 """
@@ -29,7 +33,7 @@ import secrets
 from eth_utils import keccak
 
 from verity.chain import TxFailed
-from verity.chain.protocol import DisputeOutcome, DisputePhase, TaskStatus, challenge_commitment
+from verity.chain.protocol import PROFILE_BITS, DisputeOutcome, DisputePhase, TaskStatus, challenge_commitment
 from verity.chain.views import read
 from verity.cid import cid_to_digest, digest_to_cid
 from verity.engine import merkle
@@ -58,9 +62,22 @@ def _same(a: str, b: str) -> bool:
 class VerifierRole:
     kinds = ("watch",)
 
-    def __init__(self, ctx: NodeContext, sample_rate: float = 1.0):
+    def __init__(self, ctx: NodeContext, sample_rate: float = 1.0, profiles: int | None = None):
         self.ctx, self.sample_rate = ctx, sample_rate
+        self.profiles = profiles  # on-chain bits of the profiles we serve; None: unchecked, every profile
         self._key: bytes | None = None
+        self._job_bits: dict[int, int] = {}
+
+    def unserved_profile(self, job_id: int) -> str | None:
+        """The job's profile when this node does not serve it (None: it does)."""
+        if self.profiles is None:
+            return None
+        if job_id not in self._job_bits:
+            self._job_bits[job_id] = int(self.ctx.job(job_id).profileBit)
+        bit = self._job_bits[job_id]
+        if bit & self.profiles:
+            return None
+        return next((name for name, b in PROFILE_BITS.items() if b == bit), f"bit {bit}")
 
     def _sampled(self, task_id: int, epoch: int) -> bool:
         if self.sample_rate >= 1.0:
@@ -87,6 +104,11 @@ class VerifierRole:
         epoch = int(task.epoch)
         key = watch_key(tid, epoch)
         if key in snap.items:
+            return
+        if (profile := self.unserved_profile(int(task.jobId))) is not None:
+            snap.items[key] = WorkItem(key=key, kind="watch", phase=Phase.DONE, task_id=tid,
+                                       data={"epoch": epoch, "verdict": f"not checked: profile {profile} not served"})
+            log.info("task %d: verdict: not checked (job profile %s is not one this node serves)", tid, profile)
             return
         if self._sampled(tid, epoch):
             snap.items[key] = WorkItem(key=key, kind="watch", phase=Phase.WATCHING, task_id=tid, data={"epoch": epoch})
@@ -144,6 +166,9 @@ class VerifierRole:
         claim = read(c, c.jobs, "claimOf", item.task_id)
         if _same(claim.defender, ctx.me) or _same(claim.coDefender, ctx.me):
             snap.move(item, Phase.DONE, verdict="our own result")
+            return
+        if "final" not in item.data and (profile := self.unserved_profile(int(task.jobId))) is not None:
+            snap.move(item, Phase.DONE, verdict=f"not checked: profile {profile} not served")  # e.g. after a restart
             return
         if ctx.faults.sybil_challenge and "final" not in item.data:  # TEST-ONLY (--fault sybil-challenge)
             item.data.update(self._sybil_claim(item, claim))  # the salt step below persists it before any send
