@@ -73,6 +73,9 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     uint256 public constant CAPACITY = SumTree.CAPACITY;
     /// @notice Floor of the reputation factor, in basis points.
     uint256 public constant MIN_REPUTATION_BPS = 1_000;
+    /// @notice Probation: phantom tasks in the reputation factor's denominator, so a fresh identity (no history)
+    ///         starts at (0+1)/(0+1+9) = MIN_REPUTATION_BPS and earns weight only by completing work.
+    uint256 public constant PROBATION_TASKS = 9;
     /// @notice Largest value accepted for the time parameters.
     uint256 public constant MAX_PERIOD = 30 days;
 
@@ -266,7 +269,8 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     function _recordCompleted(address node) internal {
         NodeRecord storage n = _nodes[node];
         ++n.tasksCompleted;
-        // Accepted work counts as liveness; the weight is refreshed on the next heartbeat.
+        // Accepted work counts as liveness; the weight (out of probation) grows on the node's next heartbeat, so
+        // the task path does not pay for two tree updates.
         n.lastSeen = uint64(block.timestamp);
         _emitReputation(node, n);
     }
@@ -378,11 +382,14 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         return nodeList.length;
     }
 
-    /// @notice Reputation factor of `node` in basis points: (c+1)/(c+1+late+4*lost), floored at MIN_REPUTATION_BPS.
+    /// @notice Reputation factor of `node` in basis points: (c+1)/(c+1+late+4*lost+PROBATION_TASKS), floored at
+    ///         MIN_REPUTATION_BPS (c = tasks completed).
+    /// @dev INVARIANT: a fresh identity's factor is the floor and no identity's is below it, so abandoning a
+    ///      penalised identity for a new one never raises the weight a stake earns (docs/contracts.md, "Probation").
     function reputationFactorBps(address node) public view returns (uint256) {
         NodeRecord storage n = _nodes[node];
         uint256 good = uint256(n.tasksCompleted) + 1;
-        uint256 f = (good * BPS) / (good + n.tasksLate + 4 * uint256(n.disputesLost));
+        uint256 f = (good * BPS) / (good + n.tasksLate + 4 * uint256(n.disputesLost) + PROBATION_TASKS);
         return f < MIN_REPUTATION_BPS ? MIN_REPUTATION_BPS : f;
     }
 

@@ -29,6 +29,7 @@ from verity.errors import ManifestInvalid
 from engine_builders import build_manifest, char_shards, manifest_doc
 
 HELPER = Path(__file__).with_name("_portable_task.py")
+VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "portable-f32.json"   # what `verity node doctor` compares
 CONFIGS = {
     "threads1": ({}, 1),
     "threads2": ({}, 2),
@@ -56,6 +57,9 @@ def test_portable_traces_identical_across_threads_and_isa(tmp_path):
     for name, run in runs.items():
         differing = [arch for arch in base if run["tasks"][arch] != base[arch]]
         assert not differing, f"portable traces differ under {name}: {differing}"
+    recorded = {arch: t["root"] for arch, t in json.loads(VECTORS.read_text())["tasks"].items()}
+    assert {arch: t["root"] for arch, t in base.items()} == recorded, \
+        "portable roots differ from tests/vectors/portable-f32.json: the bits changed (or rerun scripts/make_vectors.py)"
 
 
 # --------------------------------------------------------------------------- profile and manifest

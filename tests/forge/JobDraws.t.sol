@@ -154,7 +154,7 @@ contract JobDrawsTest is Fixture {
         uint256 snap = vmx.snapshotState();
         if (nudge > 0) {
             vm.prank(sybils[0]);
-            registry.requestUnstake(nudge);
+            registry.requestUnstake(nudge * 10); // on probation a weight is stake / 10: 10 wei move it by one
         }
         jobs.assign(1);
         for (uint8 slot = 0; slot < 2; ++slot) {

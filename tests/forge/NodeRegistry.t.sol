@@ -211,10 +211,10 @@ contract NodeRegistryTest is Fixture {
         assertEq(r.tasksLate, 1, "late");
         assertEq(r.disputesWon, 1, "won");
         assertEq(r.disputesLost, 1, "lost");
-        // factor = 2 / (2 + 1 + 4) = 2857 bps
-        assertEq(registry.reputationFactorBps(alice), 2857, "factor");
+        // factor = 2 / (2 + 1 + 4 + 9 probation) = 1250 bps; w0 was the fresh identity's 1000 bps
+        assertEq(registry.reputationFactorBps(alice), 1250, "factor");
         (uint256 w1,) = registry.weightsOf(alice);
-        assertEq(w1, (w0 * 2857) / 10_000, "weight");
+        assertEq(w1, (w0 * 1250) / 1000, "weight");
     }
 
     function test_reputationFactor_floored_succeeds() public {
@@ -296,7 +296,7 @@ contract NodeRegistryTest is Fixture {
         assertEq(registry.freeStake(alice), total - locked - pending, "free");
         assertEq(token.balanceOf(address(registry)), n.stake, "registry holds stake");
         (uint256 w,) = registry.weightsOf(alice);
-        assertEq(w, n.stake - pending, "weight = stake - pending");
+        assertEq(w, ((n.stake - pending) * registry.MIN_REPUTATION_BPS()) / 10_000, "weight = (stake - pending) x probation");
         if (pending > 0) {
             vm.warp(block.timestamp + registry.unbondingPeriod());
             vm.prank(alice);

@@ -265,7 +265,7 @@ contract PanelRandomnessTest is PanelFixture {
         uint256 snap = vmx.snapshotState();
         if (nudge > 0) {
             vm.prank(sybils[0]);
-            registry.requestUnstake(nudge);
+            registry.requestUnstake(nudge * 10); // on probation a weight is stake / 10: 10 wei move it by one
         }
         panel.seat(ID);
         address[] memory seats = _panel(ID).seats;

@@ -92,14 +92,14 @@ def register(name: Name, account: Account = None, roles: Roles = "solver,verifie
              key_file: KeyFile = None, vectors: Vectors = None) -> None:
     """Register the node (or update its roles and profiles) and top up its stake."""
     from verity.chain.views import read
-    from verity.node.app import check_name, connect, ensure_registered
+    from verity.node.app import check_name, connect, ensure_registered, serve_profiles
     from verity.node.status import vrt
 
     try:
         cfg = _config(name, account, roles, stake, key_file=key_file)
-        cfg.profiles = _served_profiles(vectors)
         ctx = connect(cfg)
         check_name(ctx, cfg)
+        serve_profiles(ctx, cfg, _served_profiles(vectors))
         ensure_registered(ctx, cfg)
         check_name(ctx, cfg, record=True)
         staked = read(ctx.chain, ctx.chain.registry, "getNode", ctx.me).stake
@@ -128,7 +128,7 @@ def run(
     vectors: Vectors = None,
 ) -> None:
     """Run the node: check its profiles (doctor, cached), register/stake if needed, then work until stopped."""
-    from verity.node.app import build_loop, claim_state_dir, connect, ensure_registered
+    from verity.node.app import build_loop, claim_state_dir, connect, ensure_registered, serve_profiles
     from verity.node.work import WorkPool
 
     try:
@@ -140,11 +140,11 @@ def run(
         fail(exc)
     setup_logging(log_level.value, cfg.state_dir / "node.log", name)
     try:
-        cfg.profiles = _served_profiles(vectors)  # once, before anything is registered or taken
         ctx = connect(cfg, WorkPool(long_threads=workers))
         with claim_state_dir(ctx, cfg):  # before any transaction: one process per name and per account
             if ctx.faults:
                 console.print(f"[yellow]TEST-ONLY FAULTS ACTIVE[/yellow]: {', '.join(ctx.faults.specs)}")
+            serve_profiles(ctx, cfg, _served_profiles(vectors))  # once, before anything is registered or taken
             ensure_registered(ctx, cfg)
             loop = build_loop(ctx, cfg)
             console.print(f"node {name} ({ctx.me}) running as {roles}; state in {cfg.state_dir}")

@@ -18,6 +18,7 @@ from verity.chain.views import read
 from verity.errors import ProfileUnsupported, VerityError
 from verity.node.auditor import AuditorRole
 from verity.node.context import NodeContext
+from verity.node.doctor import profile_names
 from verity.node.dispute import PartyRole
 from verity.node.faults import Faults
 from verity.node.keeper import Keeper
@@ -88,10 +89,10 @@ class ServingContext(NodeContext):
     the job's manifest, so this is the one gate none of them can pass: a node of another hardware class
     would compute other bits and lose its stake (or a referee its seat's). Roles also decline such jobs
     up front (verifier, auditor); on-chain draws already skip nodes without the job's profile bit."""
-    profiles: int = 0
+    profiles: int | None = None   # None: not checked (commands that compute nothing); `node run` sets it
 
     def manifest(self, job_id: int):
-        if job_id not in self._manifests:
+        if job_id not in self._manifests and self.profiles is not None:
             bit = int(self.job(job_id).profileBit)
             if not bit & self.profiles:
                 raise ProfileUnsupported(profile_name(bit), "this node did not pass it (verity node doctor), so it "
@@ -103,19 +104,16 @@ def profile_name(bit: int) -> str:
     return next((name for name, b in PROFILE_BITS.items() if b == bit), f"bit {bit}")
 
 
-def serves(profiles: int | None, bit: int) -> bool:
-    """Whether a node serving `profiles` (None: unchecked, all) works on a job with profile bit `bit`."""
-    return profiles is None or bool(int(bit) & profiles)
+def serve_profiles(ctx: ServingContext, cfg: NodeConfig, mask: int) -> None:
+    """From now on the node registers, takes and checks only jobs under the profiles in `mask`."""
+    cfg.profiles = ctx.profiles = mask
 
 
-def connect(cfg: NodeConfig, work: WorkPool | None = None) -> NodeContext:
+def connect(cfg: NodeConfig, work: WorkPool | None = None) -> ServingContext:
     s = cfg.settings
     chain = connect_chain(s.rpc_url, cfg.key())
     storage = Storage.from_settings(s)
-    if cfg.profiles is None:
-        ctx = NodeContext(chain, storage, cfg.state_dir, Faults.parse(cfg.faults))
-    else:
-        ctx = ServingContext(chain, storage, cfg.state_dir, Faults.parse(cfg.faults), profiles=cfg.profiles)
+    ctx = ServingContext(chain, storage, cfg.state_dir, Faults.parse(cfg.faults), profiles=cfg.profiles)
     if work is not None:
         ctx.work = work
     return ctx
@@ -164,12 +162,10 @@ def ensure_registered(ctx: NodeContext, cfg: NodeConfig) -> None:
                           f"--amount {math.ceil((need - balance) / 10**18)}`")
     if node.slot == 0:
         c.transact(c.registry.functions.register(mask, device, cfg.memory_mb, 100, profiles, addr))
-        log.info("%s registered as %s serving %s", ctx.me, cfg.roles,
-                 ", ".join(n for n, b in PROFILE_BITS.items() if b & profiles))
+        log.info("%s registered as %s serving %s", ctx.me, cfg.roles, ", ".join(profile_names(profiles)))
     elif node.roles != mask or int(node.profiles) != profiles:
         c.transact(c.registry.functions.updateNode(mask, device, cfg.memory_mb, 100, profiles, addr))
-        log.info("%s updated: roles %s, profiles %s", ctx.me, cfg.roles, ", ".join(
-            n for n, b in PROFILE_BITS.items() if b & profiles))
+        log.info("%s updated: roles %s, profiles %s", ctx.me, cfg.roles, ", ".join(profile_names(profiles)))
     node = read(c, c.registry, "getNode", ctx.me)
     for spender in (c.registry.address, c.game.address):  # stake; a challenger's bond
         if c.call(c.token.functions.allowance(ctx.me, spender)) < 2**255:

@@ -32,7 +32,7 @@ from verity.chain.protocol import PROFILE_BITS
 from verity.engine import reference
 from verity.engine.determinism import (CUBLAS_WORKSPACE, PROFILES, check_environment, deterministic,
                                        environment_fingerprint, get_profile)
-from verity.engine.reference import ARCHES, VectorsInvalid, read_vectors, run_reference
+from verity.engine.reference import ARCHES, read_vectors, run_reference
 from verity.errors import ProfileUnsupported, VerityError
 
 log = logging.getLogger("verity.node.doctor")
