@@ -89,6 +89,8 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
 
     /// @notice Contracts allowed to lock, unlock, slash and record reputation.
     mapping(address => bool) public isProtocol;
+    /// @notice Once true, the set of protocol contracts is fixed for good (scripts/deploy.py seals it).
+    bool public protocolsSealed;
     /// @notice Registered nodes, in slot order (slot i+1 holds nodeList[i]).
     address[] public nodeList;
 
@@ -113,12 +115,22 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
 
     // ---------------------------------------------------------------- owner
 
-    /// @notice Authorizes (or removes) a protocol contract. Setting the current value again is a no-op.
+    /// @notice Authorizes (or removes) a protocol contract, until the set is sealed. Setting the current value again
+    ///         is a no-op.
     function setProtocol(address account, bool authorized) external onlyOwner {
+        // INVARIANT: after deployment no owner can make itself (or a contract it wrote) able to lock or slash stake.
+        if (protocolsSealed) revert ProtocolsSealed();
         if (account == address(0)) revert ZeroAddress("account");
         if (isProtocol[account] == authorized) return;
         isProtocol[account] = authorized;
         emit ProtocolSet(account, authorized);
+    }
+
+    /// @notice Fixes the protocol contracts for good: no later call can add or remove one (issue 9, governance).
+    function sealProtocols() external onlyOwner {
+        if (protocolsSealed) revert ProtocolsSealed();
+        protocolsSealed = true;
+        emit ProtocolsFixed();
     }
 
     /// @notice Sets the unbonding period in seconds.

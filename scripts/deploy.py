@@ -35,6 +35,7 @@ def deploy_system(owner, randomness_delay: int = DEVNET_RANDOMNESS_DELAY, fee_ep
     panel.setGame(game.address, sender=owner)
     for protocol in (jobs, game, panel):
         registry.setProtocol(protocol.address, True, sender=owner)
+    registry.sealProtocols(sender=owner)  # no owner can add a "protocol" that slashes stake (issue 9, governance)
     return {"VerityToken": token, "NodeRegistry": registry, "BlockhashRandomness": randomness, "JobEscrow": escrow,
             "JobRegistry": jobs, "RefereePanel": panel, "DisputeGame": game, "VerificationFees": fees}
 

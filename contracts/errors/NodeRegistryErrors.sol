@@ -33,3 +33,6 @@ error NothingUnbonding(address node);
 
 /// @notice The unbonding period has not elapsed.
 error StillUnbonding(address node, uint64 availableAt);
+
+/// @notice The set of protocol contracts was sealed at deployment; it can no longer change.
+error ProtocolsSealed();

@@ -46,6 +46,8 @@ interface INodeRegistry {
     );
     /// @notice The owner (de)authorized a protocol contract.
     event ProtocolSet(address indexed account, bool authorized);
+    /// @notice The set of protocol contracts is sealed (NodeRegistry.sealProtocols): it never changes again.
+    event ProtocolsFixed();
     /// @notice The owner changed a parameter.
     event ParameterSet(bytes32 indexed name, uint256 value);
 

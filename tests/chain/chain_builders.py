@@ -171,6 +171,7 @@ class System:
         panel.setGame(game, sender=owner)
         for protocol in (jobs, game, panel):
             registry.setProtocol(protocol, True, sender=owner)
+        registry.sealProtocols(sender=owner)
         # Tests move the clock by minutes; keep every node live unless a test says otherwise.
         registry.setLivenessWindow(liveness, sender=owner)
         return cls(owner, token, registry, randomness, escrow, jobs, panel, game, fees)
