@@ -7,9 +7,15 @@ import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
 
 /// @title VerityToken
 /// @notice ERC-20 (18 decimals) for job payment, node stake and rewards.
-/// @dev The owner mints (devnet faucet). Burns are counted so that
-///      sum(balances) + totalBurned == totalMinted holds at all times.
+/// @dev The owner mints (devnet faucet), never more than MAX_SUPPLY in all (burned tokens do not free room).
+///      Burns are counted so that sum(balances) + totalBurned == totalMinted holds at all times.
 contract VerityToken is ERC20, ERC20Burnable, Ownable {
+    /// @notice Most tokens that can ever be minted: 10^9 VRT.
+    uint256 public constant MAX_SUPPLY = 1_000_000_000e18;
+
+    /// @notice A mint would take the tokens ever minted past MAX_SUPPLY.
+    error SupplyCapExceeded(uint256 requested, uint256 remaining);
+
     /// @notice Tokens ever minted.
     uint256 public totalMinted;
     /// @notice Tokens ever burned (slashes, burn shares).
@@ -19,6 +25,8 @@ contract VerityToken is ERC20, ERC20Burnable, Ownable {
 
     /// @notice Mints `amount` to `to` (devnet faucet; owner only).
     function mint(address to, uint256 amount) external onlyOwner {
+        // INVARIANT: totalMinted <= MAX_SUPPLY, so no owner can inflate the supply without bound.
+        if (amount > MAX_SUPPLY - totalMinted) revert SupplyCapExceeded(amount, MAX_SUPPLY - totalMinted);
         _mint(to, amount);
     }
 

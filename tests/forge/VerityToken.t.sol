@@ -30,6 +30,21 @@ contract VerityTokenTest is Test {
         token.mint(alice, 1);
     }
 
+    /// @dev Issue 9 (an owner who can mint without a cap): the tokens ever minted stop at MAX_SUPPLY, and burning
+    ///      does not make room again.
+    function test_mint_pastTheCap_reverts() public {
+        uint256 cap = token.MAX_SUPPLY();
+        token.mint(alice, cap - 1);
+        vm.expectRevert(abi.encodeWithSelector(VerityToken.SupplyCapExceeded.selector, uint256(2), uint256(1)));
+        token.mint(alice, 2);
+        token.mint(alice, 1);
+        assertEq(token.totalMinted(), cap, "minted up to the cap");
+        vm.prank(alice);
+        token.burn(5e18);
+        vm.expectRevert(abi.encodeWithSelector(VerityToken.SupplyCapExceeded.selector, uint256(1), uint256(0)));
+        token.mint(alice, 1);
+    }
+
     function test_burn_countsBurned_succeeds() public {
         token.mint(alice, 5e18);
         vm.prank(alice);
@@ -39,7 +54,7 @@ contract VerityTokenTest is Test {
     }
 
     function testFuzz_mintBurnTransfer_conserves_succeeds(uint96 minted, uint96 burned, uint96 moved) public {
-        uint256 m = bound(minted, 1, type(uint96).max);
+        uint256 m = bound(minted, 1, token.MAX_SUPPLY());
         uint256 b = bound(burned, 0, m);
         uint256 t = bound(moved, 0, m - b);
         token.mint(alice, m);
