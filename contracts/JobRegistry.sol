@@ -200,6 +200,12 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         _run();
     }
 
+    /// @notice A committed replica leaves a task whose other slot stayed empty too long (TaskMachine.withdrawCommitted).
+    function withdrawCommitted(uint256 taskId) external {
+        taskId;
+        _run();
+    }
+
     /// @notice Reports a replica past its deadline (TaskMachine.reportLate).
     function reportLate(uint256 taskId, uint8 slot) external {
         (taskId, slot);

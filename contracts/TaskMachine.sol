@@ -118,6 +118,22 @@ contract TaskMachine is JobRegistryBase {
         }
     }
 
+    /// @notice Releases the caller's stake from a task it committed to when another slot has stayed empty for over
+    ///         `assignmentTimeout` (no eligible node could be drawn): its lock has no deadline, so without this only
+    ///         the poster's cancelJob could free it. Unslashed: it did its part. Its slot is drawn again later.
+    function withdrawCommitted(uint256 taskId) external onlyDelegated {
+        Task storage t = _activeTask(taskId);
+        Job storage job = _jobs[t.jobId];
+        // INVARIANT: a replica can leave only a task starved of a partner, never one whose reveal is running.
+        if (t.status != TaskStatus.Open || block.timestamp <= uint256(t.openSince) + assignmentTimeout) {
+            revert PartnerNotStarved(taskId, t.status, uint256(t.openSince) + assignmentTimeout);
+        }
+        uint8 slot = _slotOf(taskId, msg.sender, ReplicaStatus.Committed, job.replication);
+        _replicas[taskId][slot].status = ReplicaStatus.Voided;
+        emit IJobRegistry.ReplicaWithdrawn(taskId, msg.sender, slot);
+        registry.unlock(msg.sender, job.stakePerReplica);
+    }
+
     /// @notice Reveals a committed result once every replica has committed. Proves leaf 0 == the task's input hash
     ///         and leaf n == finalHash. After the last reveal, equal (root, finalHash) wait out a challenge window
     ///         (P2: agreement is not finality); anything else is Contested.

@@ -92,3 +92,6 @@ error UnexpectedOutcome(uint256 taskId, DisputeOutcome outcome);
 
 /// @notice TaskMachine code runs only by the JobRegistry's delegatecall.
 error NotDelegated();
+
+/// @notice withdrawCommitted: the task is not Open, or its empty slot has not been empty for the assignment timeout.
+error PartnerNotStarved(uint256 taskId, TaskStatus status, uint256 releasableAfter);

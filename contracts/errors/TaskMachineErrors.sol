@@ -9,6 +9,9 @@ import {JobStatus, TaskStatus, ReplicaStatus, DisputeOutcome} from "../types/Ver
 ///         revert with. Each is the same signature (so the same selector) as its declaration in JobRegistryErrors.sol
 ///         and CommonErrors.sol; tests/forge/JobRegistry.t.sol checks that they match.
 interface ITaskMachineErrors {
+    /// @notice withdrawCommitted: the task is not Open, or its empty slot has not been empty for the assignment
+    ///         timeout.
+    error PartnerNotStarved(uint256 taskId, TaskStatus status, uint256 releasableAfter);
     /// @notice The job cannot be cancelled now: work was assigned and no task waited past the assignment timeout.
     error CancelNotAllowed(uint256 jobId);
 

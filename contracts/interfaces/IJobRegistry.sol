@@ -42,6 +42,9 @@ interface IJobRegistry {
     event TaskReopened(uint256 indexed taskId);
     /// @notice A replica missed its deadline and was slashed `slashed` (burned).
     event ReplicaLate(uint256 indexed taskId, address indexed node, uint8 slot, uint256 slashed);
+    /// @notice A committed replica whose partner slot stayed empty past the assignment timeout left the task; its
+    ///         stake was released unslashed and its slot is drawn again.
+    event ReplicaWithdrawn(uint256 indexed taskId, address indexed node, uint8 slot);
     /// @notice The job moved to round `round`, whose shard tasks start from `inputHash`.
     event RoundAdvanced(uint256 indexed jobId, uint32 round, bytes32 inputHash);
     /// @notice The job finished; `modelHash` / `modelCid` are the last AGGREGATE's result.

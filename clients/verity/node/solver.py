@@ -33,6 +33,14 @@ def _h(b: bytes) -> str:
     return "0x" + bytes(b).hex()
 
 
+def _partner_starved(ctx: NodeContext, task) -> bool:
+    """TaskMachine.withdrawCommitted's rule: the task is Open and its empty slot has waited out the assignment timeout."""
+    if TaskStatus(task.status) != TaskStatus.OPEN or not int(task.openSince):
+        return False
+    c = ctx.chain
+    return c.now() > int(task.openSince) + int(c.call(c.jobs.functions.assignmentTimeout()))
+
+
 class SolverRole:
     kinds = ("solve",)
 
@@ -104,6 +112,13 @@ class SolverRole:
                 c.transact(c.jobs.functions.reveal(item.task_id, root, final, n, cid, salt,
                                                    merkle.proof(trace, 0), merkle.proof(trace, n)))
                 snap.move(item, Phase.REVEALED)
+            elif _partner_starved(ctx, task):
+                # nobody eligible took the other slot for the whole assignment timeout: our lock has no deadline,
+                # so leave (unslashed) rather than hold the stake until the poster cancels (issue 9)
+                c.transact(c.jobs.functions.withdrawCommitted(item.task_id))
+                snap.move(item, Phase.LOST, reason="withdrew: the partner slot stayed empty")
+                log.warning("task %d: the partner slot stayed empty past the assignment timeout; withdrew our "
+                            "commitment and its stake", item.task_id)
             return
 
         if item.phase in (Phase.REVEALED, Phase.DISPUTING):

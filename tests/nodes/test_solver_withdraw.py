@@ -1,0 +1,82 @@
+"""Unit tests: a committed solver whose partner slot nobody fills leaves the task (TaskMachine.withdrawCommitted)
+once the slot has been empty for the assignment timeout, and not before (issue 9, stuck locks).
+
+The real SolverRole against a fake chain (mocks only at the edge: reads and transactions)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from verity.chain.protocol import ReplicaStatus, TaskStatus
+from verity.node.phases import Phase
+from verity.node.snapshot import Snapshot, WorkItem
+from verity.node.solver import SolverRole
+
+ME = "0x" + "ab" * 20
+NOW, TIMEOUT = 10_000, 300
+
+
+class _Functions:
+    def __getattr__(self, name):
+        return lambda *args: (name, args)
+
+
+class _Chain:
+    def __init__(self):
+        self.sent = []
+        self.jobs = SimpleNamespace(functions=_Functions())
+
+    def transact(self, call):
+        self.sent.append(call[0])
+
+    def call(self, call):
+        assert call[0] == "assignmentTimeout"
+        return TIMEOUT
+
+    def now(self):
+        return NOW
+
+
+class _Ctx:
+    def __init__(self, task_status, open_since):
+        self.me, self.chain = ME, _Chain()
+        self._task = SimpleNamespace(jobId=1, status=task_status, openSince=open_since)
+        self._reps = [SimpleNamespace(node=ME, status=ReplicaStatus.COMMITTED, deadline=0),
+                      SimpleNamespace(node="0x" + "00" * 20, status=ReplicaStatus.NONE, deadline=0)]
+
+    def task(self, tid):
+        return self._task
+
+    def replicas(self, tid):
+        return self._reps
+
+    def job(self, job_id):
+        return SimpleNamespace(replication=2)
+
+
+def _committed_item() -> tuple[Snapshot, WorkItem]:
+    item = WorkItem(key="task:1:0", kind="solve", phase=Phase.COMMITTED, task_id=1, slot=0,
+                    data={"trace": ["0x" + "11" * 32, "0x" + "22" * 32], "root": "0x" + "33" * 32,
+                          "cid": "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG", "salt": "0x" + "44" * 32})
+    snap = Snapshot()
+    snap.items[item.key] = item
+    return snap, item
+
+
+def test_partner_slot_empty_past_the_timeout_withdraws_and_gives_up_the_task():
+    ctx = _Ctx(TaskStatus.OPEN, open_since=NOW - TIMEOUT - 1)
+    snap, item = _committed_item()
+    SolverRole(ctx).advance(snap, item)
+    assert ctx.chain.sent == ["withdrawCommitted"]
+    assert item.phase == Phase.LOST and "partner slot" in item.data["reason"]
+
+
+@pytest.mark.parametrize("status, open_since", [(TaskStatus.OPEN, NOW - TIMEOUT), (TaskStatus.ASSIGNED, 0),
+                                                (TaskStatus.OPEN, 0)])
+def test_partner_still_possible_waits(status, open_since):
+    """Within the timeout, or once the partner is drawn, the committed replica waits for the reveal."""
+    ctx = _Ctx(status, open_since)
+    snap, item = _committed_item()
+    SolverRole(ctx).advance(snap, item)
+    assert ctx.chain.sent == [] and item.phase == Phase.COMMITTED
