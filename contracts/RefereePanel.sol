@@ -43,7 +43,6 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         uint16 wrongVoteSlashBps;
         uint64 commitWindow;
         uint64 revealWindow;
-        uint64 panelTimeout;
         uint256 refereeStake;
     }
 
@@ -57,7 +56,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         uint8 revealed; // seats holding a revealed vote
         uint32 attempt; // randomness requests made for this panel
         uint64 openedAt;
-        uint64 seatingSince; // start of the current seating phase (panelTimeout counts from here)
+        uint64 seatingSince; // start of the current seating phase (a seating phase waits as long as it takes)
         uint64 commitDeadline;
         uint64 revealDeadline;
         uint64 decidedAt;
@@ -100,7 +99,6 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     /// @notice Seconds referees have to reveal once every seat committed.
     uint64 public revealWindow = 60;
     /// @notice Seconds a seating phase may keep failing to fill a seat before the panel ends with NoDecision.
-    uint64 public panelTimeout = 300;
 
     /// @notice Referee rewards waiting to be withdrawn.
     mapping(address => uint256) public credits;
@@ -160,17 +158,15 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         emit ParameterSet("wrongVoteSlashBps", wrongVoteBps);
     }
 
-    /// @notice Sets the commit and reveal windows and the seating timeout (seconds) for panels opened afterwards.
-    function setWindows(uint64 commitSeconds, uint64 revealSeconds, uint64 timeoutSeconds) external onlyOwner {
+    /// @notice Sets the commit and reveal windows (seconds) for panels opened afterwards. Seating has no timeout:
+    ///         a panel that cannot fill its seats yet waits and retries, it never releases the parties (issue 9).
+    function setWindows(uint64 commitSeconds, uint64 revealSeconds) external onlyOwner {
         _checkWindow("commitWindow", commitSeconds);
         _checkWindow("revealWindow", revealSeconds);
-        _checkWindow("panelTimeout", timeoutSeconds);
         commitWindow = commitSeconds;
         revealWindow = revealSeconds;
-        panelTimeout = timeoutSeconds;
         emit ParameterSet("commitWindow", commitSeconds);
         emit ParameterSet("revealWindow", revealSeconds);
-        emit ParameterSet("panelTimeout", timeoutSeconds);
     }
 
     // ---------------------------------------------------------------- game
@@ -188,7 +184,6 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
             wrongVoteSlashBps: uint16(wrongVoteSlashBps),
             commitWindow: commitWindow,
             revealWindow: revealWindow,
-            panelTimeout: panelTimeout,
             refereeStake: refereeStake
         });
         p.request = r;
@@ -249,10 +244,10 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         }
         if (full) {
             _enterCommitting(disputeId, p);
-        } else if (block.timestamp > uint256(p.seatingSince) + params.panelTimeout) {
-            _decide(disputeId, p, Verdict.NoDecision, bytes32(0));
         } else {
-            // The seating clock keeps running across retries: panelTimeout bounds the whole seating phase.
+            // INVARIANT: a draw that finds no eligible referee never decides the dispute: it used to end in
+            // NoDecision after a timeout, which released a cheater unslashed and let its result stand (issue 9).
+            // The filled seats stay; the empty ones are drawn again from a fresh value, as long as it takes.
             p.requestId = _request(p);
             emit SeatingRetry(disputeId, p.requestId);
         }

@@ -30,7 +30,7 @@ def net(devnet, tmp_path):
     n = Net(devnet["rpc_url"], devnet["ipfs_api"], root, env)
     owner = n.client(0)
     owner.transact(owner.game.functions.setClockAllowance(15))
-    owner.transact(owner.panel.functions.setWindows(15, 15, 60))            # commit, reveal, seating timeout
+    owner.transact(owner.panel.functions.setWindows(15, 15))                # commit, reveal
     owner.transact(owner.jobs.functions.setDefaultWindows(120, 10, 10))      # execution, reveal (= grace), challenge
     owner.transact(owner.jobs.functions.setAssignmentTimeout(5))
     yield n

@@ -216,7 +216,7 @@ contract Handler is HonestSide {
         else if (which == 3) panel.setPanelSize(uint8(1 + 2 * bound(a, 0, 2)));
         else if (which == 4) panel.setRefereeStake(bound(a, 1e18, 50e18));
         else if (which == 5) panel.setSlashes(bound(a, 0, 10_000), bound(b, 0, 10_000));
-        else if (which == 6) panel.setWindows(uint64(bound(a, 30, 300)), uint64(bound(b, 30, 300)), uint64(bound(a ^ b, 60, 600)));
+        else if (which == 6) panel.setWindows(uint64(bound(a, 30, 300)), uint64(bound(b, 30, 300)));
         else if (which == 7) jobs.setLateSlashBps(bound(a, 0, 10_000));
         else if (which == 8) jobs.setAssignmentTimeout(uint64(bound(a, 60, 900)));
         else jobs.setDefaultWindows(uint64(bound(a, 10, 300)), uint64(bound(b, 10, 200)), uint64(bound(a ^ b, 5, 200)));
