@@ -200,6 +200,12 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         _run();
     }
 
+    /// @notice A drawn replica declines its slot early, unslashed (TaskMachine.decline).
+    function decline(uint256 taskId) external {
+        taskId;
+        _run();
+    }
+
     /// @notice A committed replica leaves a task whose other slot stayed empty too long (TaskMachine.withdrawCommitted).
     function withdrawCommitted(uint256 taskId) external {
         taskId;

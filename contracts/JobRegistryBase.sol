@@ -28,6 +28,8 @@ abstract contract JobRegistryBase is Ownable {
     uint32 public constant MAX_TRACE = 1 << 20;
     /// @notice Nodes remembered per task as "never again for this task" (late or dispute losers); a ring buffer.
     uint8 public constant MAX_BANNED = 4;
+    /// @notice Share of its execution window (from assignment) in which a drawn replica may decline unslashed.
+    uint256 public constant DECLINE_GRACE_BPS = 2_500;
     /// @notice Largest value accepted for any window or timeout.
     uint64 public constant MAX_WINDOW = 7 days;
 

@@ -118,6 +118,27 @@ contract TaskMachine is JobRegistryBase {
         }
     }
 
+    /// @notice Declines the caller's slot within the first DECLINE_GRACE_BPS of its execution window: a node that
+    ///         finds the job's inputs invalid, or that cannot do the work in the window, says so at once instead of
+    ///         being reported late and slashed for a window it never accepted (issue 9). Unslashed, not counted late;
+    ///         the node is never drawn for this task again and the slot is drawn again.
+    function decline(uint256 taskId) external onlyDelegated {
+        Task storage t = _activeTask(taskId);
+        Job storage job = _jobs[t.jobId];
+        uint8 slot = _slotOf(taskId, msg.sender, ReplicaStatus.Assigned, job.replication);
+        ReplicaRecord storage r = _replicas[taskId][slot];
+        uint256 graceEnd = uint256(r.deadline) - job.executionWindow
+            + (uint256(job.executionWindow) * DECLINE_GRACE_BPS) / BPS;
+        // INVARIANT: declining is free only early; past the grace the node accepted the window.
+        if (block.timestamp > graceEnd) revert DeclineTooLate(taskId, slot, graceEnd);
+        r.status = ReplicaStatus.Voided;
+        r.deadline = 0;
+        _ban(taskId, msg.sender);
+        emit IJobRegistry.ReplicaDeclined(taskId, msg.sender, slot);
+        registry.unlock(msg.sender, job.stakePerReplica);
+        _requestDraw(taskId);
+    }
+
     /// @notice Releases the caller's stake from a task it committed to when another slot has stayed empty for over
     ///         `assignmentTimeout` (no eligible node could be drawn): its lock has no deadline, so without this only
     ///         the poster's cancelJob could free it. Unslashed: it did its part. Its slot is drawn again later.

@@ -9,6 +9,8 @@ import {JobStatus, TaskStatus, ReplicaStatus, DisputeOutcome} from "../types/Ver
 ///         revert with. Each is the same signature (so the same selector) as its declaration in JobRegistryErrors.sol
 ///         and CommonErrors.sol; tests/forge/JobRegistry.t.sol checks that they match.
 interface ITaskMachineErrors {
+    /// @notice decline: the decline grace (the first DECLINE_GRACE_BPS of the slot's execution window) has passed.
+    error DeclineTooLate(uint256 taskId, uint8 slot, uint256 graceEnd);
     /// @notice withdrawCommitted: the task is not Open, or its empty slot has not been empty for the assignment
     ///         timeout.
     error PartnerNotStarved(uint256 taskId, TaskStatus status, uint256 releasableAfter);

@@ -42,6 +42,9 @@ interface IJobRegistry {
     event TaskReopened(uint256 indexed taskId);
     /// @notice A replica missed its deadline and was slashed `slashed` (burned).
     event ReplicaLate(uint256 indexed taskId, address indexed node, uint8 slot, uint256 slashed);
+    /// @notice A drawn replica declined its slot within the decline grace (inputs it cannot use, work it cannot do
+    ///         in time); its stake was released unslashed, it is not drawn for this task again, the slot is redrawn.
+    event ReplicaDeclined(uint256 indexed taskId, address indexed node, uint8 slot);
     /// @notice A committed replica whose partner slot stayed empty past the assignment timeout left the task; its
     ///         stake was released unslashed and its slot is drawn again.
     event ReplicaWithdrawn(uint256 indexed taskId, address indexed node, uint8 slot);

@@ -645,6 +645,8 @@ contract JobRegistryTest is Fixture {
         _sameSelector(ITaskMachineErrors.WrongTraceLength.selector, WrongTraceLength.selector);
         _sameSelector(ITaskMachineErrors.WrongVerificationMode.selector, WrongVerificationMode.selector);
         _sameSelector(ITaskMachineErrors.NothingToWithdraw.selector, NothingToWithdraw.selector);
+        _sameSelector(ITaskMachineErrors.PartnerNotStarved.selector, PartnerNotStarved.selector);
+        _sameSelector(ITaskMachineErrors.DeclineTooLate.selector, DeclineTooLate.selector);
     }
 
     function _sameSelector(bytes4 a, bytes4 b) internal pure {

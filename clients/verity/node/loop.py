@@ -126,28 +126,25 @@ class NodeLoop:
                     except SERVICE_GONE:
                         raise  # not this item's fault: fails the tick, the item keeps its retries
                     except Exception as exc:  # noqa: BLE001 — one bad item must not take the node down
-                        self._item_failed(item, exc)
+                        self._item_failed(item, exc, handler)
                     finally:
                         if item.phase in TERMINAL:
                             self.work.forget(item.key)
                         self.store.save(self.snap)
 
-    def _item_failed(self, item, exc: Exception) -> None:
+    def _item_failed(self, item, exc: Exception, handler=None) -> None:
         """Bad inputs (a ValueError: malformed manifest, wrong hash, bad shard, …) or an
         unsupported profile end the item at once; anything else is retried a bounded
-        number of times. Either way one bad job never stops the node."""
+        number of times. Either way one bad job never stops the node. A solve item that ends
+        for bad inputs declines its slot on-chain (unslashed, within the decline grace)."""
         item.attempts += 1
         item.data.pop("computing", None)
         permanent = isinstance(exc, (ValueError, ProfileUnsupported))
         log.warning("%s: %s: %s (attempt %d%s)", item.key, type(exc).__name__, exc, item.attempts,
                     ", giving up" if permanent else "", exc_info=not isinstance(exc, (VerityError, OSError)))
         declined = permanent and item.kind == "solve"
-        if declined:
-            # Say it at once, not when the slot is reported late. JobRegistry has no decline call yet
-            # (the economics issue adds one); until then the slot is redrawn only after its deadline.
-            log.error("declining task %s slot %s: this node cannot use the job's inputs (%s); the contract has "
-                      "no decline call yet, so the slot is freed only when it is reported late", item.task_id,
-                      item.slot, exc)
+        if declined and hasattr(handler, "decline"):
+            handler.decline(item, f"{type(exc).__name__}: {exc}")
         if permanent or item.attempts >= self.item_attempts:
             self.snap.abandon(item, f"{'declined: ' if declined else ''}{type(exc).__name__}: {exc}")
 

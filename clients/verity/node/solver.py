@@ -55,6 +55,20 @@ class SolverRole:
                 snap.items[key] = WorkItem(key=key, kind="solve", phase=Phase.ASSIGNED, task_id=tid, slot=slot)
                 log.info("assigned task %d slot %d", tid, slot)
 
+    def decline(self, item: WorkItem, why: str) -> None:
+        """Give the slot back (JobRegistry.decline: unslashed within the first quarter of the execution window,
+        never drawn for this task again) when this node cannot use the job's inputs; past the grace the
+        contract refuses and the slot is freed only when reported late."""
+        from verity.chain import TxFailed
+
+        c = self.ctx.chain
+        try:
+            c.transact(c.jobs.functions.decline(item.task_id))
+            log.error("declined task %d slot %s: %s", item.task_id, item.slot, why)
+        except TxFailed as exc:
+            log.error("could not decline task %d slot %s (%s): %s; the slot is freed when reported late",
+                      item.task_id, item.slot, exc, why)
+
     def advance(self, snap: Snapshot, item: WorkItem) -> None:
         ctx, c = self.ctx, self.ctx.chain
         task = ctx.task(item.task_id)

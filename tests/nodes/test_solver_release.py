@@ -1,5 +1,6 @@
-"""Unit tests: a committed solver whose partner slot nobody fills leaves the task (TaskMachine.withdrawCommitted)
-once the slot has been empty for the assignment timeout, and not before (issue 9, stuck locks).
+"""Unit tests of the solver's two ways out of a slot (issue 9): a committed solver whose partner slot nobody fills
+leaves the task (TaskMachine.withdrawCommitted) once the slot has been empty for the assignment timeout, and not
+before (stuck locks); a solver that cannot use a job's inputs declines its slot (TaskMachine.decline).
 
 The real SolverRole against a fake chain (mocks only at the edge: reads and transactions)."""
 from __future__ import annotations
@@ -80,3 +81,23 @@ def test_partner_still_possible_waits(status, open_since):
     snap, item = _committed_item()
     SolverRole(ctx).advance(snap, item)
     assert ctx.chain.sent == [] and item.phase == Phase.COMMITTED
+
+
+class _RefusingChain(_Chain):
+    def transact(self, call):
+        from verity.chain import TxFailed
+
+        self.sent.append(call[0])
+        raise TxFailed("decline", "DeclineTooLate", (1, 0, 123))
+
+
+def test_decline_sends_the_call_and_survives_a_refusal(caplog):
+    ctx = _Ctx(TaskStatus.ASSIGNED, 0)
+    item = WorkItem(key="task:1:0", kind="solve", phase=Phase.ASSIGNED, task_id=1, slot=0)
+    SolverRole(ctx).decline(item, "ShardInvalid: bad header")
+    assert ctx.chain.sent == ["decline"]
+    ctx.chain = _RefusingChain()
+    with caplog.at_level("ERROR", logger="verity.node"):
+        SolverRole(ctx).decline(item, "ShardInvalid: bad header")  # past the grace: logged, never raised
+    assert ctx.chain.sent == ["decline"]
+    assert any("could not decline task 1" in r.getMessage() for r in caplog.records)

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {Fixture} from "./base/Fixture.sol";
+import {IJobRegistry} from "../../contracts/interfaces/IJobRegistry.sol";
+import {TaskStatus, ReplicaStatus} from "../../contracts/types/VerityTypes.sol";
+import {DeclineTooLate, NotReplica} from "../../contracts/errors/JobRegistryErrors.sol";
+
+/// @notice Issue 9 (a poster burns honest stake / poisoned jobs cycle for ever): a drawn node that found a job's
+///         inputs invalid, or could not do the work in the window, had no way out but to be reported late and
+///         slashed. Now it declines within the first quarter of its execution window: unslashed, never drawn for
+///         that task again (so a poisoned task cannot come back to it), and the slot is drawn again.
+contract DeclineTest is Fixture {
+    function setUp() public override {
+        super.setUp();
+        _addNodes(8);
+        _post(_params(1, 1, 2));
+        assertEq(uint8(_status(1)), uint8(TaskStatus.Assigned), "drawn");
+    }
+
+    function _grace() internal view returns (uint256) {
+        return (uint256(jobs.getJob(1).executionWindow) * jobs.DECLINE_GRACE_BPS()) / 10_000;
+    }
+
+    function test_decline_withinGrace_unslashedBannedAndRedrawn_succeeds() public {
+        address node = _replica(1, 0).node;
+        uint256 freeBefore = registry.freeStake(node);
+        uint256 stakeBefore = registry.getNode(node).stake;
+        vm.warp(block.timestamp + _grace());
+        vm.expectEmit(true, true, false, true, address(jobs));
+        emit IJobRegistry.ReplicaDeclined(1, node, 0);
+        vm.prank(node);
+        jobs.decline(1);
+        assertEq(registry.freeStake(node), freeBefore + jobs.getJob(1).stakePerReplica, "stake released");
+        assertEq(registry.getNode(node).stake, stakeBefore, "not slashed");
+        assertEq(registry.reputationOf(node).tasksLate, 0, "not counted late");
+        assertEq(uint8(_replica(1, 0).status), uint8(ReplicaStatus.Voided), "slot emptied");
+        assertEq(uint8(_status(1)), uint8(TaskStatus.Open), "slot to be drawn again");
+        assertEq(jobs.bannedOf(1)[0], node, "never drawn for this task again");
+        _draw(1);
+        assertEq(uint8(_status(1)), uint8(TaskStatus.Assigned), "redrawn");
+        assertTrue(_replica(1, 0).node != node && _replica(1, 1).node != node, "the decliner came back");
+    }
+
+    /// @dev Past the grace the node accepted the window: declining is refused (the late rule applies).
+    function test_decline_afterGrace_reverts() public {
+        address node = _replica(1, 1).node;
+        uint256 graceEnd = block.timestamp + _grace();
+        vm.warp(graceEnd + 1);
+        vm.expectRevert(abi.encodeWithSelector(DeclineTooLate.selector, 1, uint8(1), graceEnd));
+        vm.prank(node);
+        jobs.decline(1);
+    }
+
+    /// @dev A committed replica made its choice: it cannot walk out of the reveal by declining.
+    function test_decline_afterCommit_reverts() public {
+        address node = _replica(1, 0).node;
+        _commit(1, node, _honest(INPUT, 4));
+        vm.expectRevert(abi.encodeWithSelector(NotReplica.selector, 1, node, ReplicaStatus.Assigned));
+        vm.prank(node);
+        jobs.decline(1);
+    }
+
+    function test_decline_byStranger_reverts() public {
+        vm.expectRevert(abi.encodeWithSelector(NotReplica.selector, 1, address(0xBAD), ReplicaStatus.Assigned));
+        vm.prank(address(0xBAD));
+        jobs.decline(1);
+    }
+}
