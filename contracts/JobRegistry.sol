@@ -292,7 +292,13 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         return _escrowFor(paymentPerTask, replication, shards, rounds);
     }
 
-    /// @notice Nodes that may never be drawn again for this task (late or dispute losers).
+    /// @notice Whether `node` was ever banned from `taskId` (late, lost a dispute, declined): it is never drawn for it
+    ///         again.
+    function isBanned(uint256 taskId, address node) external view returns (bool) {
+        return _everBanned[taskId][node];
+    }
+
+    /// @notice The most recent bans of a task (the draw's exclusion ring; `isBanned` holds them all).
     function bannedOf(uint256 taskId) external view returns (address[MAX_BANNED] memory) {
         return _banned[taskId];
     }
@@ -392,20 +398,33 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
     }
 
     /// @dev Seed = keccak(value, taskId, slot, nonce): the nonce separates redraws of one slot from the same value.
+    ///      A node ever banned from the task (older than the exclusion ring) is never taken: the slot is drawn again
+    ///      with the next nonce, at most BANNED_REDRAWS times, then left empty for the next request.
     function _drawSolver(uint256 taskId, uint8 slot, bytes32 value) internal returns (address) {
         Task storage t = _tasks[taskId];
         Job storage job = _jobs[t.jobId];
-        bytes32 seed = keccak256(abi.encode(value, taskId, slot, t.drawNonce));
-        ++t.drawNonce;
-        return registry.drawSolver(
-            seed, job.deviceClass, job.minMemoryMb, job.profileBit, job.stakePerReplica, _exclusions(taskId)
-        );
+        address[] memory exclude = _exclusions(taskId);
+        for (uint256 i = 0; i < BANNED_REDRAWS; ++i) {
+            bytes32 seed = keccak256(abi.encode(value, taskId, slot, t.drawNonce));
+            ++t.drawNonce;
+            address node = registry.drawSolver(
+                seed, job.deviceClass, job.minMemoryMb, job.profileBit, job.stakePerReplica, exclude
+            );
+            // INVARIANT: a node banned from a task (late, lost, declined) is never drawn for it again.
+            if (node == address(0) || !_everBanned[taskId][node]) return node;
+            uint256 n = exclude.length; // room for BANNED_REDRAWS more was reserved: exclude it from the next draw
+            assembly ("memory-safe") {
+                mstore(exclude, add(n, 1))
+            }
+            exclude[n] = node;
+        }
+        return address(0);
     }
 
     /// @dev Other slots' nodes, this slot's previous node, and the task's banned ring.
     function _exclusions(uint256 taskId) internal view returns (address[] memory ex) {
         uint8 replication = _jobs[_tasks[taskId].jobId].replication;
-        ex = new address[](uint256(replication) + MAX_BANNED);
+        ex = new address[](uint256(replication) + MAX_BANNED + BANNED_REDRAWS); // the redraws' room at the end
         uint256 c = 0;
         for (uint8 s = 0; s < replication; ++s) {
             address node = _replicas[taskId][s].node;

@@ -26,8 +26,11 @@ abstract contract JobRegistryBase is Ownable {
     uint8 public constant MAX_REPLICATION = 2;
     /// @notice Maximum checkpoints per trace and steps per checkpoint segment (keeps proofs <= 20 deep).
     uint32 public constant MAX_TRACE = 1 << 20;
-    /// @notice Nodes remembered per task as "never again for this task" (late or dispute losers); a ring buffer.
+    /// @notice Most recent bans of a task passed to each draw as exclusions (a ring buffer); older bans still hold
+    ///         (`_everBanned`), a draw that lands on one draws again.
     uint8 public constant MAX_BANNED = 4;
+    /// @notice Draws per empty slot before it waits for the next request, when the drawn nodes were banned.
+    uint8 public constant BANNED_REDRAWS = 4;
     /// @notice Share of its execution window (from assignment) in which a drawn replica may decline unslashed.
     uint256 public constant DECLINE_GRACE_BPS = 2_500;
     /// @notice Largest value accepted for any window or timeout.
@@ -84,6 +87,9 @@ abstract contract JobRegistryBase is Ownable {
     mapping(uint256 => mapping(uint32 => mapping(uint32 => uint256))) internal _taskIds;
     mapping(uint256 => address[MAX_BANNED]) internal _banned;
     mapping(uint256 => uint8) internal _bannedCount;
+    /// @dev Every node ever banned from a task (late, lost, declined). The ring above only keeps the draw's exclusion
+    ///      list short; this set is what a draw checks, so a ban never rotates out (issue 9).
+    mapping(uint256 => mapping(address => bool)) internal _everBanned;
 
     /// @notice The number of live disputes against the task's candidate at `epoch` changed to `openDisputes`.
     event OpenDisputesChanged(uint256 indexed taskId, uint32 epoch, uint32 openDisputes);
@@ -148,6 +154,7 @@ abstract contract JobRegistryBase is Ownable {
         uint8 c = _bannedCount[taskId];
         _banned[taskId][c % MAX_BANNED] = node;
         _bannedCount[taskId] = c + 1;
+        _everBanned[taskId][node] = true;
     }
 
     /// @dev The one way a slot gets (re)drawn: the task is Open and asks for randomness now; `assign` draws its empty
