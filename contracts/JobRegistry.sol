@@ -70,6 +70,12 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         _checkWindow("executionWindow", execution);
         _checkWindow("revealWindow", revealSeconds);
         _checkWindow("challengeWindow", challenge);
+        if (execution < MIN_EXECUTION_WINDOW) {
+            revert ParameterOutOfRange("executionWindow", execution, MIN_EXECUTION_WINDOW, MAX_WINDOW);
+        }
+        if (revealSeconds < MIN_REVEAL_WINDOW) {
+            revert ParameterOutOfRange("revealWindow", revealSeconds, MIN_REVEAL_WINDOW, MAX_WINDOW);
+        }
         defaultExecutionWindow = execution;
         defaultRevealWindow = revealSeconds;
         defaultChallengeWindow = challenge;
@@ -465,8 +471,14 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         if (p.profileBit == 0 || (p.profileBit & (p.profileBit - 1)) != 0) {
             revert InvalidJobParameter("profileBit", p.profileBit);
         }
-        if (p.executionWindow > MAX_WINDOW) revert InvalidJobParameter("executionWindow", p.executionWindow);
-        if (p.revealWindow > MAX_WINDOW) revert InvalidJobParameter("revealWindow", p.revealWindow);
+        // INVARIANT: no job can set a window an honest node cannot meet (0 takes the default, itself >= the minimum):
+        // a 1-second execution window had every drawn solver reported late and slashed (issue 9).
+        if (p.executionWindow > MAX_WINDOW || (p.executionWindow != 0 && p.executionWindow < MIN_EXECUTION_WINDOW)) {
+            revert InvalidJobParameter("executionWindow", p.executionWindow);
+        }
+        if (p.revealWindow > MAX_WINDOW || (p.revealWindow != 0 && p.revealWindow < MIN_REVEAL_WINDOW)) {
+            revert InvalidJobParameter("revealWindow", p.revealWindow);
+        }
         if (p.challengeWindow > MAX_WINDOW) revert InvalidJobParameter("challengeWindow", p.challengeWindow);
     }
 

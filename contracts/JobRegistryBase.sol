@@ -33,6 +33,11 @@ abstract contract JobRegistryBase is Ownable {
     uint8 public constant BANNED_REDRAWS = 4;
     /// @notice Share of its execution window (from assignment) in which a drawn replica may decline unslashed.
     uint256 public constant DECLINE_GRACE_BPS = 2_500;
+    /// @notice Shortest execution window a job may have (or the registry default), seconds: a drawn node must be
+    ///         able to fetch the inputs, decline within the grace or train and commit before it can be late.
+    uint64 public constant MIN_EXECUTION_WINDOW = 30;
+    /// @notice Shortest reveal window, seconds: a committed node must be able to send its reveal.
+    uint64 public constant MIN_REVEAL_WINDOW = 5;
     /// @notice Largest value accepted for any window or timeout.
     uint64 public constant MAX_WINDOW = 7 days;
 

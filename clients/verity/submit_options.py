@@ -23,6 +23,8 @@ MAX_SHARDS = 32
 MAX_ROUNDS = 256
 MAX_TRACE = 1 << 20
 MAX_WINDOW = 7 * 24 * 3600
+MIN_EXECUTION_WINDOW = 30  # JobRegistryBase.MIN_EXECUTION_WINDOW: no job's drawn solvers can be late by design
+MIN_REVEAL_WINDOW = 5      # JobRegistryBase.MIN_REVEAL_WINDOW
 MIN_CHALLENGE_WINDOW = 60  # the manifest's lower bound
 # VerificationFees' bounds (contracts/VerificationFees.sol): fund() reverts outside them, after the job is posted.
 MAX_CHECKS = 8
@@ -151,6 +153,10 @@ def validate_spec(spec: JobSpec) -> None:
     _between("challenge_window", spec.challenge_window, 0, MAX_WINDOW)
     _between("execution_window", spec.execution_window, 0, MAX_WINDOW)
     _between("reveal_window", spec.reveal_window, 0, MAX_WINDOW)
+    for name, least in (("execution_window", MIN_EXECUTION_WINDOW), ("reveal_window", MIN_REVEAL_WINDOW)):
+        if 0 < getattr(spec, name) < least:
+            raise BadJobSpec(name, f"{getattr(spec, name)} s is below the contract's minimum of {least} s "
+                                   "(0 takes the registry's default)")
     if len(spec.name) > 128:
         raise BadJobSpec("name", f"{len(spec.name)} characters; at most 128")
     validate_fees(spec)

@@ -584,10 +584,10 @@ contract JobRegistryTest is Fixture {
     }
 
     function test_setParameters_succeeds() public {
-        jobs.setDefaultWindows(10, 20, 30);
+        jobs.setDefaultWindows(35, 20, 30);
         jobs.setAssignmentTimeout(40);
         jobs.setLateSlashBps(500);
-        assertEq(jobs.defaultExecutionWindow(), 10, "exec");
+        assertEq(jobs.defaultExecutionWindow(), 35, "exec");
         assertEq(jobs.defaultRevealWindow(), 20, "reveal");
         assertEq(jobs.defaultChallengeWindow(), 30, "challenge");
         assertEq(jobs.assignmentTimeout(), 40, "timeout");
@@ -604,6 +604,25 @@ contract JobRegistryTest is Fixture {
         vm.prank(submitter);
         vm.expectRevert(abi.encodeWithSelector(Ownable.OwnableUnauthorizedAccount.selector, submitter));
         jobs.setAssignmentTimeout(1);
+    }
+
+    /// @dev Issue 9 (a poster burns honest stake): a job with a 1-second execution window had its drawn solvers
+    ///      reported late and slashed before they could commit. No job, and no default, can be that short now.
+    function test_windowsBelowTheMinimum_reverts() public {
+        PostJobParams memory p = _params(1, 1, 2);
+        p.executionWindow = 1;
+        vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("executionWindow"), 1));
+        jobs.postJob(p);
+        p.executionWindow = jobs.MIN_EXECUTION_WINDOW();
+        p.revealWindow = 1;
+        vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("revealWindow"), 1));
+        jobs.postJob(p);
+        vm.expectRevert(
+            abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("executionWindow"), 29, 30, 7 days)
+        );
+        jobs.setDefaultWindows(29, 5, 1);
+        vm.expectRevert(abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("revealWindow"), 4, 5, 7 days));
+        jobs.setDefaultWindows(30, 4, 1);
     }
 
     function test_hooks_notDisputeGame_reverts() public {

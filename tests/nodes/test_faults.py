@@ -79,7 +79,7 @@ def test_killed_solver_is_reported_late_and_its_task_reassigned(net):
     for i in (1, 2, 3):
         net.start_node(f"solver-{i}", i)
     net.wait_registered(3)
-    job_id = net.post(shards=1, rounds=1, steps=20, k=10, replication=2, execution_window=15)
+    job_id = net.post(shards=1, rounds=1, steps=20, k=10, replication=2, execution_window=30)
     c = net.client()
     assigned = lambda: [e for e in net.events() if e.name == "TaskAssigned"]  # noqa: E731
     wait_for(assigned, 30, "the first assignment")
@@ -106,7 +106,7 @@ def test_unreachable_cid_and_malformed_manifest_end_in_a_refund(net):
     good_json_bad_data = json.dumps(doc).encode()
     initial = initial_state(load_manifest(good_json_bad_data)).hash
     malformed = b'{"schema_version": 1, "model": "not an object"}'
-    common = dict(shards=1, rounds=1, steps=20, k=10, replication=1, execution_window=10)
+    common = dict(shards=1, rounds=1, steps=20, k=10, replication=1, execution_window=30)
     jobs = [post_raw(net, good_json_bad_data, initial, **common),
             post_raw(net, malformed, hashlib.sha256(b"y").digest(), **common)]
     submitter = net.client(SUBMITTER)

@@ -202,3 +202,15 @@ def test_data_shard_defaults_are_the_submit_defaults_succeeds():
 def test_ape_submit_unknown_account_fails(alias, index, flag):
     with pytest.raises(BadJobSpec, match=f"^{flag}: "):
         _ape_script()._sender(alias, index)
+
+
+@pytest.mark.parametrize("field, value", [("execution_window", 1), ("execution_window", 29), ("reveal_window", 4)])
+def test_windows_below_the_contracts_minimum_refused_before_anything_is_spent(field, value):
+    with pytest.raises(BadJobSpec, match=f"--{field.replace('_', '-')}: {value} s is below the contract's minimum"):
+        opts.validate_spec(JobSpec(shards=2, **{field: value}))
+
+
+def test_window_minimums_match_the_contract():
+    src = (REPO / "contracts" / "JobRegistryBase.sol").read_text()
+    assert f"uint64 public constant MIN_EXECUTION_WINDOW = {opts.MIN_EXECUTION_WINDOW};" in src
+    assert f"uint64 public constant MIN_REVEAL_WINDOW = {opts.MIN_REVEAL_WINDOW};" in src

@@ -219,7 +219,7 @@ contract Handler is HonestSide {
         else if (which == 6) panel.setWindows(uint64(bound(a, 30, 300)), uint64(bound(b, 30, 300)));
         else if (which == 7) jobs.setLateSlashBps(bound(a, 0, 10_000));
         else if (which == 8) jobs.setAssignmentTimeout(uint64(bound(a, 60, 900)));
-        else jobs.setDefaultWindows(uint64(bound(a, 10, 300)), uint64(bound(b, 10, 200)), uint64(bound(a ^ b, 5, 200)));
+        else jobs.setDefaultWindows(uint64(bound(a, 30, 300)), uint64(bound(b, 10, 200)), uint64(bound(a ^ b, 5, 200)));
         vm.stopPrank();
         ++ghostParamChanges;
     }
