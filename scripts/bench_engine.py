@@ -3,6 +3,7 @@
     python scripts/bench_engine.py [--steps 1000] [--device cpu|cuda] [--ipfs /ip4/127.0.0.1/tcp/5001/http]
     python scripts/bench_engine.py --repro-check [--device cuda]
     python scripts/bench_engine.py --profiles [--profile-steps 20] [--repeats 2] [--device cpu|cuda]
+                                   [--portable-threads 2]
 
 For a ~2M-parameter MLP and the small transformer, and k in {10, 100, 1000},
 runs the plain loop and the engine (per-step RNG, hashing, a checkpoint every
@@ -12,7 +13,8 @@ time, the ratio engine / plain and peak RSS. Writes bench/out/engine.json.
 --profiles instead times Trainer.train_step for an MLP, a CNN and the GPT under
 the native profile and under portable-f32, one thread, and writes
 bench/out/profiles.json: {"mlp"|"cnn"|"gpt": {"native_ms_per_step",
-"portable_ms_per_step", "ratio", ...}}.
+"portable_ms_per_step", "ratio", the same as thread CPU time ("..._cpu_ms_per_step",
+"cpu_ratio"), ...}}.
 """
 from __future__ import annotations
 
@@ -228,20 +230,22 @@ def profile_workloads(device: str) -> dict:
     return out
 
 
-def _ms_per_step(m, shard, device: str, steps: int, warmup: int) -> float:
-    """Mean wall ms of Trainer.train_step (sampling, forward, backward, update) after `warmup` steps."""
+def _ms_per_step(m, shard, device: str, steps: int, warmup: int, threads: int = 1) -> tuple[float, float]:
+    """Mean (wall ms, this thread's CPU ms) of Trainer.train_step (sampling, forward, backward,
+    update) after `warmup` steps. On a shared machine the thread's CPU time is the steadier figure
+    (other processes stretch wall time far more); at one thread on the CPU both measure the same work."""
     apply_profile(m.determinism)
-    torch.set_num_threads(1)                     # the portable profile leaves threads alone: compare at one
+    torch.set_num_threads(threads)               # the portable profile leaves threads alone: compare at one
     t = Trainer(m, shard, TaskRef(1, 0, 0), device)
     t.load(initial_state(m))
     for _ in range(warmup):
         t.train_step()
     _sync(device)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.thread_time()
     for _ in range(steps):
         t.train_step()
     _sync(device)
-    return 1000.0 * (time.perf_counter() - start) / steps
+    return 1000.0 * (time.perf_counter() - start) / steps, 1000.0 * (time.thread_time() - cpu) / steps
 
 
 def bench_profiles(args) -> dict:
@@ -252,6 +256,7 @@ def bench_profiles(args) -> dict:
     out = {}
     for name, (doc, data) in profile_workloads(args.device).items():
         ms = {"native": [], "portable": []}
+        cpu = {"native": [], "portable": []}
         ms_args = {}
         for kind, prof in (("native", native), ("portable", "portable-f32")):
             m = load_manifest(json.dumps(dict(doc, determinism=prof, hardware=hw)).encode())
@@ -259,15 +264,31 @@ def bench_profiles(args) -> dict:
         for rep in range(args.repeats):
             for kind in (("native", "portable") if rep % 2 == 0 else ("portable", "native")):
                 m, shard = ms_args[kind]
-                ms[kind].append(_ms_per_step(m, shard, args.device, args.profile_steps, warmup=3))
+                wall, thread = _ms_per_step(m, shard, args.device, args.profile_steps, warmup=3)
+                ms[kind].append(wall)
+                cpu[kind].append(thread)
         nat, por = min(ms["native"]), min(ms["portable"])
+        cnat, cpor = min(cpu["native"]), min(cpu["portable"])
+        extra = {}
+        if args.portable_threads > 1:            # a separate figure: portable with more intra-op threads
+            m, shard = ms_args["portable"]
+            walls = [_ms_per_step(m, shard, args.device, args.profile_steps, warmup=3,
+                                  threads=args.portable_threads)[0] for _ in range(args.repeats)]
+            torch.set_num_threads(1)
+            extra = {"portable_threads": args.portable_threads,
+                     "portable_threads_ms_per_step": round(min(walls), 3),
+                     "portable_threads_ratio_vs_native_1_thread": round(min(walls) / nat, 2)}
         m = ms_args["native"][0]
         out[name] = {"native_ms_per_step": round(nat, 3), "portable_ms_per_step": round(por, 3),
-                     "ratio": round(por / nat, 2), "native_profile": native, "device": args.device, "threads": 1,
+                     "ratio": round(por / nat, 2),
+                     "native_cpu_ms_per_step": round(cnat, 3), "portable_cpu_ms_per_step": round(cpor, 3),
+                     "cpu_ratio": round(cpor / cnat, 2), "native_profile": native, "device": args.device, "threads": 1,
                      "batch_size": m.batch_size, "model": m.model.model_dump(mode="json"),
                      "params": sum(t.numel() for t in initial_state(m).tensors.values()),
                      "steps": args.profile_steps, "native_all_ms": [round(v, 3) for v in ms["native"]],
-                     "portable_all_ms": [round(v, 3) for v in ms["portable"]]}
+                     "portable_all_ms": [round(v, 3) for v in ms["portable"]],
+                     "native_all_cpu_ms": [round(v, 3) for v in cpu["native"]],
+                     "portable_all_cpu_ms": [round(v, 3) for v in cpu["portable"]], **extra}
         console.print(name, out[name])
     return out
 
@@ -299,6 +320,8 @@ def main() -> int:
     ap.add_argument("--profiles", action="store_true",
                     help="ms/step native vs portable-f32 for mlp, cnn, gpt (one thread); writes bench/out/profiles.json")
     ap.add_argument("--profile-steps", type=int, default=20, help="timed steps per run with --profiles")
+    ap.add_argument("--portable-threads", type=int, default=0,
+                    help="with --profiles, also time portable-f32 at this many threads (a separate figure)")
     args = ap.parse_args()
     if args.repro_check:
         return repro_check(args)

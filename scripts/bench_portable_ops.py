@@ -1,6 +1,7 @@
 """Cost of the portable ops (verity.engine.portable) against their native torch counterparts.
 
     python scripts/bench_portable_ops.py [--threads 1] [--device cpu|cuda] [--repeat 7]
+    python scripts/bench_portable_ops.py --step-breakdown gpt [--steps 5]
 
 Times matmuls of the model zoo's shapes (digits MLP, the small CNN's
 convolutions as im2col matmuls, a small GPT's projections, weight gradients
@@ -11,12 +12,23 @@ bench/out/portable_ops.json: {op: {"shape", "native_ms", "portable_ms",
 default scheme. Best of --repeat timings, each averaged over enough calls to
 last ~0.1 s, native and portable alternating, so a busy machine inflates
 the numbers and skews the ratios less.
+
+--step-breakdown ARCH instead runs portable-f32 train steps of the
+`bench_engine.py --profiles` workload (mlp, cnn or gpt; one thread) with
+every function of verity.engine.portable and torch's GEMM entry points
+wrapped, and prints the exclusive thread CPU ms per step of each (time
+inside a function minus time in the wrapped functions it calls): where a
+portable step's time goes. The wrappers add a few microseconds per call.
 """
 from __future__ import annotations
 
 import argparse
+import collections
+import functools
+import importlib
 import json
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -88,12 +100,90 @@ def run(repeat: int, device: str) -> dict:
     return results
 
 
+def step_breakdown(arch: str, steps: int) -> dict:
+    """{function: exclusive thread CPU ms per portable train step}, plus "step" (the whole step)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_engine import profile_workloads
+
+    from verity.engine import TaskRef, initial_state, load_manifest, load_shard
+    from verity.engine.determinism import apply_profile
+    from verity.engine.portable.optim import PortableAdam
+    from verity.engine.trainer import Trainer
+
+    excl, stack = collections.Counter(), []
+
+    def wrap(name, f):
+        @functools.wraps(f)
+        def timed_call(*a, **k):
+            now = time.thread_time()
+            if stack:
+                excl[stack[-1][0]] += now - stack[-1][1]
+            stack.append([name, now])
+            try:
+                return f(*a, **k)
+            finally:
+                now = time.thread_time()
+                done, since = stack.pop()
+                excl[done] += now - since
+                if stack:
+                    stack[-1][1] = now
+        return timed_call
+
+    mods = [importlib.import_module(f"verity.engine.portable.{m}")
+            for m in ("matmul", "reduce", "transcendental", "layers", "autograd", "bits", "models")]
+    for mod in mods:
+        for n, f in list(vars(mod).items()):
+            if isinstance(f, type) and issubclass(f, torch.autograd.Function) and f is not torch.autograd.Function:
+                f.forward = staticmethod(wrap(f"{n}.forward", f.forward))
+                f.backward = staticmethod(wrap(f"{n}.backward", f.backward))
+            elif (callable(f) and getattr(f, "__module__", None) == mod.__name__ and not isinstance(f, type)
+                  and n not in ("f32", "require_f32", "get_scheme", "may_sync")):
+                w = wrap(f"{mod.__name__.rsplit('.', 1)[-1]}.{n}", f)
+                for other in mods:
+                    if getattr(other, n, None) is f:
+                        setattr(other, n, w)
+    saved = {n: getattr(torch, n) for n in ("matmul", "mm", "bmm")}
+    for n, f in saved.items():
+        setattr(torch, n, wrap(f"torch.{n} (float64 GEMMs)", f))
+    PortableAdam.step = wrap("PortableAdam.step", PortableAdam.step)
+    try:
+        doc, data = profile_workloads("cpu")[arch]
+        m = load_manifest(json.dumps(dict(doc, determinism="portable-f32",
+                                          hardware={"device_class": "cpu", "min_memory_mb": 1024})).encode())
+        apply_profile(m.determinism)
+        torch.set_num_threads(1)
+        t = Trainer(m, load_shard(data, m.data), TaskRef(1, 0, 0), "cpu")
+        t.load(initial_state(m))
+        t.train_step()
+        excl.clear()
+        start = time.thread_time()
+        for _ in range(steps):
+            t.train_step()
+        total = time.thread_time() - start
+    finally:
+        for n, f in saved.items():
+            setattr(torch, n, f)
+    out = {"step": 1e3 * total / steps}
+    out.update({k: 1e3 * v / steps for k, v in excl.most_common()})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--step-breakdown", choices=("mlp", "cnn", "gpt"), default=None,
+                    help="exclusive CPU ms per portable function in train steps of this bench_engine model")
+    ap.add_argument("--steps", type=int, default=5, help="steps timed with --step-breakdown")
     args = ap.parse_args()
+    if args.step_breakdown:
+        ms = step_breakdown(args.step_breakdown, args.steps)
+        step = ms.pop("step")
+        print(f"portable-f32 {args.step_breakdown} step: {step:.1f} ms thread CPU time (instrumented)")
+        for name, v in ms.items():
+            print(f"  {name:40s} {v:8.2f} ms {100 * v / step:5.1f} %")
+        return
     torch.set_num_threads(args.threads)
     results = run(args.repeat, args.device)
     table = Table(title=f"portable vs native, {args.device}, {args.threads} thread(s), default scheme {DEFAULT_SCHEME}")

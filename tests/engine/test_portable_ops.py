@@ -118,6 +118,72 @@ def test_matmul_batched_equals_per_matrix_and_broadcasts_like_torch():
     assert P.matmul(v, v).shape == ()
 
 
+def _documented_slices(x: torch.Tensor, dim: int, bits: int, slices: int) -> list[torch.Tensor]:
+    """The split of matmul.py's docstring, written out plainly: a float64 copy (non-finite zeroed),
+    e from frexp(max|x|), slice s = rest rounded to 2**(e - s*bits) by adding and subtracting
+    1.5 * 2**(52 + e - s*bits)."""
+    x64 = x.double()
+    x64[~torch.isfinite(x64)] = 0.0
+    amax = torch.maximum(x.amax(dim, keepdim=True), -x.amin(dim, keepdim=True))
+    amax[~torch.isfinite(amax)] = 0.0
+    e = torch.frexp(amax).exponent.double()
+    parts, rest = [], x64
+    for s in range(1, slices + 1):
+        sigma = 1.5 * torch.pow(2.0, e + 52 - s * bits)
+        part = (rest + sigma) - sigma
+        parts.append(part)
+        rest = rest - part
+    return parts
+
+
+def _documented_matmul(a: torch.Tensor, b: torch.Tensor, scheme: str) -> torch.Tensor:
+    """exact_matmul as its docstring defines it, one slice product at a time (no stacking, layouts
+    or in-place tricks): the bits every faster path must reproduce."""
+    sch = get_scheme(scheme)
+    beta_a, beta_b = sch.widths(a.shape[-1])
+    sa, sb, pairs = sch.slices_a, sch.slices_b, sch.pairs
+    if sa > sb and a.numel() > b.numel():
+        beta_a, beta_b, sa, sb = beta_b, beta_a, sb, sa
+        pairs = tuple((t, s) for s, t in pairs)
+    ap, bp = _documented_slices(a, -1, beta_a, sa), _documented_slices(b, -2, beta_b, sb)
+    groups: dict[int, torch.Tensor] = {}
+    for s, t in pairs:
+        q = s * beta_a + t * beta_b
+        prod = torch.matmul(ap[s - 1], bp[t - 1])
+        groups[q] = prod if q not in groups else groups[q] + prod
+    terms = [groups[q] for q in sorted(groups)]
+    c = terms[0]
+    for term in terms[1:]:
+        c = c + term
+    out = c.float()
+    bad = ~torch.isfinite(a).all(-1, keepdim=True) | ~torch.isfinite(b).all(-2, keepdim=True)
+    return out.masked_fill(bad, float("nan"))
+
+
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+def test_matmul_fast_paths_give_the_documented_bits(scheme, monkeypatch):
+    """Stacked slice buffers, transposed storage of b, in-place rounding and finishing are layout
+    choices only: every shape, memory layout and special value gives the documented bits."""
+    from verity.engine.portable import bits
+    g = _gen(30)
+    cases = [((64, 33), (33, 10)), ((10, 33), (33, 64)), ((2, 3, 7, 45), (3, 45, 5)), ((2, 1, 19, 45), (3, 45, 23)),
+             ((1, 1), (1, 1)), ((5, 300), (300, 1))]
+    for (sa, sb) in cases:
+        a, b = _wide(sa, g, 2.0), _wide(sb, g, 2.0)
+        variants = [(a, b), (a.mT.contiguous().mT, b.mT.contiguous().mT)]  # row-major and transposed storage
+        dirty_a, dirty_b = a.clone(), b.clone()
+        dirty_a.view(-1)[3 % a.numel()], dirty_b.view(-1)[1 % b.numel()] = float("nan"), float("-inf")
+        if a.numel() > 4:
+            dirty_a.view(-1)[-1] = float("inf")
+        variants.append((dirty_a, dirty_b))
+        for x, y in variants:
+            want = _documented_matmul(x, y, scheme)
+            assert exact_matmul(x, y, scheme).numpy().tobytes() == want.numpy().tobytes(), (sa, sb)
+    monkeypatch.setattr(bits, "may_sync", lambda t: False)        # the accelerator path: same bits
+    for x, y in variants:
+        assert exact_matmul(x, y, scheme).numpy().tobytes() == _documented_matmul(x, y, scheme).numpy().tobytes()
+
+
 def test_matmul_rejects_bad_input():
     with pytest.raises(TypeError, match="float32"):
         P.matmul(torch.ones(2, 2, dtype=torch.float64), torch.ones(2, 2))
@@ -261,6 +327,73 @@ def test_accelerator_fixup_path_gives_the_same_bits(monkeypatch):
         for op, w_out in zip(ops, want):
             got = op(x)
             assert got.numpy().tobytes() == w_out.numpy().tobytes()
+
+
+def test_cpu_shortcuts_give_the_accelerator_bits(monkeypatch):
+    """On the CPU erf skips a polynomial branch no element takes and exp scales by 2**n in one
+    multiply when every n allows it (both decided by host reductions); forcing the accelerator
+    path (both branches, two-step scaling) must give the same bits, for inputs in one branch
+    only, across branches, with NaN, and with n outside [-126, 127]."""
+    from verity.engine.portable import bits
+    g = _gen(22)
+    u = torch.rand(20000, generator=g)
+    inputs = {"small": u * 1.8 - 0.9, "mid": u * 2.9 + 1.0, "sat": -(u * 4 + 4.0), "mixed": (u - 0.5) * 12,
+              "tiny": (u - 0.5) * 1e-30, "n-out-of-range": (u - 0.5) * 180, "empty": torch.empty(0)}
+    nan_small = inputs["small"].clone()
+    nan_small[7] = float("nan")
+    inputs["small+nan"] = nan_small
+    fns = [T.exp, T.erf, T.tanh, lambda t: T.log(t.abs())]
+    cpu = {k: [f(x) for f in fns] for k, x in inputs.items()}
+    monkeypatch.setattr(bits, "may_sync", lambda t: False)
+    for k, x in inputs.items():
+        for f, want in zip(fns, cpu[k]):
+            assert f(x).numpy().tobytes() == want.numpy().tobytes(), k
+
+
+def test_has_nan_sees_nan_anywhere_and_nothing_else():
+    from verity.engine.portable.bits import has_nan
+    for v, expect in ((float("nan"), True), (float("inf"), False), (float("-inf"), False), (-0.0, False)):
+        x = torch.randn(4097, generator=_gen(23))
+        x[4095] = v
+        assert has_nan(x) is expect and has_nan(x.reshape(17, 241).t()) is expect
+    assert has_nan(torch.empty(0)) is False
+
+
+def test_where_f32_is_torch_where_bit_for_bit():
+    """The integer bit select returns torch.where's bits: NaN payloads, signed zeros, infinities,
+    broadcasting of mask and operands, Python-float operands."""
+    from verity.engine.portable.bits import where_f32
+    g = _gen(24)
+    odd = torch.from_numpy(np.array([0x7FC12345, -0x3F0000, 0x7F800000, -0x800000, 0, -0x80000000, 1, 3],
+                                    dtype=np.int32).view(np.float32))
+    shapes = [((5, 7), (5, 7), (5, 7)), ((5, 1), (5, 7), (5, 7)), ((5, 7), (5, 7), (1, 7)),
+              ((5, 7), (1, 7), (5, 7)), ((3, 1, 7), (5, 7), (5, 1)), ((8,), (8,), (8,))]
+    for sm, sa, sb in shapes:
+        mask = torch.rand(sm, generator=g) > 0.5
+        a, b = torch.randn(sa, generator=g), torch.randn(sb, generator=g)
+        a.view(-1)[:8] = odd[:min(8, a.numel())]
+        b.view(-1)[-min(8, b.numel()):] = odd[:min(8, b.numel())]
+        for x, y in ((a, b), (a, 0.0), (-0.0, b), (a, float("-inf"))):
+            want = torch.where(mask, x, y)
+            got = where_f32(mask, x, y)
+            assert got.shape == want.shape and torch.equal(got.view(torch.int32), want.view(torch.int32))
+    with pytest.raises(TypeError, match="bool"):
+        where_f32(torch.ones(2), torch.ones(2), 0.0)
+
+
+def test_mask_fill_matches_masked_fill_forward_and_backward():
+    from verity.engine.portable.layers import mask_fill
+    g = _gen(25)
+    x = torch.randn(2, 3, 8, 8, generator=g)
+    keep = torch.ones(8, 8, dtype=torch.bool).tril()
+    up = torch.randn(2, 3, 8, 8, generator=g)
+    up[0, 0, 0, 0] = -0.0
+    leaves = [x.clone().requires_grad_(True) for _ in range(2)]
+    outs = [mask_fill(leaves[0], keep, float("-inf")), leaves[1].masked_fill(~keep, float("-inf"))]
+    assert torch.equal(outs[0].view(torch.int32), outs[1].view(torch.int32))
+    for o in outs:
+        o.backward(up)
+    assert torch.equal(leaves[0].grad.view(torch.int32), leaves[1].grad.view(torch.int32))
 
 
 def test_nan_outputs_have_one_canonical_bit_pattern():

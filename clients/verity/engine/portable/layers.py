@@ -22,7 +22,7 @@ from torch.autograd.function import once_differentiable
 
 from verity.engine.portable import transcendental as T
 from verity.engine.portable.autograd import linear
-from verity.engine.portable.bits import f32, require_f32
+from verity.engine.portable.bits import f32, require_f32, where_f32
 from verity.engine.portable.matmul import DEFAULT_SCHEME
 from verity.engine.portable.reduce import tree_mean, tree_sum
 
@@ -75,7 +75,7 @@ class CrossEntropyFn(torch.autograd.Function):
         e, s, y = ctx.saved_tensors
         grad = e / s                                      # softmax
         target = torch.arange(grad.shape[1], device=grad.device) == y.unsqueeze(1)
-        grad = torch.where(target, grad - 1.0, grad)      # minus the one-hot target (no scatter kernel)
+        grad = where_f32(target, grad - 1.0, grad)        # minus the one-hot target (no scatter kernel)
         return grad.mul_(g * f32(1.0 / e.shape[0])), None  # d mean / d nll_i = 1/N, rounded as tree_mean does
 
 
@@ -89,6 +89,27 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     if x.shape[0] != y.shape[0] or x.shape[0] == 0:
         raise ValueError(f"logits {tuple(logits.shape)} and target {tuple(target.shape)} do not match")
     return CrossEntropyFn.apply(x, y)
+
+
+# --------------------------------------------------------------------------- masking
+class MaskFillFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, keep, value):
+        ctx.save_for_backward(keep)
+        return where_f32(keep, x, value)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        (keep,) = ctx.saved_tensors
+        return where_f32(keep, g, 0.0), None, None        # masked_fill's own backward: +0.0 where filled
+
+
+def mask_fill(x: torch.Tensor, keep: torch.Tensor, value: float) -> torch.Tensor:
+    """x.masked_fill(~keep, value) with the same bits forward and backward (bits.where_f32: a bit
+    select, not torch's unvectorised bool-mask loop)."""
+    require_f32("x", x)
+    return MaskFillFn.apply(x, keep, value)
 
 
 # --------------------------------------------------------------------------- layer norm
@@ -180,7 +201,7 @@ def segment_sum_rows(index: torch.Tensor, src: torch.Tensor, num_rows: int) -> t
     off = 1
     while off < n:
         same = (keys[off:] == keys[:-off]).unsqueeze(1)
-        x = torch.cat([x[:off], x[off:] + torch.where(same, x[:-off], 0.0)])
+        x = torch.cat([x[:off], x[off:] + where_f32(same, x[:-off], 0.0)])   # torch.where's bits, faster
         off *= 2
     last = torch.ones(n, dtype=torch.bool, device=index.device)
     last[:-1] = keys[1:] != keys[:-1]

@@ -43,12 +43,13 @@ finite result gives +-inf as the float32 rounding does.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
 from verity.engine.portable import bits
-from verity.engine.portable.bits import pow2_f64, require_f32
+from verity.engine.portable.bits import require_f32
 
 MIN_BITS = 24          # each operand keeps at least a full float32 mantissa below its row/column max
 
@@ -129,21 +130,35 @@ def get_scheme(name: str) -> Scheme:
     return SCHEMES[name]
 
 
-def _prepare(x: torch.Tensor, dim: int):
-    """(own float64 copy with non-finite values zeroed, frexp exponent of max|x| along dim, bad mask)."""
-    hi = torch.amax(x, dim=dim, keepdim=True)                  # exact, order-free, NaN-propagating
-    amax = torch.maximum(hi, torch.amin(x, dim=dim, keepdim=True).neg_())
-    bad = ~torch.isfinite(amax)
-    x64 = x.to(torch.float64, copy=True)
-    if not bits.may_sync(x) or bool(bad.any()):                # no host sync on accelerators
-        x64.masked_fill_(~torch.isfinite(x64), 0.0)
+def _exponents(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor | None, bool]:
+    """(frexp exponent e of max|x| along dim, keepdim; bad mask or None; whether any row/column is bad).
+
+    max|x| = max(max x, -min x): exact, order-free and NaN-propagating (two
+    reductions: measured 15x faster here than torch.aminmax). A bad
+    (non-finite) row or column gets e = 0. On the CPU one max over the row
+    maxima tells whether any is bad (NaN and inf propagate), and the mask is
+    built only then (None otherwise); on accelerators `any bad` is taken as
+    True so that no host sync is needed: the fixups then run unconditionally
+    and give the same bits.
+    """
+    amax = torch.maximum(torch.amax(x, dim=dim, keepdim=True), torch.amin(x, dim=dim, keepdim=True).neg_())
+    any_bad = not bits.may_sync(x) or (amax.numel() > 0 and not math.isfinite(amax.max().item()))
+    bad = None
+    if any_bad:
+        bad = ~torch.isfinite(amax)
         amax.masked_fill_(bad, 0.0)
     _, e = torch.frexp(amax)                                   # max|x| < 2**e; e = 0 for an all-zero row
-    return x64, e, bad
+    return e, bad, any_bad
 
 
-def split(x: torch.Tensor, dim: int, bits: int, slices: int):
-    """(list of float64 slices summing to about x, bad mask), along rows (dim=-1) or columns (dim=-2).
+def _sigma_bits(e: torch.Tensor, quantum_shift: int) -> torch.Tensor:
+    """The int64 bit pattern of 1.5 * 2**(e + quantum_shift) as float64 (exact; see bits.pow2_f64):
+    biased exponent in bits 52..62, the 0.5 of the 1.5 in bit 51."""
+    return e.to(torch.int64).mul_(1 << 52).add_(((1023 + quantum_shift) << 52) | (1 << 51))
+
+
+def split_into(x: torch.Tensor, dim: int, bits: int, out: list[torch.Tensor]) -> torch.Tensor | None:
+    """Write the float64 slices of x along rows (dim=-1) or columns (dim=-2) into `out`; return the bad mask.
 
     With 2**e > max|x| over the slice of `dim` (torch.frexp: exact), slice s
     is what remains of x rounded to a multiple of 2**(e - s*bits): an integer
@@ -152,21 +167,98 @@ def split(x: torch.Tensor, dim: int, bits: int, slices: int):
     to a quantum is the add-and-subtract trick: adding sigma = 1.5 *
     2**(52 + e - s*bits) puts the quantum at sigma's last bit, so the add
     rounds there (IEEE round-to-nearest-even on every device) and the
-    subtract is exact. `bad` marks rows/columns holding inf or NaN (zeroed).
+    subtract is exact. Rows/columns holding inf or NaN are zeroed (and
+    marked in `bad`).
+
+    `bad` is None when no row/column is bad (see _exponents).
+    `out` holds one float64 tensor of x's shape per slice, possibly views of
+    one stacked buffer in any memory layout (the slice GEMMs are exact, so
+    the layout is free). x is copied into the first slice's buffer and the
+    rest x - slice_1 - ... kept in the last slice's buffer, which is rounded
+    in place at the end: every pass is a same-dtype in-place op (measured
+    faster here than mixed float32/float64 ops, which torch does not
+    vectorise).
     """
-    rest, e, bad = _prepare(x, dim)
-    sigma = pow2_f64(e + (52 - bits)) * 1.5
-    parts = []
-    for s in range(1, slices + 1):
-        if s < slices:
-            part = torch.add(rest, sigma)
-            part.sub_(sigma)
-            rest.sub_(part)                                    # exact: x has 24 significant bits
-            sigma = sigma * 2.0 ** -bits                        # exact: the next quantum
+    e, bad, any_bad = _exponents(x, dim)
+    first, last = out[0], out[-1]
+    first.copy_(x)                                             # exact
+    if any_bad:
+        first.masked_fill_(~torch.isfinite(first), 0.0)
+    if len(out) > 1:
+        last.copy_(first if any_bad else x)
+    sig = _sigma_bits(e, 52 - bits)
+    step = bits << 52                                          # sigma * 2**-bits: the next quantum (exact)
+    for s, part in enumerate(out):
+        sigma = sig.view(torch.float64)
+        if s < len(out) - 1:
+            if s > 0:
+                part.copy_(last)
+            part.add_(sigma).sub_(sigma)
+            last.sub_(part)                                    # exact: x has 24 significant bits
         else:
-            part = rest.add_(sigma).sub_(sigma)                # the last slice reuses the copy
-        parts.append(part)
+            last.add_(sigma).sub_(sigma)
+        sig = sig - step
+    return bad
+
+
+def _e_shape(x: torch.Tensor, dim: int) -> list[int]:
+    """The shape of a keepdim reduction of x over dim."""
+    shape = list(x.shape)
+    shape[dim] = 1
+    return shape
+
+
+def split(x: torch.Tensor, dim: int, bits: int, slices: int) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """(list of `slices` new float64 tensors summing to about x, bad mask); see split_into."""
+    parts = [torch.empty(x.shape, dtype=torch.float64, device=x.device) for _ in range(slices)]
+    bad = split_into(x, dim, bits, parts)
+    if bad is None:
+        bad = torch.zeros(_e_shape(x, dim), dtype=torch.bool, device=x.device)
     return parts, bad
+
+
+def _scratch(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A new contiguous tensor of uninitialised memory, without deterministic mode's fill.
+
+    Under torch.use_deterministic_algorithms (which every profile sets)
+    torch.empty fills new memory with NaN so that a read of uninitialised
+    memory is reproducible; for the multi-megabyte float64 slice buffers that
+    fill cost more than the splitting arithmetic (measured: 80 us against
+    10 us for 4 MB). Only for buffers this module writes completely before
+    reading: split_into writes every element of every slice, _finish copies
+    into every element of its result.
+    """
+    shape = tuple(shape)
+    numel = math.prod(shape)
+    storage = torch.UntypedStorage(numel * dtype.itemsize, device=device)
+    return torch.empty(0, dtype=dtype, device=device).set_(storage, 0, shape)
+
+
+def _slices_a(a: torch.Tensor, bits: int, slices: int):
+    """a's slices as row blocks of one row-major (..., slices*m, k) buffer:
+    (stacked, [slice views], bad mask or None)."""
+    m = a.shape[-2]
+    buf = _scratch((*a.shape[:-2], slices * m, a.shape[-1]), torch.float64, a.device)
+    parts = [buf[..., s * m:(s + 1) * m, :] for s in range(slices)]
+    return buf, parts, split_into(a, -1, bits, parts)
+
+
+def _slices_b(b: torch.Tensor, bits: int, slices: int):
+    """b's slices as column blocks of one (..., k, slices*n) buffer: (stacked, [slice views], bad mask or None).
+
+    Stored transposed ((..., slices*n, k) contiguous) when b's columns are
+    contiguous (a weight w used as w.T), else row-major: MKL's float64 GEMM
+    ran fastest with a row-major first and a transposed second operand on
+    the GPT step's shapes (8 % less GEMM time), but a transposing copy of b
+    costs about what that gains.
+    """
+    n = b.shape[-1]
+    if b.stride(-2) == 1 and b.shape[-1] > 1:
+        buf = _scratch((*b.shape[:-2], slices * n, b.shape[-2]), torch.float64, b.device).mT
+    else:
+        buf = _scratch((*b.shape[:-2], b.shape[-2], slices * n), torch.float64, b.device)
+    parts = [buf[..., s * n:(s + 1) * n] for s in range(slices)]
+    return buf, parts, split_into(b, -2, bits, parts)
 
 
 def exact_matmul(a: torch.Tensor, b: torch.Tensor, scheme: str = DEFAULT_SCHEME) -> torch.Tensor:
@@ -175,7 +267,9 @@ def exact_matmul(a: torch.Tensor, b: torch.Tensor, scheme: str = DEFAULT_SCHEME)
     For a scheme with more slices on one side, the operand with fewer
     elements takes the extra slices: the GEMM work is the same either way,
     the splitting work is not. The choice depends on the shapes only (and
-    is the same for linear's flattened x as for matmul's batched x).
+    is the same for linear's flattened x as for matmul's batched x). When
+    one side has a single slice, the other side's slices are stacked (rows
+    of a, or columns of b) so that all products are one GEMM.
     """
     require_f32("a", a)
     require_f32("b", b)
@@ -191,54 +285,55 @@ def exact_matmul(a: torch.Tensor, b: torch.Tensor, scheme: str = DEFAULT_SCHEME)
     if k == 0:
         return torch.matmul(a, b)                              # all zeros, no arithmetic
     beta_a, beta_b = sch.widths(k)
-    pairs = sch.pairs
-    if sch.slices_a > sch.slices_b and a.numel() > b.numel():  # give b the extra slices
-        a_parts, bad_a = split(a, -1, beta_b, sch.slices_b)
-        b_parts, bad_b = split(b, -2, beta_a, sch.slices_a)
+    pairs, slices_a, slices_b = sch.pairs, sch.slices_a, sch.slices_b
+    if slices_a > slices_b and a.numel() > b.numel():          # give b the extra slices
         beta_a, beta_b = beta_b, beta_a
+        slices_a, slices_b = slices_b, slices_a
         pairs = tuple((t, s) for s, t in pairs)
-    else:
-        a_parts, bad_a = split(a, -1, beta_a, sch.slices_a)
-        b_parts, bad_b = split(b, -2, beta_b, sch.slices_b)
-    if len(b_parts) == 1 and len(a_parts) > 1:                 # every pair is (s, 1): one GEMM on stacked rows
+    buf_a, a_parts, bad_a = _slices_a(a, beta_a, slices_a)
+    buf_b, b_parts, bad_b = _slices_b(b, beta_b, slices_b)
+    if slices_b == 1:                                          # every pair is (s, 1): one GEMM on stacked rows
         m = a.shape[-2]
-        both = torch.matmul(torch.cat(a_parts, dim=-2), b_parts[0])
-        return _finish(_add_in_order([both[..., s * m:(s + 1) * m, :] for s in range(len(a_parts))]), bad_a, bad_b)
-    if len(a_parts) == 1 and len(b_parts) > 1:                 # every pair is (1, t): stacked columns
+        both = torch.matmul(buf_a, buf_b)
+        terms = [both[..., s * m:(s + 1) * m, :] for s in range(slices_a)]
+    elif slices_a == 1:                                        # every pair is (1, t): stacked columns
         n = b.shape[-1]
-        both = torch.matmul(a_parts[0], torch.cat(b_parts, dim=-1))
-        return _finish(_add_in_order([both[..., t * n:(t + 1) * n] for t in range(len(b_parts))]), bad_a, bad_b)
-    groups: dict[int, list[tuple[int, int]]] = {}
-    for s, t in pairs:                                         # same quantum 2**-(s*beta_a + t*beta_b)
-        groups.setdefault(s * beta_a + t * beta_b, []).append((s, t))
-    sums = []
-    for q in sorted(groups):                                   # most significant group first: a fixed order
-        g = None
-        for s, t in groups[q]:
-            x, y = a_parts[s - 1], b_parts[t - 1]
-            if g is None:
-                g = torch.matmul(x, y)                         # exact: every partial sum fits 53 bits
-            elif g.dim() == 2 and x.dim() == 2 and y.dim() == 2:
-                g = torch.addmm(g, x, y)                       # still exact: same quantum, bounded sum
-            else:
-                g.add_(torch.matmul(x, y))                     # exact likewise
-        sums.append(g)
-    return _finish(_add_in_order(sums), bad_a, bad_b)
+        both = torch.matmul(buf_a, buf_b)
+        terms = [both[..., t * n:(t + 1) * n] for t in range(slices_b)]
+    else:
+        groups: dict[int, list[tuple[int, int]]] = {}
+        for s, t in pairs:                                     # same quantum 2**-(s*beta_a + t*beta_b)
+            groups.setdefault(s * beta_a + t * beta_b, []).append((s, t))
+        terms = []
+        for q in sorted(groups):                               # most significant group first: a fixed order
+            g = None
+            for s, t in groups[q]:
+                x, y = a_parts[s - 1], b_parts[t - 1]
+                if g is None:
+                    g = torch.matmul(x, y)                     # exact: every partial sum fits 53 bits
+                else:
+                    g.add_(torch.matmul(x, y))                 # still exact: same quantum, bounded sum
+            terms.append(g)
+    return _finish(terms, bad_a, bad_b)
 
 
-def _add_in_order(terms: list[torch.Tensor]) -> torch.Tensor:
-    """terms[0] + terms[1] + ... in float64, left to right: the fixed order of the roundings."""
+def _finish(terms: list[torch.Tensor], bad_a: torch.Tensor | None, bad_b: torch.Tensor | None) -> torch.Tensor:
+    """terms[0] + terms[1] + ... in float64, left to right (the fixed order of the roundings), rounded
+    once to float32; NaN where a row of a or a column of b held inf or NaN.
+
+    The terms are this module's own GEMM outputs, so the adds run in place
+    (measured faster than a new tensor or an add that stores float32).
+    """
+    shape = torch.broadcast_shapes(terms[0].shape, terms[-1].shape)
+    out = _scratch(shape, torch.float32, terms[0].device)
     if len(terms) == 1:
-        return terms[0]
-    c = terms[0] + terms[1]
-    for t in terms[2:]:
-        c.add_(t)
-    return c
-
-
-def _finish(c: torch.Tensor, bad_a: torch.Tensor, bad_b: torch.Tensor) -> torch.Tensor:
-    """Round once to float32; NaN where a row of a or a column of b held inf or NaN."""
-    out = c.to(torch.float32)                                  # the one float32 rounding
-    if not bits.may_sync(out) or bool(bad_a.any()) or bool(bad_b.any()):
-        out.masked_fill_(bad_a | bad_b, float("nan"))
+        out.copy_(terms[0])                                    # the one float32 rounding
+    else:
+        c = terms[0]                                           # a GEMM output of our own: add in place
+        for t in terms[1:]:
+            c.add_(t)
+        out.copy_(c)
+    if bad_a is not None or bad_b is not None:
+        bad = bad_a if bad_b is None else bad_b if bad_a is None else bad_a | bad_b
+        out.masked_fill_(bad, float("nan"))
     return out

@@ -19,7 +19,7 @@ import torch.nn as nn
 from verity.engine import models as native
 from verity.engine.portable.autograd import linear, matmul, tanh
 from verity.engine.portable.bits import f32
-from verity.engine.portable.layers import conv2d, embedding, gelu, layer_norm, softmax
+from verity.engine.portable.layers import conv2d, embedding, gelu, layer_norm, mask_fill, softmax
 
 ACTIVATIONS = {"relu": torch.relu, "gelu": gelu, "tanh": tanh}   # relu (and its backward) is exact
 # The Ozaki scheme of every GEMM in the profile (matmul.SCHEMES): part of what the profile
@@ -64,7 +64,7 @@ def _attention(attn: native.CausalSelfAttention, x: torch.Tensor) -> torch.Tenso
     q, k, v = (t.view(B, T, attn.n_head, C // attn.n_head).transpose(1, 2) for t in (q, k, v))
     att = matmul(q, k.transpose(-2, -1), SCHEME) * f32(1.0 / math.sqrt(k.size(-1)))
     causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-    att = softmax(att.masked_fill(~causal, float("-inf")))
+    att = softmax(mask_fill(att, causal, float("-inf")))
     y = matmul(att, v, SCHEME).transpose(1, 2).contiguous().view(B, T, C)
     return _linear(attn.c_proj, y)
 

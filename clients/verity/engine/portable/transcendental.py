@@ -8,7 +8,8 @@ each multiply and each add a separate float32 tensor op. Eager torch runs
 every op as its own kernel, so nothing can be contracted into an FMA, and
 IEEE float32 add, subtract, multiply and divide are correctly rounded on every
 CPU and GPU: the same inputs give the same bits everywhere. Ops run in place
-on this module's own intermediates (same arithmetic, far fewer allocations).
+on this module's own intermediates (same arithmetic, far fewer allocations);
+selections are bits.where_f32 (torch.where's bits by integer ops, faster).
 Odd functions are evaluated on |x| and given x's sign with copysign (IEEE
 round-to-nearest is symmetric, so this is what evaluating on x would give).
 
@@ -53,7 +54,14 @@ EXP_P = tuple(f32(c) for c in (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3
 
 
 def exp(x: torch.Tensor) -> torch.Tensor:
-    """e**x: x = n*ln2 + r with |r| <= ln2/2, e**r by polynomial, times 2**n exactly."""
+    """e**x: x = n*ln2 + r with |r| <= ln2/2, e**r by polynomial, times 2**n exactly.
+
+    Scaling: y = e**r is in [0.7, 1.5] (or NaN), so y * 2**floor(n/2) is
+    exact and scale_f32_'s result is y * 2**n rounded once. When every n is
+    in [-126, 127] (checked on the CPU with two reductions), 2**n is a normal
+    float32 and one multiply rounds y * 2**n once too: the same bits, fewer
+    ops (the common case outside softmax's masked entries).
+    """
     require_f32("x", x)
     r = torch.clamp(x, EXP_X_LO, EXP_X_HI)   # NaN stays NaN (and then poisons every step)
     n = torch.mul(r, LOG2E).round_()         # round half to even: the same everywhere
@@ -66,7 +74,10 @@ def exp(x: torch.Tensor) -> torch.Tensor:
     y.mul_(z)
     y.add_(r)
     y.add_(1.0)
-    scale_f32_(y, n)                         # overflow gives inf, deep underflow 0, as IEEE says
+    if bits.may_sync(n) and n.numel() > 0 and n.amin().item() >= -126.0 and n.amax().item() <= 127.0:
+        y.mul_(bits.pow2_f32(n))             # the same bits as scale_f32_: see below
+    else:
+        scale_f32_(y, n)                     # overflow gives inf, deep underflow 0, as IEEE says
     return bits.canonical_nan_(x, y)
 
 
@@ -80,7 +91,7 @@ def log(x: torch.Tensor) -> torch.Tensor:
     """Natural log: x = m * 2**e with m in [sqrt(1/2), sqrt(2)), log(m) by polynomial in m-1."""
     require_f32("x", x)
     ok = (x > 0).logical_and_(x < float("inf"))        # False for NaN too
-    m, e = torch.frexp(torch.where(ok, x, 1.0))         # exact; subnormals handled by frexp
+    m, e = torch.frexp(bits.where_f32(ok, x, 1.0))      # exact; subnormals handled by frexp
     e = e.to(torch.float32)
     low = (m < SQRT_HALF).to(torch.float32)
     e.sub_(low)
@@ -99,7 +110,7 @@ def log(x: torch.Tensor) -> torch.Tensor:
         special = torch.full_like(x, float("nan"))
         special.masked_fill_(x == 0, float("-inf"))
         special.masked_fill_(x == float("inf"), float("inf"))
-        y = torch.where(ok, y, special)
+        y = bits.where_f32(ok, y, special)
     return y
 
 
@@ -120,7 +131,7 @@ def tanh(x: torch.Tensor) -> torch.Tensor:
     small.mul_(zz)
     small.mul_(z)
     small.add_(z)
-    out = torch.where(z < TANH_SMALL, small, big)
+    out = bits.where_f32(z < TANH_SMALL, small, big)
     out.copysign_(x)                                    # odd function; keeps the sign of zero
     return bits.canonical_nan_(x, out)
 
@@ -142,14 +153,23 @@ def erf(x: torch.Tensor) -> torch.Tensor:
     """erf: |x|*P(x**2) for |x| < 1, a polynomial in (|x|-2.5)*2/3 on [1, 4), 1 beyond; sign from x."""
     require_f32("x", x)
     z = torch.abs(x)
-    t = torch.mul(z, z)
-    small = horner(t, ERF_SMALL_P)
-    small.mul_(z)
-    torch.sub(z, ERF_MID_CENTER, out=t)
-    t.mul_(ERF_MID_INV_HALF)
-    mid = horner(t, ERF_MID_P)
-    mid.clamp_(max=1.0)
-    mid.masked_fill_(z >= ERF_SAT, 1.0)
-    out = torch.where(z < 1.0, small, mid)
+    # Each element takes one of the two branches; on the CPU a branch no element takes is skipped
+    # (elementwise, so the other elements' bits are the same). NaN takes the mid branch either way.
+    need_small = need_mid = True
+    if bits.may_sync(x) and z.numel() > 0:
+        need_mid = not z.amax().item() < 1.0                    # NaN propagates, and needs the mid branch
+        need_small = not z.amin().item() >= 1.0                 # (True with NaN too: harmless)
+    t = torch.mul(z, z) if need_small else torch.empty_like(z)
+    out = None
+    if need_small:
+        small = horner(t, ERF_SMALL_P)
+        out = small.mul_(z)
+    if need_mid:
+        torch.sub(z, ERF_MID_CENTER, out=t)
+        t.mul_(ERF_MID_INV_HALF)
+        mid = horner(t, ERF_MID_P)
+        mid.clamp_(max=1.0)
+        mid = bits.where_f32(z >= ERF_SAT, 1.0, mid)
+        out = bits.where_f32(z < 1.0, small, mid) if need_small else mid
     out.copysign_(x)
     return bits.canonical_nan_(x, out)
