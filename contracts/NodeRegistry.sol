@@ -25,6 +25,11 @@ import "./errors/NodeRegistryErrors.sol";
 /// @title NodeRegistry
 /// @notice Registers nodes (roles, hardware, determinism profiles, IPFS address), holds their stake,
 ///         keeps reputation, and draws solvers and referees stake-weighted from two Fenwick sum trees.
+/// @dev Membership costs stake and ends (issue 9, "no fixed capacity"): `register` pulls MIN_REGISTRATION_STAKE; a
+///      node's bonded stake (stake - pendingUnstake) is either 0 (leaving) or at least that minimum, except where a
+///      slash cut it; a node that unbonds everything (`leave`, or `requestUnstake` of all of it) is deregistered by
+///      the `withdraw` that empties its stake, and the last node moves into its slot, so slots 1..nodeCount are
+///      always the registered nodes. The trees double their capacity when a slot needs it.
 /// @dev Selection weight = (stake - pendingUnstake) * reputationFactor / BPS. The weight is linear in stake,
 ///      so splitting a stake over many identities never raises the chance of being drawn. Weights change only on
 ///      stake, unstake, slash, heartbeat, declaration updates and reputation penalties; lock/unlock leave them
@@ -45,7 +50,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint32 memoryMb;
         uint32 throughput;
         uint32 profiles;
-        uint16 slot; // 1-based position in the selection trees (0 = not registered)
+        uint16 slot; // 1-based position in the selection trees and nodeList (0 = not registered)
         uint64 lastSeen;
         uint32 tasksCompleted;
         uint32 tasksLate;
@@ -69,8 +74,11 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     uint256 public constant MAX_EXCLUDE = 16;
     /// @notice Maximum length of a node's IPFS multiaddr.
     uint256 public constant MAX_MULTIADDR_LENGTH = 256;
-    /// @notice Node capacity (slots in each selection tree).
-    uint256 public constant CAPACITY = SumTree.CAPACITY;
+    /// @notice Stake `register` pulls from the caller; bonded stake may not fall below it except to 0 (leaving).
+    uint256 public constant MIN_REGISTRATION_STAKE = 10e18;
+    /// @notice Most nodes registered at once: slots are uint16 (Node.slot). The selection trees themselves grow
+    ///         without bound.
+    uint256 public constant MAX_NODES = type(uint16).max;
     /// @notice Floor of the reputation factor, in basis points.
     uint256 public constant MIN_REPUTATION_BPS = 1_000;
     /// @notice Probation: phantom tasks in the reputation factor's denominator, so a fresh identity (no history)
@@ -91,7 +99,8 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     mapping(address => bool) public isProtocol;
     /// @notice Once true, the set of protocol contracts is fixed for good (scripts/deploy.py seals it).
     bool public protocolsSealed;
-    /// @notice Registered nodes, in slot order (slot i+1 holds nodeList[i]).
+    /// @notice Registered nodes, in slot order (slot i+1 holds nodeList[i]); a node that leaves is replaced by the
+    ///         last one, so the list has no holes.
     address[] public nodeList;
 
     mapping(address => NodeRecord) internal _nodes;
@@ -149,7 +158,8 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
 
     // ---------------------------------------------------------------- nodes
 
-    /// @notice Registers the caller as a node.
+    /// @notice Registers the caller as a node, pulling MIN_REGISTRATION_STAKE (transferFrom: approve it first) into
+    ///         its stake.
     /// @param roles Bitmask of SOLVER=1, VERIFIER=2, REFEREE=4.
     /// @param deviceClass 0 = CPU, 1 = CUDA.
     /// @param memoryMb Memory available for training, in MiB.
@@ -163,18 +173,23 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint32 throughput,
         uint32 profiles,
         string calldata multiaddr
-    ) external {
+    ) external nonReentrant {
         NodeRecord storage n = _nodes[msg.sender];
         if (n.slot != 0) revert NodeAlreadyRegistered(msg.sender);
-        if (nodeList.length >= CAPACITY) revert RegistryFull(CAPACITY);
+        if (nodeList.length >= MAX_NODES) revert RegistryFull(MAX_NODES);
         _validateDeclaration(roles, deviceClass, multiaddr);
         nodeList.push(msg.sender);
-        n.slot = uint16(nodeList.length);
+        n.slot = uint16(nodeList.length); // <= MAX_NODES
         n.registeredAt = uint64(block.timestamp);
         n.lastSeen = uint64(block.timestamp);
+        // INVARIANT: taking a slot costs the minimum stake (a returning node left with an empty stake, so this is
+        // all of its stake now).
+        n.stake = (uint256(n.stake) + MIN_REGISTRATION_STAKE).toUint128();
         _declare(n, roles, deviceClass, memoryMb, throughput, profiles, multiaddr);
         _syncWeight(msg.sender);
         emit NodeRegistered(msg.sender, roles, deviceClass, memoryMb, throughput, profiles, multiaddr);
+        emit Staked(msg.sender, MIN_REGISTRATION_STAKE, n.stake);
+        token.safeTransferFrom(msg.sender, address(this), MIN_REGISTRATION_STAKE);
     }
 
     /// @notice Updates the caller's declaration (same fields as register).
@@ -192,30 +207,52 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         emit NodeUpdated(msg.sender, roles, deviceClass, memoryMb, throughput, profiles, multiaddr);
     }
 
-    /// @notice Adds `amount` tokens (pulled with transferFrom) to the caller's stake.
+    /// @notice Adds `amount` tokens (pulled with transferFrom) to the caller's stake; the bonded stake after it must
+    ///         reach MIN_REGISTRATION_STAKE (so a leaving node cannot keep its slot for a few wei).
     function stake(uint256 amount) external nonReentrant onlyRegistered {
         if (amount == 0) revert ZeroAmount();
         NodeRecord storage n = _nodes[msg.sender];
         n.stake = (uint256(n.stake) + amount).toUint128();
+        uint256 bonded = uint256(n.stake) - n.pendingUnstake;
+        if (bonded < MIN_REGISTRATION_STAKE) revert BelowMinimumStake(msg.sender, bonded, MIN_REGISTRATION_STAKE);
         _syncWeight(msg.sender);
         emit Staked(msg.sender, amount, n.stake);
         token.safeTransferFrom(msg.sender, address(this), amount);
     }
 
     /// @notice Starts unbonding `amount` of free stake; restarts the unbonding clock for the whole pending amount.
+    ///         The bonded stake left must be 0 (the node is leaving: `withdraw` then deregisters it) or at least
+    ///         MIN_REGISTRATION_STAKE.
     function requestUnstake(uint256 amount) external onlyRegistered {
         if (amount == 0) revert ZeroAmount();
         NodeRecord storage n = _nodes[msg.sender];
         uint256 free = _free(n);
         if (amount > free) revert InsufficientFreeStake(msg.sender, free, amount);
-        n.pendingUnstake += uint128(amount); // amount <= free stake < 2^128
-        uint64 availableAt = uint64(block.timestamp) + unbondingPeriod;
-        n.unbondingEnds = availableAt;
-        _syncWeight(msg.sender);
-        emit UnstakeRequested(msg.sender, amount, availableAt);
+        uint256 bonded = uint256(n.stake) - n.pendingUnstake - amount;
+        // INVARIANT: a registered node holds the minimum or is on its way out.
+        if (bonded != 0 && bonded < MIN_REGISTRATION_STAKE) {
+            revert BelowMinimumStake(msg.sender, bonded, MIN_REGISTRATION_STAKE);
+        }
+        _startUnbonding(msg.sender, n, amount);
     }
 
-    /// @notice Withdraws all unbonded stake once the unbonding period has passed.
+    /// @notice Leaves the registry: unbonds all of the caller's stake, and the `withdraw` after the unbonding period
+    ///         returns it and frees the slot (at once if nothing is staked, e.g. after a full slash). Reverts while
+    ///         any stake is locked by work. Staking MIN_REGISTRATION_STAKE again before `withdraw` cancels leaving.
+    function leave() external onlyRegistered {
+        NodeRecord storage n = _nodes[msg.sender];
+        if (n.locked != 0) revert StakeStillLocked(msg.sender, n.locked);
+        if (n.stake == 0) {
+            _deregister(msg.sender, n);
+            return;
+        }
+        uint256 amount = uint256(n.stake) - n.pendingUnstake; // locked == 0: all of it is free
+        if (amount == 0) revert AlreadyLeaving(msg.sender, n.unbondingEnds);
+        _startUnbonding(msg.sender, n, amount);
+    }
+
+    /// @notice Withdraws all unbonded stake once the unbonding period has passed; a node whose stake this empties is
+    ///         deregistered (its slot goes to the last node).
     function withdraw() external nonReentrant onlyRegistered {
         NodeRecord storage n = _nodes[msg.sender];
         uint256 amount = n.pendingUnstake;
@@ -227,6 +264,8 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         n.unbondingEnds = 0;
         _syncWeight(msg.sender);
         emit Withdrawn(msg.sender, amount);
+        // INVARIANT: locked <= stake == 0, so a node leaves with nothing locked and nothing left behind.
+        if (n.stake == 0) _deregister(msg.sender, n);
         token.safeTransfer(msg.sender, amount);
     }
 
@@ -394,6 +433,11 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         return nodeList.length;
     }
 
+    /// @notice Current capacities of the solver and referee trees (each doubles when a weighted slot needs it).
+    function treeCapacities() external view returns (uint256 solverCapacity, uint256 refereeCapacity) {
+        return (_solverTree.capacity(), _refereeTree.capacity());
+    }
+
     /// @notice Reputation factor of `node` in basis points: (c+1)/(c+1+late+4*lost+PROBATION_TASKS), floored at
     ///         MIN_REPUTATION_BPS (c = tasks completed).
     /// @dev INVARIANT: a fresh identity's factor is the floor and no identity's is below it, so abandoning a
@@ -420,6 +464,32 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
 
     function _free(NodeRecord storage n) internal view returns (uint256) {
         return uint256(n.stake) - n.locked - n.pendingUnstake;
+    }
+
+    function _startUnbonding(address node, NodeRecord storage n, uint256 amount) internal {
+        n.pendingUnstake += uint128(amount); // amount <= free stake < 2^128
+        uint64 availableAt = uint64(block.timestamp) + unbondingPeriod;
+        n.unbondingEnds = availableAt;
+        _syncWeight(node);
+        emit UnstakeRequested(node, amount, availableAt);
+    }
+
+    /// @dev Frees `node`'s slot (its stake is 0, so are its weights): the last node moves into it, weights and all,
+    ///      and the list shrinks by one. Reputation counters stay with the address.
+    function _deregister(address node, NodeRecord storage n) internal {
+        uint256 slot = n.slot;
+        uint256 last = nodeList.length;
+        if (slot != last) {
+            address moved = nodeList[last - 1];
+            nodeList[slot - 1] = moved;
+            _nodes[moved].slot = uint16(slot);
+            _solverTree.move(last, slot);
+            _refereeTree.move(last, slot);
+        }
+        nodeList.pop();
+        n.slot = 0;
+        n.roles = 0; // rolesOf: 0 if unregistered
+        emit NodeLeft(node, uint16(slot));
     }
 
     function _unlock(address node, uint256 amount) internal {
@@ -500,7 +570,8 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
 
     /// @dev Stake-weighted sampling without replacement over the nodes rejected so far: every rejected (or excluded)
     ///      slot's interval is cut out of the sampling space, so MAX_DRAWS attempts examine MAX_DRAWS distinct nodes.
-    ///      Cost: MAX_DRAWS * (log2(CAPACITY) reads + |rejected|) — independent of the number of nodes.
+    ///      Cost: MAX_DRAWS * (log2(capacity) reads + |rejected|); the capacity is 1024 up to 1024 nodes, then
+    ///      doubles with the node count (SumTree).
     function _draw(SumTree.Tree storage tree, bytes32 seed, Requirements memory req, address[] memory exclude)
         internal
         view

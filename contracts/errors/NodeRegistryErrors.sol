@@ -7,8 +7,17 @@ error NodeNotRegistered(address node);
 /// @notice The node is already registered.
 error NodeAlreadyRegistered(address node);
 
-/// @notice All selection-tree slots are taken.
-error RegistryFull(uint256 capacity);
+/// @notice As many nodes are registered as slot numbers exist (uint16); the selection trees themselves never fill.
+error RegistryFull(uint256 maxNodes);
+
+/// @notice The bonded stake (stake - pendingUnstake) would be `bonded`: neither 0 (leaving) nor at least `minimum`.
+error BelowMinimumStake(address node, uint256 bonded, uint256 minimum);
+
+/// @notice A node cannot leave while work holds part of its stake.
+error StakeStillLocked(address node, uint256 locked);
+
+/// @notice All of the node's stake is already unbonding; `withdraw` after `availableAt` deregisters it.
+error AlreadyLeaving(address node, uint64 availableAt);
 
 /// @notice Roles must be a non-empty subset of SOLVER|VERIFIER|REFEREE.
 error InvalidRoles(uint8 roles);

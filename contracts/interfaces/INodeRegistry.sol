@@ -32,6 +32,8 @@ interface INodeRegistry {
     event UnstakeRequested(address indexed node, uint256 amount, uint64 availableAt);
     /// @notice A node withdrew unbonded stake.
     event Withdrawn(address indexed node, uint256 amount);
+    /// @notice A node left: its stake was empty, its slot went to the node that was last (nodeList has no holes).
+    event NodeLeft(address indexed node, uint16 slot);
     /// @notice A node proved liveness.
     event Heartbeat(address indexed node, uint64 at);
     /// @notice A protocol contract locked part of a node's stake.

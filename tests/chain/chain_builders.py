@@ -219,9 +219,12 @@ class Nodes:
             self.s.fund(a, stake + extra)
             self.s.token.approve(self.s.registry, 2**256 - 1, sender=a)
             self.s.token.approve(self.s.game, 2**256 - 1, sender=a)  # optimistic challenger bonds
+            # register pulls MIN_REGISTRATION_STAKE (approved above); the top-up brings the stake to `stake`
             self.s.registry.register(roles, device, memory_mb, 100, profiles, f"/ip4/127.0.0.1/tcp/{4001 + len(self.all)}",
                                      sender=a)
-            self.s.registry.stake(stake, sender=a)
+            top_up = stake - self.s.registry.MIN_REGISTRATION_STAKE()
+            if top_up > 0:
+                self.s.registry.stake(top_up, sender=a)
             self.all.append(a)
             out.append(a)
         return out

@@ -63,7 +63,7 @@ contract SelectionTest is Fixture {
         vm.startPrank(cuda);
         token.approve(address(registry), type(uint256).max);
         registry.register(ROLE_SOLVER, 1, 80_000, 1, 2, MULTIADDR);
-        registry.stake(NODE_STAKE);
+        registry.stake(NODE_STAKE - registry.MIN_REGISTRATION_STAKE());
         vm.stopPrank();
         address[] memory none = new address[](0);
         assertEq(registry.drawSolver("a", 1, 0, 2, 1, none), cuda, "cuda job -> cuda node");
@@ -104,9 +104,10 @@ contract SelectionTest is Fixture {
         small;
     }
 
-    /// @dev Splitting a stake over identities leaves the total weight of the holder unchanged.
+    /// @dev Splitting a stake over identities leaves the total weight of the holder unchanged. Each part holds at
+    ///      least MIN_REGISTRATION_STAKE (registration requires it; the lower bound was 1e18 before it existed).
     function testFuzz_weight_linearInStake_succeeds(uint96 stakeAmt, uint8 parts) public {
-        uint256 total = bound(stakeAmt, 1e18, 900_000e18);
+        uint256 total = bound(stakeAmt, 8 * registry.MIN_REGISTRATION_STAKE(), 900_000e18);
         uint256 k = bound(parts, 1, 8);
         address whole = _newNode(0, ROLE_SOLVER, total);
         (uint256 wWhole,) = registry.weightsOf(whole);

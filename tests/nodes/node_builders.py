@@ -167,10 +167,12 @@ def register_account(net: Net, account: int, roles: int, stake: int = 1_000 * 10
     plays an adversary itself (no node process). Like a node, it approves the registry (stake) and the DisputeGame
     (a challenger's bond)."""
     c = net.client(account)
-    c.transact(c.registry.functions.register(roles, 0, 1024, 100, 1, "/ip4/127.0.0.1/tcp/4001"))
     for spender in (c.registry.address, c.game.address):
         c.transact(c.token.functions.approve(spender, 2**256 - 1))
-    c.transact(c.registry.functions.stake(stake))
+    c.transact(c.registry.functions.register(roles, 0, 1024, 100, 1, "/ip4/127.0.0.1/tcp/4001"))  # pulls the minimum
+    minimum = c.call(c.registry.functions.MIN_REGISTRATION_STAKE())
+    if stake > minimum:
+        c.transact(c.registry.functions.stake(stake - minimum))
     return c
 
 

@@ -51,6 +51,11 @@ def test_second_node_run_and_a_name_bound_to_another_account_are_refused_fails(n
     assert early.returncode == 1, _one_line(early)
     assert "too early: 10.00 VRT is unbonding and becomes withdrawable at" in _one_line(early)
     assert re.search(r"\(chain time; in \d+ min \d+ s\)", _one_line(early)), _one_line(early)
+    sent_before = c.w3.eth.get_transaction_count(net.client(1).address)
+    below = _verity(net, "node", "unstake", "--name", "solver-1", "--account", "1", "--amount", "985")
+    assert below.returncode == 1, _one_line(below)  # 1000 - 10 - 985 = 5 VRT bonded: below the 10 VRT minimum
+    assert "would leave 5.00 VRT bonded, below the 10.00 VRT a registered node keeps" in _one_line(below)
+    assert c.w3.eth.get_transaction_count(net.client(1).address) == sent_before  # refused before any transaction
 
 
 def test_stake_top_up_while_running_then_status_and_ctrl_c_succeeds(net):

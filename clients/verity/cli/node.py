@@ -266,9 +266,17 @@ def unstake(name: Name, account: Account = None, key_file: KeyFile = None,
         if wei > free or free == 0:
             raise BadNodeOption("--amount", f"{vrt(wei)} asked, {vrt(free)} free to unbond "
                                             f"({vrt(node.locked)} locked by work, {vrt(node.pendingUnstake)} already unbonding)")
+        left = int(node.stake) - int(node.pendingUnstake) - wei  # bonded after this request
+        minimum = c.call(c.registry.functions.MIN_REGISTRATION_STAKE())
+        if 0 < left < minimum:  # NodeRegistry: a registered node keeps at least the minimum bonded, or leaves
+            raise BadNodeOption("--amount", f"would leave {vrt(left)} bonded, below the {vrt(minimum)} a registered "
+                                            f"node keeps: unbond at most {vrt(wei - (minimum - left))}, or all of it "
+                                            "(nothing locked) to leave the registry")
         receipt = c.transact(c.registry.functions.requestUnstake(wei))
         ends = int(read(c, c.registry, "getNode", ctx.me).unbondingEnds)
         now = int(c.w3.eth.get_block(receipt["blockNumber"])["timestamp"])
-        console.print(f"unbonding {vrt(wei)}; withdrawable in {age(ends - now)} with `verity node unstake --withdraw`")
+        leaving = " (all of it: the node leaves the registry when it is withdrawn)" if left == 0 else ""
+        console.print(f"unbonding {vrt(wei)}{leaving}; withdrawable in {age(ends - now)} with "
+                      "`verity node unstake --withdraw`")
     except VerityError as exc:
         fail(exc)

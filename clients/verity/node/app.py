@@ -154,12 +154,17 @@ def ensure_registered(ctx: NodeContext, cfg: NodeConfig) -> None:
                           "profiles this machine passes")
     addr = ctx.storage.peer_multiaddr() if ctx.storage.is_up() else "/ip4/127.0.0.1/tcp/4001"
     node = read(c, c.registry, "getNode", ctx.me)
-    need = max(0, cfg.stake - node.stake)
+    # register pulls the registry's minimum stake, so an unregistered node needs at least that much
+    target = cfg.stake if node.slot != 0 else max(cfg.stake, c.call(c.registry.functions.MIN_REGISTRATION_STAKE()))
+    need = max(0, target - node.stake)
     balance = c.call(c.token.functions.balanceOf(ctx.me))
     if balance < need:  # checked before registering, so a failed top-up leaves nothing behind
         raise VerityError(f"{ctx.me} holds {vrt(balance)}, {vrt(need)} are needed to stake --stake "
                           f"{vrt(cfg.stake)}; on the devnet: `verity devnet faucet --address {ctx.me} "
                           f"--amount {math.ceil((need - balance) / 10**18)}`")
+    for spender in (c.registry.address, c.game.address):  # register's minimum stake and top-ups; a challenger's bond
+        if c.call(c.token.functions.allowance(ctx.me, spender)) < 2**255:
+            c.transact(c.token.functions.approve(spender, MAX_UINT))
     if node.slot == 0:
         c.transact(c.registry.functions.register(mask, device, cfg.memory_mb, 100, profiles, addr))
         log.info("%s registered as %s serving %s", ctx.me, cfg.roles, ", ".join(profile_names(profiles)))
@@ -167,9 +172,7 @@ def ensure_registered(ctx: NodeContext, cfg: NodeConfig) -> None:
         c.transact(c.registry.functions.updateNode(mask, device, cfg.memory_mb, 100, profiles, addr))
         log.info("%s updated: roles %s, profiles %s", ctx.me, cfg.roles, ", ".join(profile_names(profiles)))
     node = read(c, c.registry, "getNode", ctx.me)
-    for spender in (c.registry.address, c.game.address):  # stake; a challenger's bond
-        if c.call(c.token.functions.allowance(ctx.me, spender)) < 2**255:
-            c.transact(c.token.functions.approve(spender, MAX_UINT))
+    need = max(0, cfg.stake - node.stake)  # what register did not already pull
     if need > 0:
         c.transact(c.registry.functions.stake(need))
         log.info("%s staked %g VRT", ctx.me, need / 1e18)

@@ -85,6 +85,8 @@ abstract contract Fixture is Test {
 
     // ---------------------------------------------------------------- nodes
 
+    /// @dev A registered node whose stake is `stakeAmount` (register pulls MIN_REGISTRATION_STAKE of it, `stake`
+    ///      adds the rest; amounts below the minimum leave the node at the minimum).
     function _newNode(uint256 i, uint8 roles, uint256 stakeAmount) internal returns (address node) {
         node = address(uint160(0x10000 + i));
         vm.label(node, string.concat("node", vm.toString(i)));
@@ -93,7 +95,8 @@ abstract contract Fixture is Test {
         token.approve(address(registry), type(uint256).max);
         token.approve(address(game), type(uint256).max);
         registry.register(roles, 0, 16_000, 100, 3, MULTIADDR);
-        if (stakeAmount > 0) registry.stake(stakeAmount);
+        uint256 min = registry.MIN_REGISTRATION_STAKE();
+        if (stakeAmount > min) registry.stake(stakeAmount - min);
         vm.stopPrank();
         nodes.push(node);
     }
@@ -106,7 +109,7 @@ abstract contract Fixture is Test {
         vm.startPrank(big);
         token.approve(address(registry), type(uint256).max);
         registry.register(ALL_ROLES, 0, 128_000, 1, 1, MULTIADDR);
-        registry.stake(NODE_STAKE);
+        registry.stake(NODE_STAKE - registry.MIN_REGISTRATION_STAKE());
         vm.stopPrank();
     }
 

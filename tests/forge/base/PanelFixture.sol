@@ -72,8 +72,8 @@ abstract contract PanelFixture is Test {
         token.mint(node, FAUCET);
         vm.startPrank(node);
         token.approve(address(registry), type(uint256).max);
-        registry.register(ROLE_REFEREE | ROLE_VERIFIER, 0, 16_000, 100, 3, MULTIADDR);
-        registry.stake(NODE_STAKE);
+        registry.register(ROLE_REFEREE | ROLE_VERIFIER, 0, 16_000, 100, 3, MULTIADDR); // pulls the minimum stake
+        registry.stake(NODE_STAKE - registry.MIN_REGISTRATION_STAKE());
         vm.stopPrank();
     }
 
