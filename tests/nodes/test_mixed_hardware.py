@@ -30,7 +30,7 @@ def test_portable_replicas_on_different_kernels_agree_and_nobody_is_slashed(net)
     train = 1  # shard 0 of round 0
     reveals = [e.args for e in events if e.name == "ResultRevealed" and e.args["taskId"] == train]
     assert {r["node"] for r in reveals} == {s.address for s in solvers}  # both kernels' nodes were the replicas
-    assert len({bytes(r["finalHash"]) for r in reveals}) == 1 and len({bytes(r["traceRoot"]) for r in reveals}) == 1
+    assert len({bytes(r["finalHash"]) for r in reveals}) == 1 and len({bytes(r["root"]) for r in reveals}) == 1
     assert not [e for e in events if e.name in ("TaskContested", "ChallengeCommitted", "DisputeOpened")]
     assert not [e for e in events if e.name == "StakeSlashed"]
     c = net.client()
