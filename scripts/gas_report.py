@@ -460,6 +460,9 @@ def main() -> int:
     # receipts, so the report does not need the traces.
     from ape_foundry.provider import FoundryProvider
 
+    from verity.devnet.anvil import bound_ape_anvil_states
+
+    bound_ape_anvil_states()  # old block states in a private, bounded directory (not ~/.foundry/anvil/tmp)
     build = FoundryProvider.build_command
     FoundryProvider.build_command = lambda self: [a for a in build(self) if a != "--steps-tracing"]
     rep = Report()

@@ -22,6 +22,7 @@ for _var in ("COLUMNS", "LINES"):
     os.environ.pop(_var, None)
 
 from verity.devnet import Anvil, BlockTicker, IpfsNode
+from verity.devnet.anvil import bound_ape_anvil_states
 from verity.storage import Storage
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +35,8 @@ os.environ["PATH"] = f"{NODE_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
 # its compiler is the solc-js front.
 os.environ.setdefault("APE_FOUNDRY_HOST", "auto")
 os.environ.setdefault("SOLCX_BINARY_PATH", str(REPO_ROOT / "anvil" / "solc-bin"))
+# ...and it spills old block states into a private, bounded directory, not ~/.foundry/anvil/tmp (never cleaned).
+bound_ape_anvil_states()
 
 _running: list[IpfsNode | Anvil | BlockTicker] = []
 

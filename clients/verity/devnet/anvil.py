@@ -27,6 +27,28 @@ CHAIN_ID = 31337
 PERSISTED_STATES = 64
 
 
+def state_spill_args(directory: str | Path, states: int = PERSISTED_STATES) -> list[str]:
+    """anvil arguments that keep its spilled block states in `directory`, at most `states` of them (also used for
+    the anvil ape's foundry provider starts: tests/conftest.py, scripts/gas_report.py)."""
+    return ["--cache-path", str(directory), "--max-persisted-states", str(states)]
+
+
+def bound_ape_anvil_states() -> Path:
+    """Make ape's foundry provider start anvil with bounded, private state spill (its command has no such option);
+    returns the directory, removed at interpreter exit."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from ape_foundry.provider import FoundryProvider
+
+    directory = Path(tempfile.mkdtemp(prefix="verity-ape-anvil-"))
+    atexit.register(shutil.rmtree, directory, True)
+    build = FoundryProvider.build_command
+    FoundryProvider.build_command = lambda self: [*build(self), *state_spill_args(directory)]
+    return directory
+
+
 class Anvil(ManagedProcess):
     """anvil on 127.0.0.1:`port` (a free one if not given), auto-mine, fixed mnemonic.
 
@@ -88,7 +110,7 @@ class Anvil(ManagedProcess):
             anvil_bin(), "--host", "127.0.0.1", "--port", str(self.port),
             "--chain-id", str(self.chain_id), "--accounts", str(self.accounts),
             "--mnemonic", self.mnemonic, "--balance", str(self.balance_eth),
-            "--cache-path", str(self.states_dir), "--max-persisted-states", str(self.persisted_states),
+            *state_spill_args(self.states_dir, self.persisted_states),
         ]  # no --block-time: auto-mine (see module docs of verity.devnet.ticker)
         if self.persist:
             cmd += ["--state", str(self.state_path)]  # no --state-interval: it rewrites the file in place
