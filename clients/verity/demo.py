@@ -36,7 +36,7 @@ NODES = [  # name, test account, roles, faults
     ("verifier-1", 5, "verifier,referee", []),
     ("verifier-2", 6, "verifier,referee", []),
 ]
-CHEATERS = {"solver-4"}
+CHEATERS = {name for name, _, _, faults in NODES if faults}  # nodes running a TEST-ONLY fault
 # solver-2 stands for a different CPU: ATen dispatches its default (non-AVX2) kernels, which change every native
 # float32 result; under portable-f32 its bits are the others' (docs/engine.md, "Portable profile").
 NODE_ENV = {"solver-2": {"ATEN_CPU_CAPABILITY": "default"}}

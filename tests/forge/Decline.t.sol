@@ -24,6 +24,7 @@ contract DeclineTest is Fixture {
 
     function test_decline_withinGrace_unslashedBannedAndRedrawn_succeeds() public {
         address node = _replica(1, 0).node;
+        address partner = _replica(1, 1).node;
         uint256 freeBefore = registry.freeStake(node);
         uint256 stakeBefore = registry.getNode(node).stake;
         vm.warp(block.timestamp + _grace());
@@ -40,6 +41,9 @@ contract DeclineTest is Fixture {
         _draw(1);
         assertEq(uint8(_status(1)), uint8(TaskStatus.Assigned), "redrawn");
         assertTrue(_replica(1, 0).node != node && _replica(1, 1).node != node, "the decliner came back");
+        // A decliner cannot use its decline to re-roll its partner (e.g. to seat a second identity of its own
+        // beside it): only the declined slot is drawn again.
+        assertEq(_replica(1, 1).node, partner, "the partner's slot was redrawn");
     }
 
     /// @dev Past the grace the node accepted the window: declining is refused (the late rule applies).

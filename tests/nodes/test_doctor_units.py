@@ -157,8 +157,10 @@ def test_cacheDir_followsXdgCacheHome_succeeds(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------- checks that run no task
-@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
-def test_checkProfile_refusedEnvironment_notOkAndNoTask_fails(tmp_path):
+def test_checkProfile_refusedEnvironment_notOkAndNoTask_fails(tmp_path, monkeypatch):
+    from verity.engine import determinism
+
+    monkeypatch.setattr(determinism.torch.cuda, "is_available", lambda: False)  # a machine without a GPU, anywhere
     c = check_profile("cuda-f32-strict", DEFAULT_VECTORS, cache=ResultCache(tmp_path))
     assert not c.ok and c.tasks == {} and "CUDA" in c.reason
     assert not any(tmp_path.iterdir())                                   # nothing computed, nothing cached
