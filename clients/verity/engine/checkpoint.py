@@ -1,7 +1,8 @@
 """Checkpoint files: a state as safetensors, with the model config embedded.
 
 Format `verity-checkpoint` version 1: the state's tensors under their state
-names (`model/…`, `optim/<param>/<key>`) and `__metadata__`:
+names (`model/…`, `optim/<param>/<key>`, and in step-0 states of jobs with an
+outer optimizer `outer/<param>/momentum`) and `__metadata__`:
     format "verity-checkpoint", version "1", state_version "1",
     step, job, round, index (decimal; empty strings for a step-0 state),
     model (JSON of the manifest's model spec), optimizer (JSON),
@@ -21,6 +22,8 @@ from verity.errors import HashMismatch, StateInvalid
 from verity.engine.determinism import is_portable
 from verity.engine.manifest import Manifest
 from verity.engine.models import build_model, init_model
+from verity.engine.modules import trained_params
+from verity.engine.outer import OUTER_PREFIX, momentum_name
 from verity.engine.state import STATE_VERSION, TaskRef, TrainState
 from verity.engine.tensorfile import read_safetensors, safetensors_bytes, write_safetensors
 
@@ -36,13 +39,21 @@ def optimizer_keys(manifest: Manifest) -> list[str]:
     return ["exp_avg", "exp_avg_sq", "step"]
 
 
-def layout(manifest: Manifest) -> dict[str, tuple[torch.dtype, tuple[int, ...]]]:
-    """Every tensor a state of this job may hold, with its dtype and shape."""
+def layout(manifest: Manifest, index: int | None = None) -> dict[str, tuple[torch.dtype, tuple[int, ...]]]:
+    """Every tensor a state of this job may hold, with its dtype and shape: optimizer state
+    only for the parameters shard task `index` trains (`None`: any task of the job; the same
+    for a whole-model job), outer momentum (step-0 states only) for every parameter the job trains."""
     model = build_model(manifest.model, "meta")
     out = {f"model/{k}": (v.dtype, tuple(v.shape)) for k, v in model.state_dict().items()}
+    trained = trained_params(manifest, index)
     for name, p in model.named_parameters():
+        if name not in trained:
+            continue
         for key in optimizer_keys(manifest):
             out[f"optim/{name}/{key}"] = (torch.float32, () if key == "step" else tuple(p.shape))
+    if manifest.aggregation.outer is not None:
+        for name in trained_params(manifest):
+            out[momentum_name(name)] = (torch.float32, tuple(dict(model.named_parameters())[name].shape))
     return out
 
 
@@ -88,11 +99,19 @@ def _check_tensors(tensors: dict[str, torch.Tensor], lay: dict, source: str, fre
     optim = [n for n in tensors if n.startswith("optim/")]
     if fresh and optim:
         raise StateInvalid(source, "a step-0 state must have a fresh optimizer (no optim/ tensors)")
+    outer = {n for n in tensors if n.startswith(OUTER_PREFIX)}
+    if outer and not fresh:
+        raise StateInvalid(source, "outer-optimizer momentum belongs in step-0 (round input) states only")
+    expected = {n for n in lay if n.startswith(OUTER_PREFIX)}
+    if outer and outer != expected:
+        raise StateInvalid(source, f"outer momentum for {len(outer)} of the {len(expected)} trained parameters "
+                                   "(all or none)")
 
 
 def load_checkpoint(data: bytes, manifest: Manifest, *, expected_hash: bytes | None = None,
                     source: str = "checkpoint") -> TrainState:
-    """Validate a checkpoint of this job and return its state (CPU tensors)."""
+    """Validate a checkpoint of this job and return its state (CPU tensors). A step > 0 state
+    may hold optimizer state only for the parameters its own task (metadata `index`) trains."""
     lay = layout(manifest)
     max_bytes, max_elements = _caps(lay)
     tensors, md = read_safetensors(data, source, StateInvalid, max_bytes=max_bytes, max_elements=max_elements,
@@ -111,6 +130,11 @@ def load_checkpoint(data: bytes, manifest: Manifest, *, expected_hash: bytes | N
         raise StateInvalid(source, "model config in the file differs from the manifest's")
     if step < 0 or step > manifest.steps_per_round:
         raise StateInvalid(source, f"step {step} outside 0..{manifest.steps_per_round}")
+    if task is not None and manifest.modules is not None:
+        try:
+            lay = layout(manifest, task.index)
+        except ValueError as e:
+            raise StateInvalid(source, str(e)) from None
     _check_tensors(tensors, lay, source, fresh=step == 0)
     state = TrainState(tensors=tensors, step=step, task=task)
     if md.get("state_hash") != state.hash.hex():

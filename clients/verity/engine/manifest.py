@@ -18,6 +18,7 @@ from pydantic.functional_validators import AfterValidator
 from verity.errors import ManifestInvalid
 from verity.engine.determinism import ANY_DEVICE, PROFILES
 from verity.engine.models import MAX_PARAMETERS, ModelSpec, count_parameters
+from verity.engine.modules import matching, parameter_shapes
 
 SCHEMA_VERSION = 1
 MAX_MANIFEST_BYTES = 64 * 1024
@@ -83,9 +84,18 @@ class Adam(_Strict):
 Optimizer = Annotated[Union[SGD, Adam], Field(discriminator="name")]
 
 
+class Outer(_Strict):
+    """DiLoCo-style outer optimizer over each round's merged model (engine/outer.py):
+    SGD with (Nesterov) momentum on the pseudo-gradient prev - merged."""
+    lr: float = Field(gt=0, le=10)
+    momentum: float = Field(ge=0, lt=1)
+    nesterov: bool = True
+
+
 class Aggregation(_Strict):
     rule: Literal["mean", "median", "trimmed_mean"] = "mean"
     trim: float = Field(default=0.0, ge=0, lt=0.5)  # fraction cut at each end (trimmed_mean only)
+    outer: Outer | None = None
 
     @model_validator(mode="after")
     def _trim_only_for_trimmed_mean(self) -> "Aggregation":
@@ -104,9 +114,20 @@ class Verification(_Strict):
 class Hardware(_Strict):
     device_class: Literal["cpu", "cuda"] = "cpu"
     min_memory_mb: int = Field(default=1024, ge=1, le=1 << 22)
+    # The poster's declared milliseconds per training step on this hardware class: nodes decline (as invalid
+    # inputs) a job whose execution window is shorter than steps_per_round x this (node/feasibility.py).
+    step_budget_ms: int | None = Field(default=None, ge=1, le=3_600_000)
 
 
 Dim = Annotated[int, Field(ge=1, le=65536)]
+ModuleName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9_-]+$")]
+ParamPrefix = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class Module(_Strict):
+    """A named group of parameters: every parameter whose name starts with one of `params`."""
+    name: ModuleName
+    params: list[ParamPrefix] = Field(min_length=1, max_length=64)
 
 
 class DataSpec(_Strict):
@@ -149,6 +170,10 @@ class Manifest(_Strict):
     determinism: Literal["cpu-f32-strict", "cuda-f32-strict", "portable-f32"] = "cpu-f32-strict"
     verification: Verification = Verification()
     hardware: Hardware = Hardware()
+    # Module-parallel training (engine/modules.py): both or neither; absent = every task trains everything.
+    modules: list[Module] | None = Field(default=None, min_length=1, max_length=64)
+    module_plan: list[Annotated[list[ModuleName], Field(min_length=1, max_length=64)]] | None = \
+        Field(default=None, min_length=1, max_length=1024)
 
     @property
     def n_checkpoints(self) -> int:
@@ -192,6 +217,48 @@ def _cross_checks(m: Manifest) -> None:
     n_params = count_parameters(m.model)
     if n_params > MAX_PARAMETERS:
         raise ManifestInvalid("model.config", f"{n_params} parameters exceed the limit of {MAX_PARAMETERS}")
+    _module_checks(m)
+
+
+def _module_checks(m: Manifest) -> None:
+    """modules / module_plan: defined together, every prefix selects something, no parameter in
+    two modules, every module trained by some task, each plan entry a set of defined names."""
+    if (m.modules is None) != (m.module_plan is None):
+        field = "module_plan" if m.module_plan is None else "modules"
+        raise ManifestInvalid(field, "modules and module_plan go together: give both or neither")
+    if m.modules is None:
+        return
+    names = list(parameter_shapes(m.model))
+    owner: dict[str, str] = {}
+    defined: dict[str, int] = {}
+    for i, mod in enumerate(m.modules):
+        if mod.name in defined:
+            raise ManifestInvalid(f"modules.{i}.name", f"{mod.name!r} is already module {defined[mod.name]}")
+        defined[mod.name] = i
+        for j, prefix in enumerate(mod.params):
+            hits = matching(prefix, names)
+            if not hits:
+                raise ManifestInvalid(f"modules.{i}.params.{j}", f"prefix {prefix!r} matches no parameter of the model")
+            for n in hits:
+                if owner.get(n, mod.name) != mod.name:
+                    raise ManifestInvalid(f"modules.{i}.params.{j}",
+                                          f"parameter {n!r} is already in module {owner[n]!r} "
+                                          "(modules must be disjoint)")
+                owner[n] = mod.name
+    if len(m.module_plan) != len(m.shards):
+        raise ManifestInvalid("module_plan",
+                              f"{len(m.module_plan)} entries for {len(m.shards)} shards (one per shard task)")
+    trained: set[str] = set()
+    for i, entry in enumerate(m.module_plan):
+        for j, name in enumerate(entry):
+            if name not in defined:
+                raise ManifestInvalid(f"module_plan.{i}.{j}", f"{name!r} is not a module name")
+        if len(set(entry)) != len(entry):
+            raise ManifestInvalid(f"module_plan.{i}", "names a module twice")
+        trained.update(entry)
+    for i, mod in enumerate(m.modules):
+        if mod.name not in trained:
+            raise ManifestInvalid(f"modules.{i}", f"module {mod.name!r} is trained by no task of module_plan")
 
 
 def _portable_fits(m: Manifest) -> None:
@@ -242,9 +309,21 @@ def validate_manifest(manifest: Manifest) -> Manifest:
     return load_manifest(manifest_bytes(manifest))
 
 
+# Optional fields added after manifests were in use: left out of the canonical bytes while
+# unset, so every earlier manifest keeps its bytes, CID and hash.
+_OMIT_WHEN_UNSET = (("modules",), ("module_plan",), ("aggregation", "outer"), ("hardware", "step_budget_ms"))
+
+
 def manifest_bytes(manifest: Manifest) -> bytes:
     """Canonical JSON bytes to upload (sorted keys, no whitespace)."""
-    return json.dumps(manifest.model_dump(mode="json"), sort_keys=True, separators=(",", ":")).encode()
+    doc = manifest.model_dump(mode="json")
+    for *parents, key in _OMIT_WHEN_UNSET:
+        d = doc
+        for p in parents:
+            d = d[p]
+        if d.get(key, 0) is None:
+            del d[key]
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
 
 def manifest_schema() -> dict:

@@ -1,6 +1,14 @@
 """The training loop of one task, nanoGPT-style: a model, an optimizer, a
 shard, and `train_step`. Batches come from a generator seeded from
 (job, round, task, step), so any step can be replayed from its state alone.
+
+In a module job (manifest `modules`) a task trains only its modules
+(engine/modules.py): every other parameter has requires_grad False, so it is
+loaded and left bitwise unchanged, autograd stops before frozen leading
+layers, and the optimizer (hence gradients and optim/ state) covers the
+trained parameters alone. A step-0 state's outer/ tensors (the outer
+optimizer's momentum) are carried unchanged while the trainer is at step 0, so
+h_0 is the input state's hash; later states do not hold them.
 """
 from __future__ import annotations
 
@@ -12,26 +20,29 @@ from verity.engine.determinism import ANY_DEVICE, get_profile, is_portable, job_
 from verity.engine.data import Shard
 from verity.engine.manifest import Manifest
 from verity.engine.models import build_model
+from verity.engine.modules import set_trainable, trained_in_order
+from verity.engine.outer import OUTER_PREFIX
 from verity.engine.portable.layers import cross_entropy as portable_cross_entropy
 from verity.engine.portable.optim import PortableAdam, PortableSGD
 from verity.engine.state import TaskRef, TrainState, state_hash, step_generator
 from verity.errors import ProfileUnsupported
 
 
-def make_optimizer(manifest: Manifest, model: torch.nn.Module) -> torch.optim.Optimizer:
+def make_optimizer(manifest: Manifest, model: torch.nn.Module,
+                   params: list[torch.nn.Parameter] | None = None) -> torch.optim.Optimizer:
+    """The job's optimizer over `params` (default: every parameter of `model`, in order)."""
     o = manifest.optimizer
+    params = list(model.parameters()) if params is None else params
     if is_portable(manifest.determinism):  # separate elementwise ops, same state keys (portable/optim.py)
         if o.name == "sgd":
-            return PortableSGD(model.parameters(), lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay)
-        return PortableAdam(model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay,
+            return PortableSGD(params, lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay)
+        return PortableAdam(params, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay,
                             decoupled=o.name == "adamw")
     # foreach/fused off: one plain, readable per-parameter loop on every device.
     if o.name == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay,
-                               foreach=False)
+        return torch.optim.SGD(params, lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay, foreach=False)
     cls = torch.optim.AdamW if o.name == "adamw" else torch.optim.Adam
-    return cls(model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay,
-               foreach=False, fused=False)
+    return cls(params, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay, foreach=False, fused=False)
 
 
 def loss_fn(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -53,16 +64,25 @@ class Trainer:
         self.manifest, self.task, self.device = manifest, task, torch.device(device)
         self.model = build_model(manifest.model, self.device, profile.portable)
         self.loss = loss_for(profile.portable)
-        self.opt = make_optimizer(manifest, self.model)
+        self._names = trained_in_order(manifest, task.index if manifest.modules is not None else None)
+        if manifest.modules is not None:
+            set_trainable(manifest, self.model, task.index)
+        self.opt = self._optimizer()
         self.x, self.y = shard.x.to(self.device), shard.y.to(self.device)
         self.step = 0
-        self._names = [n for n, _ in self.model.named_parameters()]
+        self._carried: dict[str, torch.Tensor] = {}   # a step-0 state's outer/ tensors, see the module doc
+
+    def _optimizer(self) -> torch.optim.Optimizer:
+        params = dict(self.model.named_parameters())
+        return make_optimizer(self.manifest, self.model, [params[n] for n in self._names])
 
     def load(self, state: TrainState) -> None:
         if state.task is not None and state.task != self.task:
             raise ValueError(f"state belongs to {state.task}, not {self.task}")
         self.model.load_state_dict(state.model_tensors(), strict=True)
-        self.opt = make_optimizer(self.manifest, self.model)  # fresh, then fill in the saved state
+        self._carried = ({k: v for k, v in state.tensors.items() if k.startswith(OUTER_PREFIX)}
+                         if state.step == 0 else {})
+        self.opt = self._optimizer()  # fresh, then fill in the saved state
         saved = {}
         for i, name in enumerate(self._names):
             # clone: load_state_dict keeps same-device tensors as they are, and the
@@ -79,6 +99,8 @@ class Trainer:
     def tensors(self) -> dict[str, torch.Tensor]:
         """The live state tensors by state name (views, not copies)."""
         out = {f"model/{k}": v for k, v in self.model.state_dict().items()}
+        if self.step == 0:
+            out.update(self._carried)
         params = dict(self.model.named_parameters())
         for name in self._names:
             for key, v in self.opt.state.get(params[name], {}).items():
@@ -103,4 +125,5 @@ class Trainer:
         loss.backward()
         self.opt.step()
         self.step += 1
+        self._carried = {}
         return loss.detach()

@@ -1,0 +1,154 @@
+"""Rough memory and compute of one TRAIN task, from its manifest alone.
+
+Why: a node should decline a task it cannot hold before it commits to it,
+and a module job's tasks differ (a task training the head of a frozen model
+needs no gradients or optimizer state for the rest). Nothing is allocated:
+shapes come from the meta-device model. Estimates, not measurements: they
+aim to be an upper bound for the engine's own tensors, not for the framework
+(CUDA context, allocator slack, torch itself).
+
+Memory (bytes), float32 = 4 bytes, P = every parameter, Pt = the parameters
+task `index` trains (modules.trained_params), S = optimizer slots per trained
+parameter (sgd: 0, or 1 with momentum; adam/adamw: 2):
+
+    parameters   4 · P
+    gradients    4 · Pt
+    optimizer    4 · S · Pt
+    outer        4 · Pj  only in step-0 states of jobs with aggregation.outer (Pj = trained by the job)
+    activations  4 · batch_size · A · (2 for portable-f32, whose ops keep float64 GEMM slices
+                 and more intermediates, else 1); A = elements kept per sample for backward:
+                   mlp  in + 2·Σhidden + 2·out + 2·max width
+                   cnn  Σ_layers (C_in·9·H_out·W_out + 2·C_out·H_out·W_out) + flattened + 2·classes
+                   gpt  T · (4·C + n_layer · (16·C + 3·n_head·T) + 3·vocab)
+                 (all layers counted, even frozen leading ones autograd skips: an upper bound)
+    data         the shard on the device: samples · (∏x_shape · 4|8 + ∏y_shape · 8)
+    checkpoints  3 · (state bytes): the runner keeps up to two snapshots queued for the
+                 writer and one being hashed and written
+
+estimate_task_memory is the sum of all of them (task_memory_breakdown gives each).
+
+FLOPs of one step (multiply-adds count 2): every GEMM forward, plus its input
+gradient when a parameter of its stage (layer or block) or an earlier one trains, plus its weight gradient when its
+weight trains (so a task training only the last layers costs little more than
+a forward). Elementwise work is left out. portable-f32 computes each product as
+two float64 GEMMs: on hardware where float64 is slower, scale accordingly.
+"""
+from __future__ import annotations
+
+import math
+
+from verity.engine.checkpoint import optimizer_keys
+from verity.engine.determinism import is_portable
+from verity.engine.manifest import Manifest
+from verity.engine.modules import parameter_shapes, trained_params
+
+F32 = 4
+SNAPSHOT_COPIES = 3
+
+
+def _numel(shapes: dict[str, tuple[int, ...]], names) -> int:
+    return sum(math.prod(shapes[n]) for n in names)
+
+
+def _check_index(manifest: Manifest, index: int) -> None:
+    if not 0 <= index < len(manifest.shards):
+        raise ValueError(f"task index {index} outside the job's shards (0..{len(manifest.shards) - 1})")
+
+
+def _activation_elements(manifest: Manifest) -> int:
+    """A: elements per sample kept for the backward pass (see the module doc)."""
+    spec, c = manifest.model, manifest.model.config
+    if spec.arch == "mlp":
+        dims = [c.in_features, *c.hidden, c.out_features]
+        return c.in_features + 2 * sum(c.hidden) + 2 * c.out_features + 2 * max(dims)
+    if spec.arch == "cnn":
+        chans, h, w, total = [c.in_channels, *c.channels], c.height, c.width, 0
+        for a, b in zip(chans, chans[1:]):
+            h, w = (h + 1) // 2, (w + 1) // 2
+            total += a * 9 * h * w + 2 * b * h * w
+        return total + chans[-1] * h * w + 2 * c.num_classes
+    T, C = manifest.data.x_shape[0], c.n_embd
+    return T * (4 * C + c.n_layer * (16 * C + 3 * c.n_head * T) + 3 * c.vocab_size)
+
+
+def _data_bytes(manifest: Manifest, index: int) -> int:
+    d = manifest.data
+    samples = manifest.shards[index].samples
+    x = math.prod(d.x_shape) * (4 if d.x_dtype == "float32" else 8)
+    return samples * (x + math.prod(d.y_shape) * 8)
+
+
+def task_memory_breakdown(manifest: Manifest, index: int) -> dict[str, int]:
+    """Bytes per component for shard task `index` (see the module doc for each formula)."""
+    _check_index(manifest, index)
+    shapes = parameter_shapes(manifest.model)
+    trained = trained_params(manifest, index if manifest.modules is not None else None)
+    p_all, p_t = _numel(shapes, shapes), _numel(shapes, trained)
+    slots = sum(1 for k in optimizer_keys(manifest) if k != "step")
+    outer = _numel(shapes, trained_params(manifest)) if manifest.aggregation.outer is not None else 0
+    state = F32 * (p_all + slots * p_t)
+    factor = 2 if is_portable(manifest.determinism) else 1
+    return {
+        "parameters": F32 * p_all,
+        "gradients": F32 * p_t,
+        "optimizer": F32 * slots * p_t,
+        "outer": F32 * outer,
+        "activations": F32 * manifest.batch_size * _activation_elements(manifest) * factor,
+        "data": _data_bytes(manifest, index),
+        "checkpoints": SNAPSHOT_COPIES * state,
+    }
+
+
+def estimate_task_memory(manifest: Manifest, index: int) -> int:
+    """Bytes shard task `index` needs (sum of task_memory_breakdown): decline the task if it exceeds
+    what the node can hold."""
+    return sum(task_memory_breakdown(manifest, index).values())
+
+
+def _gemms(manifest: Manifest) -> list[tuple[str, str | None, int]]:
+    """(stage prefix, weight parameter or None, forward FLOPs per sample), in forward order."""
+    spec, c = manifest.model, manifest.model.config
+    if spec.arch == "mlp":
+        dims = [c.in_features, *c.hidden, c.out_features]
+        return [(f"layers.{i}.", f"layers.{i}.weight", 2 * a * b) for i, (a, b) in enumerate(zip(dims, dims[1:]))]
+    if spec.arch == "cnn":
+        chans, h, w, out = [c.in_channels, *c.channels], c.height, c.width, []
+        for i, (a, b) in enumerate(zip(chans, chans[1:])):
+            h, w = (h + 1) // 2, (w + 1) // 2
+            out.append((f"convs.{i}.", f"convs.{i}.weight", 2 * a * 9 * b * h * w))
+        return out + [("head.", "head.weight", 2 * chans[-1] * h * w * c.num_classes)]
+    T, C = manifest.data.x_shape[0], c.n_embd
+    out = []
+    for i in range(c.n_layer):
+        s = f"h.{i}."
+        out += [(s, s + "attn.c_attn.weight", 2 * T * C * 3 * C), (s, None, 2 * 2 * T * T * C),
+                (s, s + "attn.c_proj.weight", 2 * T * C * C), (s, s + "mlp.c_fc.weight", 2 * T * C * 4 * C),
+                (s, s + "mlp.c_proj.weight", 2 * T * 4 * C * C)]
+    return out + [("lm_head.", "lm_head.weight", 2 * T * C * c.vocab_size)]
+
+
+def _stage_order(manifest: Manifest) -> list[str]:
+    """Parameter-name prefixes in forward order (what runs before what)."""
+    c = manifest.model.config
+    if manifest.model.arch == "mlp":
+        return [f"layers.{i}." for i in range(len(c.hidden) + 1)]
+    if manifest.model.arch == "cnn":
+        return [f"convs.{i}." for i in range(len(c.channels))] + ["head."]
+    return ["wte.", "wpe."] + [f"h.{i}." for i in range(c.n_layer)] + ["ln_f.", "lm_head."]
+
+
+def estimate_step_flops(manifest: Manifest, index: int) -> int:
+    """Rough FLOPs of one training step of shard task `index` (see the module doc)."""
+    _check_index(manifest, index)
+    trained = trained_params(manifest, index if manifest.modules is not None else None)
+    stages = _stage_order(manifest)
+    first = min((i for i, s in enumerate(stages) if any(n.startswith(s) for n in trained)), default=len(stages))
+    live = set(stages[first:])   # a GEMM in these stages (or after) needs its input gradient
+    total = 0
+    for stage, weight, f in _gemms(manifest):
+        total += f
+        if stage in live:
+            total += f
+        if weight is not None and weight in trained:
+            total += f
+    return manifest.batch_size * total
