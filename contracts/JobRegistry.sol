@@ -100,8 +100,8 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
 
     // ---------------------------------------------------------------- submitter
 
-    /// @notice Posts a job, has the escrow pull paymentPerTask * replication * (shards + 1) * rounds from the caller
-    ///         (approve the JobEscrow), creates round 0's shard tasks and requests their replicas' draws (`assign`).
+    /// @notice Posts a job, has the escrow pull paymentPerTask * replication * (shards + 1) * rounds + POSTER_BOND from
+    ///         the caller (approve the JobEscrow), creates round 0's shard tasks and requests their replicas' draws (`assign`).
     /// @return jobId The new job's id.
     function postJob(PostJobParams calldata p) external returns (uint256 jobId) {
         _validate(p);
@@ -206,9 +206,10 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         _run();
     }
 
-    /// @notice A drawn replica declines its slot early, unslashed (TaskMachine.decline).
-    function decline(uint256 taskId) external {
-        taskId;
+    /// @notice A drawn replica declines its slot early, unslashed; `invalidInputs` counts towards failing the job
+    ///         (TaskMachine.decline).
+    function decline(uint256 taskId, bool invalidInputs) external {
+        (taskId, invalidInputs);
         _run();
     }
 
@@ -289,7 +290,7 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         ready = t.openDisputes == 0 && block.timestamp > windowEnd && _jobs[t.jobId].status == JobStatus.Active;
     }
 
-    /// @notice Escrow a job with these parameters needs.
+    /// @notice Escrow a job with these parameters needs (the payments of every replica of every task + POSTER_BOND).
     function escrowFor(uint256 paymentPerTask, uint8 replication, uint32 shards, uint32 rounds)
         external
         pure

@@ -38,6 +38,13 @@ abstract contract JobRegistryBase is Ownable {
     uint64 public constant MIN_EXECUTION_WINDOW = 30;
     /// @notice Shortest reveal window, seconds: a committed node must be able to send its reveal.
     uint64 public constant MIN_REVEAL_WINDOW = 5;
+    /// @notice Distinct nodes that must decline one task for invalid inputs (none of its replicas having committed)
+    ///         before the job is failed: one honest refusal is not proof, three drawn by stake are (issue 9).
+    uint8 public constant FAIL_DECLINES = 3;
+    /// @notice Bond every poster deposits with its escrow (1 VRT). Returned with the unspent escrow, except when the
+    ///         job is failed for invalid inputs: then it is split among the nodes that declined it, paying for the
+    ///         fetches and checks the poster's bad inputs cost them.
+    uint256 public constant POSTER_BOND = 1e18;
     /// @notice Largest value accepted for any window or timeout.
     uint64 public constant MAX_WINDOW = 7 days;
 
@@ -95,6 +102,8 @@ abstract contract JobRegistryBase is Ownable {
     /// @dev Every node ever banned from a task (late, lost, declined). The ring above only keeps the draw's exclusion
     ///      list short; this set is what a draw checks, so a ban never rotates out (issue 9).
     mapping(uint256 => mapping(address => bool)) internal _everBanned;
+    /// @dev The distinct nodes that declined a task for invalid inputs (at most FAIL_DECLINES: the job fails then).
+    mapping(uint256 => address[]) internal _invalidDecliners;
 
     /// @notice The number of live disputes against the task's candidate at `epoch` changed to `openDisputes`.
     event OpenDisputesChanged(uint256 indexed taskId, uint32 epoch, uint32 openDisputes);
@@ -126,7 +135,7 @@ abstract contract JobRegistryBase is Ownable {
         pure
         returns (uint256)
     {
-        return paymentPerTask * replication * (uint256(shards) + 1) * rounds;
+        return paymentPerTask * replication * (uint256(shards) + 1) * rounds + POSTER_BOND;
     }
 
     function _isEmpty(ReplicaStatus s) internal pure returns (bool) {

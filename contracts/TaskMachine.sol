@@ -51,33 +51,11 @@ contract TaskMachine is JobRegistryBase {
         Job storage job = _jobs[jobId];
         if (job.status != JobStatus.Active) revert JobNotActive(jobId, job.status);
         if (msg.sender != job.submitter) revert NotSubmitter(jobId, msg.sender);
-        bool starved = false;
-        uint32 round = job.currentRound;
-        for (uint32 i = 0; i <= job.shards; ++i) {
-            uint256 taskId = _taskIds[jobId][round][i];
-            if (taskId == 0) continue;
-            Task storage t = _tasks[taskId];
-            // INVARIANT: a live dispute's parties and stakes are settled by the game before the task can end.
-            if (t.status == TaskStatus.Contested || (t.status == TaskStatus.Revealed && t.openDisputes > 0)) {
-                revert JobHasPendingTask(jobId, taskId, t.status);
-            }
-            if (t.status == TaskStatus.Open && block.timestamp > uint256(t.openSince) + assignmentTimeout) {
-                starved = true;
-            }
-        }
+        (uint256 pending, bool starved) = _roundState(job, jobId);
+        // INVARIANT: a live dispute's parties and stakes are settled by the game before the task can end.
+        if (pending != 0) revert JobHasPendingTask(jobId, pending, _tasks[pending].status);
         if (job.everAssigned && !starved) revert CancelNotAllowed(jobId);
-        for (uint32 i = 0; i <= job.shards; ++i) {
-            uint256 taskId = _taskIds[jobId][round][i];
-            if (taskId == 0 || _tasks[taskId].status == TaskStatus.Accepted) continue;
-            Task storage t = _tasks[taskId];
-            t.status = TaskStatus.Cancelled;
-            // Disputes still running in the game (all stale) stay no-ops for good.
-            ++t.epoch;
-            _releaseAll(taskId, job.replication, job.stakePerReplica);
-            // INVARIANT: a candidate's task stake is released once: here, on acceptance, or slashed by the game.
-            if (t.candidate != address(0)) registry.unlock(t.candidate, job.stakePerReplica);
-        }
-        job.status = JobStatus.Cancelled;
+        _endRound(job, jobId, JobStatus.Cancelled);
         uint256 refund = escrow.refund(jobId, job.submitter);
         emit IJobRegistry.JobCancelled(jobId, refund);
     }
@@ -121,8 +99,10 @@ contract TaskMachine is JobRegistryBase {
     /// @notice Declines the caller's slot within the first DECLINE_GRACE_BPS of its execution window: a node that
     ///         finds the job's inputs invalid, or that cannot do the work in the window, says so at once instead of
     ///         being reported late and slashed for a window it never accepted (issue 9). Unslashed, not counted late;
-    ///         the node is never drawn for this task again and the slot is drawn again.
-    function decline(uint256 taskId) external onlyDelegated {
+    ///         the node is never drawn for this task again and the slot is drawn again. `invalidInputs`: the node
+    ///         found the poster's inputs unusable; when FAIL_DECLINES distinct nodes said so of one task and none of
+    ///         its replicas committed (a commit shows the inputs were usable), the job is failed (_failJob).
+    function decline(uint256 taskId, bool invalidInputs) external onlyDelegated {
         Task storage t = _activeTask(taskId);
         Job storage job = _jobs[t.jobId];
         uint8 slot = _slotOf(taskId, msg.sender, ReplicaStatus.Assigned, job.replication);
@@ -136,6 +116,7 @@ contract TaskMachine is JobRegistryBase {
         _ban(taskId, msg.sender);
         emit IJobRegistry.ReplicaDeclined(taskId, msg.sender, slot);
         registry.unlock(msg.sender, job.stakePerReplica);
+        if (invalidInputs && _countInvalid(taskId, job.replication) && _failJob(job, t.jobId, taskId)) return;
         _requestDraw(taskId);
     }
 
@@ -533,6 +514,74 @@ contract TaskMachine is JobRegistryBase {
         t.challengeDeadline = 0;
         emit IJobRegistry.TaskReopened(taskId);
         _requestDraw(taskId);
+    }
+
+    // ---------------------------------------------------------------- internals: ending a job early
+
+    /// @dev The current round's first task under dispute (0: none), and whether one of its tasks has had an empty
+    ///      slot for over `assignmentTimeout`.
+    function _roundState(Job storage job, uint256 jobId) internal view returns (uint256 pending, bool starved) {
+        uint32 round = job.currentRound;
+        for (uint32 i = 0; i <= job.shards; ++i) {
+            uint256 taskId = _taskIds[jobId][round][i];
+            if (taskId == 0) continue;
+            Task storage t = _tasks[taskId];
+            if (t.status == TaskStatus.Contested || (t.status == TaskStatus.Revealed && t.openDisputes > 0)) {
+                if (pending == 0) pending = taskId;
+            }
+            if (t.status == TaskStatus.Open && block.timestamp > uint256(t.openSince) + assignmentTimeout) {
+                starved = true;
+            }
+        }
+    }
+
+    /// @dev Ends the current round's unaccepted tasks (no dispute may be live: callers check) and sets the job's
+    ///      final status. The stake of every replica and candidate still holding a task is released.
+    function _endRound(Job storage job, uint256 jobId, JobStatus status) internal {
+        uint32 round = job.currentRound;
+        for (uint32 i = 0; i <= job.shards; ++i) {
+            uint256 taskId = _taskIds[jobId][round][i];
+            if (taskId == 0 || _tasks[taskId].status == TaskStatus.Accepted) continue;
+            Task storage t = _tasks[taskId];
+            t.status = TaskStatus.Cancelled;
+            // Disputes still running in the game (all stale) stay no-ops for good.
+            ++t.epoch;
+            _releaseAll(taskId, job.replication, job.stakePerReplica);
+            // INVARIANT: a candidate's task stake is released once: here, on acceptance, or slashed by the game.
+            if (t.candidate != address(0)) registry.unlock(t.candidate, job.stakePerReplica);
+        }
+        job.status = status;
+    }
+
+    /// @dev Records an invalid-inputs decline of `taskId` by msg.sender (distinct: a decliner is banned from the
+    ///      task); true once FAIL_DECLINES nodes did and no replica of the task has committed.
+    function _countInvalid(uint256 taskId, uint8 replication) internal returns (bool) {
+        address[] storage decliners = _invalidDecliners[taskId];
+        // INVARIANT: the list is bounded: the job fails (or a replica committed) by the FAIL_DECLINES-th entry.
+        if (decliners.length >= FAIL_DECLINES) return false;
+        decliners.push(msg.sender);
+        if (decliners.length < FAIL_DECLINES) return false;
+        for (uint8 s = 0; s < replication; ++s) {
+            if (_replicas[taskId][s].status == ReplicaStatus.Committed) return false;
+        }
+        return true;
+    }
+
+    /// @dev Fails the job for invalid inputs: the round's tasks end, the decliners share POSTER_BOND, the rest of the
+    ///      escrow is refunded. Not while a dispute of the round is live (false: the slot is simply drawn again).
+    function _failJob(Job storage job, uint256 jobId, uint256 taskId) internal returns (bool) {
+        (uint256 pending,) = _roundState(job, jobId);
+        if (pending != 0) return false;
+        _endRound(job, jobId, JobStatus.Failed);
+        address[] storage decliners = _invalidDecliners[taskId];
+        uint256 share = POSTER_BOND / decliners.length;
+        // INVARIANT: tokens are conserved: the bond was deposited with the escrow and never paid for work.
+        for (uint256 i = 0; i < decliners.length; ++i) {
+            escrow.pay(jobId, decliners[i], share);
+        }
+        uint256 refund = escrow.refund(jobId, job.submitter);
+        emit IJobRegistry.JobFailed(jobId, taskId, refund);
+        return true;
     }
 
     // ---------------------------------------------------------------- internals: rounds

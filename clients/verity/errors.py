@@ -44,6 +44,14 @@ class ProfileUnsupported(VerityError, RuntimeError):
         super().__init__(f"determinism profile {profile!r} unsupported here: {reason}")
 
 
+class CapacityExceeded(VerityError, RuntimeError):
+    """This node cannot do a task in the memory it has or the window the job gives (not the poster's fault)."""
+
+    def __init__(self, what: str, reason: str):
+        self.what, self.reason = what, reason
+        super().__init__(f"{what}: {reason}")
+
+
 class HashMismatch(VerityError, ValueError):
     """Bytes did not hash to the value a trace, manifest or chain promised."""
 

@@ -54,6 +54,9 @@ interface IJobRegistry {
     event JobCompleted(uint256 indexed jobId, bytes32 modelHash, bytes32 modelCid);
     /// @notice The submitter cancelled the job and got `refund` back.
     event JobCancelled(uint256 indexed jobId, uint256 refund);
+    /// @notice FAIL_DECLINES distinct nodes declined `taskId` for invalid inputs: the job ended, the decliners shared
+    ///         the poster bond and `refund` went back to the poster.
+    event JobFailed(uint256 indexed jobId, uint256 indexed taskId, uint256 refund);
     /// @notice The submitter of a completed job took back the unspent escrow.
     event EscrowReclaimed(uint256 indexed jobId, uint256 amount);
     /// @notice The owner wired the DisputeGame.

@@ -25,7 +25,8 @@ enum JobStatus {
     None,
     Active,
     Completed,
-    Cancelled
+    Cancelled,
+    Failed // declined for invalid inputs by FAIL_DECLINES distinct nodes: refunded minus the poster bond
 }
 
 enum TaskKind {

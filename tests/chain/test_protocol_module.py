@@ -18,7 +18,7 @@ from eth_hash.auto import keccak
 
 from verity.chain import protocol
 from verity.chain.protocol import (
-    PinpointProof, PostJobParams, challenge_commitment, check_commitment, escrow_for, fee_sampled, fee_ticket, replica_commitment, vote_commitment,
+    FAIL_DECLINES, POSTER_BOND, PinpointProof, PostJobParams, challenge_commitment, check_commitment, escrow_for, fee_sampled, fee_ticket, replica_commitment, vote_commitment,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,7 +139,7 @@ def test_fee_ticket_and_sampling_rule_succeeds():
 
 
 def test_escrow_for_formula_succeeds():
-    assert escrow_for(10, 2, 3, 4) == 10 * 2 * 4 * 4
+    assert escrow_for(10, 2, 3, 4) == 10 * 2 * 4 * 4 + POSTER_BOND  # every replica of every task, + the bond
     p = PostJobParams(b"\1" * 32, b"\2" * 32, b"\3" * 32, 3, 4, 8, 2, 10, 2, 100)
     assert p.escrow() == escrow_for(10, 2, 3, 4) and p.n == 4
 
@@ -174,6 +174,7 @@ def test_fee_ticket_matches_verification_fees_succeeds(system):
 def test_escrow_for_matches_job_registry_succeeds(system):
     for args in ((10**18, 1, 1, 1), (3 * 10**18, 2, 4, 3), (7, 2, 32, 256)):
         assert system.jobs.escrowFor(*args) == escrow_for(*args)
+    assert system.jobs.POSTER_BOND() == POSTER_BOND and system.jobs.FAIL_DECLINES() == FAIL_DECLINES
 
 
 @pytest.mark.integration

@@ -96,7 +96,7 @@ def test_prepared_job_fee_terms_follow_the_options_succeeds():
                          fee_sample_rate=0.5))
     assert p.fee_terms() == FeeTerms(amount=25 * 10**16 * 3 * (3 + 1) * 2, feePerCheck=25 * 10**16, checksPerTask=3,
                                      rateBps=5_000)
-    assert p.pot() == 6 * VRT and p.escrow() == 2 * VRT * 2 * 4 * 2  # the pot is on top of the escrow
+    assert p.pot() == 6 * VRT and p.escrow() == 2 * VRT * 2 * 4 * 2 + VRT  # the pot is on top of the escrow (+ bond)
     assert p.pot_text() == ("6 VRT verification pot (0.25 VRT x 3 checks x 8 tasks, verifiers sampled at 50%)")
 
 
@@ -113,15 +113,16 @@ def test_prepared_job_without_a_fee_funds_no_pot_succeeds():
 
 
 def test_check_funds_counts_the_pot_on_top_of_the_escrow_fails():
-    p = plan_job(JobSpec(**SMALL, verification_fee=0.5))  # escrow 1 x 2 x 3 = 6 VRT, pot 0.5 x 2 x 3 = 3 VRT
-    assert (p.escrow(), p.pot()) == (6 * VRT, 3 * VRT)
-    check_funds(9 * VRT, p, "0xabc")  # exactly enough
-    with pytest.raises(BadJobSpec, match=r"^--verification-fee: the escrow \(6 VRT\) and the verification pot "
-                                         r"\(3 VRT\) come to 9 VRT but 0xabc holds 8.5 VRT .*--no-verification-fee"):
-        check_funds(9 * VRT - VRT // 2, p, "0xabc")
-    with pytest.raises(BadJobSpec, match=r"^--payment: the escrow is 6 VRT \(plus a 3 VRT verification pot\) but "
-                                         r"0xabc holds 5 VRT "):
-        check_funds(5 * VRT, p, "0xabc")
+    # escrow 1 x 2 x 3 = 6 VRT + the 1 VRT poster bond, pot 0.5 x 2 x 3 = 3 VRT
+    p = plan_job(JobSpec(**SMALL, verification_fee=0.5))
+    assert (p.escrow(), p.pot()) == (7 * VRT, 3 * VRT)
+    check_funds(10 * VRT, p, "0xabc")  # exactly enough
+    with pytest.raises(BadJobSpec, match=r"^--verification-fee: the escrow \(7 VRT\) and the verification pot "
+                                         r"\(3 VRT\) come to 10 VRT but 0xabc holds 9.5 VRT .*--no-verification-fee"):
+        check_funds(10 * VRT - VRT // 2, p, "0xabc")
+    with pytest.raises(BadJobSpec, match=r"^--payment: the escrow is 7 VRT \(plus a 3 VRT verification pot\) but "
+                                         r"0xabc holds 6 VRT "):
+        check_funds(6 * VRT, p, "0xabc")
 
 
 # ---------------------------------------------------------------- funding after postJob
@@ -191,7 +192,7 @@ def test_verity_job_submit_unfunded_pot_exits_1_with_the_posted_job_id_fails(mon
     result = CliRunner().invoke(app, ["job", "submit", "--shards", "2", "--rounds", "1", "--steps", "10", "-k", "10",
                                       "--out", str(out), "--wait"], env=env)
     assert result.exit_code == 1, (result.stdout, result.stderr, result.exception)
-    assert "posted job 7: 6 VRT in escrow, verification pot NOT funded, submitter 0xSubmitter" in result.stdout
+    assert "posted job 7: 7 VRT in escrow, verification pot NOT funded, submitter 0xSubmitter" in result.stdout
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: job 7 is posted, but funding its verification pot failed")
     assert "VerificationFees.fund(7, 600000000000000000, 100000000000000000, 2, 10000)" in lines[0]

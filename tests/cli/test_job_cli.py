@@ -7,7 +7,7 @@ from eth_account import Account
 
 from node_builders import SUBMITTER
 from verity.chain.client import devnet_key
-from verity.chain.protocol import DEVICE_CPU, PROFILE_CPU_F32_STRICT, ROLE_SOLVER, escrow_for
+from verity.chain.protocol import DEVICE_CPU, POSTER_BOND, PROFILE_CPU_F32_STRICT, ROLE_SOLVER, escrow_for
 from verity.chain.views import JobStatus, read
 
 pytestmark = pytest.mark.integration
@@ -69,17 +69,18 @@ def test_list_show_watch_and_cancel_an_unassigned_job_succeeds(net, verity):
     job_id = net.post(**TINY, replication=1)
     c = net.client()
     escrow = c.call(c.escrow.functions.escrowOf(job_id))  # JobEscrow holds every job's escrow
-    assert escrow == 2 * 10**18 == escrow_for(10**18, 1, 1, 1)  # payment 1 × replication 1 × (1 shard + 1 agg) × 1 round
+    # payment 1 × replication 1 × (1 shard + 1 agg) × 1 round + the 1 VRT poster bond
+    assert escrow == 3 * 10**18 == escrow_for(10**18, 1, 1, 1)
 
     listed = verity("job", "list")
     assert listed.exit_code == 0, listed.stderr
     row = next(line for line in listed.stdout.splitlines() if line.startswith(f"│ {job_id} "))
-    assert "active" in row and "2 VRT" in row and f"(--account {SUBMITTER})" in row
+    assert "active" in row and "3 VRT" in row and f"(--account {SUBMITTER})" in row
 
     shown = verity("job", "show", str(job_id))
     assert shown.exit_code == 0, shown.stderr
     assert "open: 1 slot(s) empty" in shown.stdout and "no eligible node: no node is registered" in shown.stdout
-    assert f"cancel now (no slot was ever assigned): `verity job cancel {job_id} --account {SUBMITTER}` refunds 2 VRT" in shown.stdout
+    assert f"cancel now (no slot was ever assigned): `verity job cancel {job_id} --account {SUBMITTER}` refunds 3 VRT" in shown.stdout
 
     watched = verity("job", "watch", str(job_id), "--timeout", "2", "--interval", "0.5")
     assert f"job {job_id} still active after 2 s" in one_line_error(watched)
@@ -93,7 +94,7 @@ def test_list_show_watch_and_cancel_an_unassigned_job_succeeds(net, verity):
     before = balance(c, SUBMITTER_ADDR)
     done = verity("job", "cancel", str(job_id), "--account", str(SUBMITTER))
     assert done.exit_code == 0, done.stderr
-    assert f"cancelled job {job_id}: refunded 2 VRT to {SUBMITTER_ADDR}" in done.stdout
+    assert f"cancelled job {job_id}: refunded 3 VRT to {SUBMITTER_ADDR}" in done.stdout
     assert balance(c, SUBMITTER_ADDR) - before == escrow
     assert JobStatus(read(c, c.jobs, "getJob", job_id).status) == JobStatus.CANCELLED
 
@@ -135,12 +136,12 @@ def test_cancel_waits_for_a_starved_slot_and_offline_late_replicas_show_succeeds
     before = balance(c, SUBMITTER_ADDR)
     done = verity("job", "cancel", str(starved), "--account", str(SUBMITTER))
     assert done.exit_code == 0, done.stderr
-    assert balance(c, SUBMITTER_ADDR) - before == 4 * 10**18  # 1 × 2 replicas × 2 tasks × 1 round
+    assert balance(c, SUBMITTER_ADDR) - before == 4 * 10**18 + POSTER_BOND  # 1 × 2 replicas × 2 tasks × 1 round + bond
     assert locked - read(c, c.registry, "getNode", solo).locked == 10 * 10**18  # solo's slot released
 
 
 @pytest.mark.slow
-def test_completed_job_plots_downloads_with_card_and_has_nothing_to_reclaim(net, verity, tmp_path):
+def test_completed_job_plots_downloads_with_card_and_reclaims_the_bond_once(net, verity, tmp_path):
     for i in (1, 2):
         net.start_node(f"solver-{i}", i)
     net.wait_registered(2)
@@ -165,6 +166,8 @@ def test_completed_job_plots_downloads_with_card_and_has_nothing_to_reclaim(net,
     assert f"`0x{bytes(job.modelHash).hex()}`" in card and "(round 2, held-out eval shard)" in card
     assert (tmp_path / "dl" / "model_load.py").is_file() and (tmp_path / "dl" / "model.config.json").is_file()
 
+    bond = verity("job", "reclaim", str(job_id), "--account", str(SUBMITTER))  # every task paid: the poster bond
+    assert bond.exit_code == 0 and f"reclaimed 1 VRT of job {job_id}" in " ".join(bond.stdout.split()), bond.stdout
     nothing = one_line_error(verity("job", "reclaim", str(job_id), "--account", str(SUBMITTER)))
     assert f"cannot reclaim job {job_id}: no unspent escrow is left" in nothing
     watched = verity("job", "watch", str(job_id), "--timeout", "5")

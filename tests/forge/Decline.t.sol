@@ -31,7 +31,7 @@ contract DeclineTest is Fixture {
         vm.expectEmit(true, true, false, true, address(jobs));
         emit IJobRegistry.ReplicaDeclined(1, node, 0);
         vm.prank(node);
-        jobs.decline(1);
+        jobs.decline(1, false);
         assertEq(registry.freeStake(node), freeBefore + jobs.getJob(1).stakePerReplica, "stake released");
         assertEq(registry.getNode(node).stake, stakeBefore, "not slashed");
         assertEq(registry.reputationOf(node).tasksLate, 0, "not counted late");
@@ -53,7 +53,7 @@ contract DeclineTest is Fixture {
         vm.warp(graceEnd + 1);
         vm.expectRevert(abi.encodeWithSelector(DeclineTooLate.selector, 1, uint8(1), graceEnd));
         vm.prank(node);
-        jobs.decline(1);
+        jobs.decline(1, false);
     }
 
     /// @dev A committed replica made its choice: it cannot walk out of the reveal by declining.
@@ -62,12 +62,12 @@ contract DeclineTest is Fixture {
         _commit(1, node, _honest(INPUT, 4));
         vm.expectRevert(abi.encodeWithSelector(NotReplica.selector, 1, node, ReplicaStatus.Assigned));
         vm.prank(node);
-        jobs.decline(1);
+        jobs.decline(1, false);
     }
 
     function test_decline_byStranger_reverts() public {
         vm.expectRevert(abi.encodeWithSelector(NotReplica.selector, 1, address(0xBAD), ReplicaStatus.Assigned));
         vm.prank(address(0xBAD));
-        jobs.decline(1);
+        jobs.decline(1, false);
     }
 }

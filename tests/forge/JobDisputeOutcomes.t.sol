@@ -318,7 +318,7 @@ contract JobDisputeOutcomesTest is Fixture {
         _finalizeAfterWindow(taskId);
         assertEq(escrow.credits(c), PAYMENT, "challenger paid once");
         assertEq(escrow.credits(a) + escrow.credits(b), 0, "sybils unpaid");
-        assertEq(escrow.escrowOf(jobId), PAYMENT * 3, "one replica payment of the shard stays in escrow");
+        assertEq(escrow.escrowOf(jobId), PAYMENT * 3 + jobs.POSTER_BOND(), "one replica payment of the shard stays in escrow");
         _assertConserved();
     }
 
@@ -472,7 +472,7 @@ contract JobDisputeOutcomesTest is Fixture {
         vm.prank(submitter);
         jobs.cancelJob(jobId);
         assertEq(registry.getNode(c).locked, 0, "candidate's stake released");
-        assertEq(token.balanceOf(submitter) - before, PAYMENT * 7, "full refund");
+        assertEq(token.balanceOf(submitter) - before, PAYMENT * 7 + jobs.POSTER_BOND(), "full refund");
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Cancelled), "cancelled");
         for (uint256 i = 0; i < nodes.length; ++i) {
             assertEq(registry.getNode(nodes[i]).locked, 0, "nothing stays locked");

@@ -34,7 +34,7 @@ contract JobLifecycleTest is Fixture {
         assertEq(uint8(job.status), uint8(JobStatus.Completed), "completed");
         assertEq(job.modelHash, jobs.getTask(agg1).finalHash, "model hash");
         assertEq(job.modelCid, jobs.getTask(agg1).resultCid, "model cid");
-        assertEq(escrow.escrowOf(jobId), 0, "all escrow paid out");
+        assertEq(escrow.escrowOf(jobId), jobs.POSTER_BOND(), "all escrow paid out but the poster bond");
 
         uint256 paid;
         for (uint256 i = 0; i < nodes.length; ++i) {
@@ -81,7 +81,7 @@ contract JobLifecycleTest is Fixture {
         _runReplicated(agg, ha, ha);
         _finalizeAfterWindow(agg);
         assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
-        assertEq(escrow.escrowOf(jobId), 0, "replacements were paid");
+        assertEq(escrow.escrowOf(jobId), jobs.POSTER_BOND(), "replacements were paid");
         _assertConserved();
     }
 
@@ -114,7 +114,7 @@ contract JobLifecycleTest is Fixture {
         uint256 before = token.balanceOf(submitter);
         vm.prank(submitter);
         jobs.reclaimEscrow(jobId);
-        assertEq(token.balanceOf(submitter) - before, PAYMENT, "unspent payment back");
+        assertEq(token.balanceOf(submitter) - before, PAYMENT + jobs.POSTER_BOND(), "unspent payment back with the bond");
         assertEq(escrow.escrowOf(jobId), 0, "nothing left");
         _assertConserved();
     }

@@ -35,7 +35,7 @@ contract JobRegistryTest is Fixture {
     function test_postJob_pullsEscrowAndDraws_succeeds() public {
         uint256 before = token.balanceOf(submitter);
         uint256 jobId = _post(_params(2, 2, 2));
-        uint256 amount = PAYMENT * 2 * 3 * 2;
+        uint256 amount = PAYMENT * 2 * 3 * 2 + jobs.POSTER_BOND();
         assertEq(before - token.balanceOf(submitter), amount, "escrow pulled");
         Job memory job = jobs.getJob(jobId);
         assertEq(escrow.escrowOf(jobId), amount, "job escrow");
@@ -59,7 +59,7 @@ contract JobRegistryTest is Fixture {
     function test_postJob_emitsJobPosted_succeeds() public {
         PostJobParams memory p = _params(1, 1, 1);
         vm.expectEmit(true, true, false, true, address(jobs));
-        emit IJobRegistry.JobPosted(1, submitter, p.manifestCid, p.manifestHash, PAYMENT * 2);
+        emit IJobRegistry.JobPosted(1, submitter, p.manifestCid, p.manifestHash, PAYMENT * 2 + jobs.POSTER_BOND());
         _post(p);
     }
 
@@ -120,7 +120,7 @@ contract JobRegistryTest is Fixture {
         p.stakePerReplica = NODE_STAKE + 1; // nobody eligible: keeps the fuzz run cheap
         uint256 before = token.balanceOf(submitter);
         uint256 jobId = _postOnly(p);
-        uint256 expected = payment * rep * (uint256(s) + 1) * r;
+        uint256 expected = payment * rep * (uint256(s) + 1) * r + jobs.POSTER_BOND();
         assertEq(before - token.balanceOf(submitter), expected, "pulled");
         assertEq(escrow.escrowOf(jobId), expected, "stored");
         assertEq(jobs.escrowFor(payment, rep, s, r), expected, "view");
@@ -514,7 +514,7 @@ contract JobRegistryTest is Fixture {
         uint256 before = token.balanceOf(submitter);
         vm.prank(submitter);
         jobs.cancelJob(jobId);
-        assertEq(token.balanceOf(submitter) - before, PAYMENT * 2 * 4, "refund");
+        assertEq(token.balanceOf(submitter) - before, PAYMENT * 2 * 4 + jobs.POSTER_BOND(), "refund");
         for (uint256 i = 0; i < nodes.length; ++i) {
             assertEq(registry.getNode(nodes[i]).locked, 0, "unlocked");
         }
@@ -556,6 +556,8 @@ contract JobRegistryTest is Fixture {
     function test_reclaimEscrow_nothingLeft_reverts() public {
         uint256 jobId = _post(_params(1, 1, 1));
         _runRoundHonest(jobId, 0);
+        vm.prank(submitter);
+        jobs.reclaimEscrow(jobId); // every payment was made: only the poster bond comes back
         vm.prank(submitter);
         vm.expectRevert(abi.encodeWithSelector(NothingToWithdraw.selector, submitter));
         jobs.reclaimEscrow(jobId);

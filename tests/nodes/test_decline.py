@@ -1,7 +1,8 @@
 """Issue 9 (poisoned jobs cycle for ever) through real node processes: a job whose manifest is malformed used to
 have every drawn solver reported late and fined in turn. Now each drawn solver declines its slot (JobRegistry.
 decline, within the first quarter of the execution window): nobody is slashed or counted late, a decliner is never
-drawn for the task again, and once no eligible solver is left the poster can cancel for a full refund."""
+drawn for the task again, and once FAIL_DECLINES distinct solvers refused the task for invalid inputs the job is
+Failed: the decliners share the poster's bond and the rest of the escrow goes back to the poster."""
 from __future__ import annotations
 
 import hashlib
@@ -9,14 +10,13 @@ import hashlib
 import pytest
 
 from node_builders import SUBMITTER, conserved, post_raw, wait_for
-from verity.chain import TxFailed
-from verity.chain.protocol import JobStatus
+from verity.chain.protocol import FAIL_DECLINES, POSTER_BOND, JobStatus
 from verity.chain.views import read
 
 pytestmark = pytest.mark.integration
 
 
-def test_a_poisoned_job_is_declined_by_every_drawn_solver_and_nobody_is_slashed(net):
+def test_a_poisoned_job_is_declined_by_three_solvers_and_failed_and_nobody_is_slashed(net):
     solvers = [net.start_node(f"solver-{i}", i, roles="solver") for i in (1, 2, 3)]
     net.wait_registered(3)
     malformed = b'{"schema_version": 1, "model": "not an object"}'
@@ -31,15 +31,8 @@ def test_a_poisoned_job_is_declined_by_every_drawn_solver_and_nobody_is_slashed(
     addresses = {s.address for s in solvers}
     wait_for(lambda: declined() == addresses, 180, "every solver to be drawn once and decline", poll=2)
 
-    def cancelled():
-        try:
-            c.transact(c.jobs.functions.cancelJob(job_id))
-        except TxFailed:
-            return False
-        return True
-
-    wait_for(cancelled, 120, "the job to become cancellable (every solver declined, none left)", poll=2)
-    assert JobStatus(read(c, c.jobs, "getJob", job_id).status) == JobStatus.CANCELLED
+    wait_for(lambda: JobStatus(read(c, c.jobs, "getJob", job_id).status) == JobStatus.FAILED, 60,
+             "the job to be failed after three invalid-input declines", poll=1)
     events = net.events()
     assert not [e for e in events if e.name in ("ReplicaLate", "StakeSlashed")]
     assert len([e for e in events if e.name == "ReplicaDeclined"]) == 3  # each once: a decliner is not drawn again
@@ -47,5 +40,12 @@ def test_a_poisoned_job_is_declined_by_every_drawn_solver_and_nobody_is_slashed(
         rep = read(c, c.registry, "reputationOf", s.address)
         assert (rep.tasksLate, rep.totalSlashed) == (0, 0)
         assert "declined task" in " ".join(s.text().split())
-    assert c.call(c.token.functions.balanceOf(c.address)) - before == 2 * 2 * 10**18  # full escrow back
+    share = POSTER_BOND // FAIL_DECLINES
+    bond_paid = {e.args["to"]: e.args["amount"] for e in events
+                 if e.name == "PaymentCredited" and e.contract == "JobEscrow" and e.args["jobId"] == job_id}
+    assert bond_paid == {s.address: share for s in solvers}  # each decliner got a third of the bond (nodes withdraw it)
+    failed = [e for e in events if e.name == "JobFailed"]
+    assert len(failed) == 1 and failed[0].args["jobId"] == job_id
+    # the payments (2 replicas x (1 shard + 1 aggregate)) and what is left of the bond come back
+    assert c.call(c.token.functions.balanceOf(c.address)) - before == 2 * 2 * 10**18 + POSTER_BOND - 3 * share
     conserved(c)

@@ -160,8 +160,8 @@ class _Handler:
     def on_event(self, snap, ev):
         pass
 
-    def decline(self, item, why):  # SolverRole.decline sends JobRegistry.decline
-        self.declined.append((item.task_id, why))
+    def decline(self, item, why, invalid_inputs=True):  # SolverRole.decline sends JobRegistry.decline
+        self.declined.append((item.task_id, why, invalid_inputs))
 
     def advance(self, snap, item):
         self.calls += 1
@@ -192,7 +192,8 @@ def test_loop_abandons_an_item_with_bad_inputs_at_once_and_retries_others_a_boun
         loop.tick()
     assert snap.items["task:1:0"].phase == Phase.LOST and bad.calls == 1
     assert snap.items["task:1:0"].data["abandoned"].startswith("declined: ManifestInvalid")
-    assert bad.declined == [(1, "ManifestInvalid: manifest field 'model': not an object")]  # the slot is given back
+    # the slot is given back, as the poster's invalid inputs
+    assert bad.declined == [(1, "ManifestInvalid: manifest field 'model': not an object", True)]
 
     snap2 = Snapshot()
     snap2.items["task:2:0"] = _item()
@@ -203,3 +204,14 @@ def test_loop_abandons_an_item_with_bad_inputs_at_once_and_retries_others_a_boun
     assert snap2.items["task:2:0"].phase == Phase.LOST and flaky.calls == loop2.item_attempts
     assert flaky.declined == []  # a transient failure keeps the slot (it may still commit in time)
     assert SnapshotStore(tmp_path / "b").load().items["task:2:0"].phase == Phase.LOST  # persisted
+
+
+def test_loop_declines_work_it_cannot_do_without_blaming_the_poster(tmp_path):
+    from verity.errors import CapacityExceeded
+
+    snap = Snapshot()
+    snap.items["task:1:0"] = _item()
+    big = _Handler(CapacityExceeded("task 1", "needs 9000 MB, this node has 512"))
+    _loop(tmp_path, _Cursor(fail=False), big, snap).tick()
+    assert snap.items["task:1:0"].phase == Phase.LOST and big.calls == 1  # permanent: not retried
+    assert big.declined == [(1, "CapacityExceeded: task 1: needs 9000 MB, this node has 512", False)]

@@ -26,10 +26,12 @@ class _Functions:
 class _Chain:
     def __init__(self):
         self.sent = []
+        self.calls = []
         self.jobs = SimpleNamespace(functions=_Functions())
 
     def transact(self, call):
         self.sent.append(call[0])
+        self.calls.append(call)
 
     def call(self, call):
         assert call[0] == "assignmentTimeout"
@@ -95,7 +97,9 @@ def test_decline_sends_the_call_and_survives_a_refusal(caplog):
     ctx = _Ctx(TaskStatus.ASSIGNED, 0)
     item = WorkItem(key="task:1:0", kind="solve", phase=Phase.ASSIGNED, task_id=1, slot=0)
     SolverRole(ctx).decline(item, "ShardInvalid: bad header")
-    assert ctx.chain.sent == ["decline"]
+    assert ctx.chain.calls == [("decline", (1, True))]  # the poster's inputs: counts towards failing the job
+    SolverRole(ctx).decline(item, "CapacityExceeded: 9 GB needed", invalid_inputs=False)
+    assert ctx.chain.calls[-1] == ("decline", (1, False))  # our own limits never count against the poster
     ctx.chain = _RefusingChain()
     with caplog.at_level("ERROR", logger="verity.node"):
         SolverRole(ctx).decline(item, "ShardInvalid: bad header")  # past the grace: logged, never raised

@@ -55,6 +55,7 @@ class JobStatus(IntEnum):
     ACTIVE = 1
     COMPLETED = 2
     CANCELLED = 3
+    FAILED = 4  # declined for invalid inputs by FAIL_DECLINES distinct nodes (JobRegistryBase)
 
 
 class TaskKind(IntEnum):
@@ -173,9 +174,14 @@ def vote_commitment(dispute_id: int, vote, salt, referee) -> bytes:
 # ---------------------------------------------------------------- escrow
 
 
+POSTER_BOND = 10**18  # JobRegistryBase.POSTER_BOND: deposited with every job's escrow (1 VRT)
+FAIL_DECLINES = 3  # JobRegistryBase.FAIL_DECLINES: distinct invalid-input declines of one task that fail its job
+
+
 def escrow_for(payment: int, replication: int, shards: int, rounds: int) -> int:
-    """A job's escrow: every replica of every task (shards TRAIN + 1 AGGREGATE per round) paid once."""
-    return int(payment) * int(replication) * (int(shards) + 1) * int(rounds)
+    """A job's escrow: every replica of every task (shards TRAIN + 1 AGGREGATE per round) paid once, plus the
+    poster bond (returned with the unspent escrow unless the job is failed for invalid inputs)."""
+    return int(payment) * int(replication) * (int(shards) + 1) * int(rounds) + POSTER_BOND
 
 
 # ---------------------------------------------------------------- structs (ABI field order)

@@ -24,6 +24,7 @@ class StatusFilter(str, Enum):
     active = "active"
     completed = "completed"
     cancelled = "cancelled"
+    failed = "failed"  # declined for invalid inputs by FAIL_DECLINES nodes: refunded minus the poster bond
 
 
 def _storage():

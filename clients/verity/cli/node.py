@@ -25,6 +25,10 @@ Stake = Annotated[float, typer.Option("--stake", help="VRT to keep staked")]
 Vectors = Annotated[Optional[Path], typer.Option(
     "--vectors", envvar="VERITY_VECTORS_DIR", file_okay=False,
     help="folder of reference vectors <profile>.json (default: the repository's tests/vectors)")]
+MemoryMb = Annotated[int, typer.Option(
+    "--memory-mb", min=64, max=1 << 22,
+    help="memory this node declares (MB): a job asking for more is never drawn here, and a task estimated above it "
+         "is declined (docs/nodes.md, feasible windows)")]
 # TEST ONLY: the --fault switches exist for tests and the demo; they are hidden and refused unless this is set
 FAULTS_ENABLED = os.environ.get("VERITY_ENABLE_FAULTS") == "1"
 
@@ -66,17 +70,20 @@ def _check_options(name: str, account, key_file, stake: float, roles: str, s) ->
     role_mask(roles)  # BadRoles names the bad role
 
 
-def _served_profiles(vectors: Path | None) -> int:
-    """The profile mask this machine may register (`verity node doctor`, cached); refuses when none passes."""
+def _served_profiles(vectors: Path | None) -> tuple[int, dict]:
+    """The profile mask this machine may register (`verity node doctor`, cached; refuses when none passes) and its
+    measured speed per served profile (FLOPs per ms, node/feasibility.py)."""
     from verity.node.doctor import DEFAULT_VECTORS, profile_names, served_profiles
+    from verity.node.feasibility import doctor_speeds
 
     with err_console.status("checking which determinism profiles this machine serves (verity node doctor)"):
-        mask, _ = served_profiles(vectors or DEFAULT_VECTORS)
+        mask, checks = served_profiles(vectors or DEFAULT_VECTORS)
     console.print(f"serving profiles: {', '.join(profile_names(mask))}")
-    return mask
+    return mask, doctor_speeds(checks)
 
 
-def _config(name, account, roles="solver,verifier,referee", stake=1000.0, faults=None, sample_rate=1.0, key_file=None):
+def _config(name, account, roles="solver,verifier,referee", stake=1000.0, faults=None, sample_rate=1.0, key_file=None,
+            memory_mb=4096):
     from verity.node.app import NodeConfig
     from verity.node.keyfile import read_key_file
 
@@ -84,22 +91,22 @@ def _config(name, account, roles="solver,verifier,referee", stake=1000.0, faults
     _check_options(name, account, key_file, stake, roles, s)
     return NodeConfig(name=name, roles=roles, account=account, stake=int(stake * 10**18),
                       private_key=read_key_file(key_file) if key_file else None,
-                      faults=list(faults or []), sample_rate=sample_rate, settings=s)
+                      faults=list(faults or []), sample_rate=sample_rate, settings=s, memory_mb=memory_mb)
 
 
 @app.command()
 def register(name: Name, account: Account = None, roles: Roles = "solver,verifier,referee", stake: Stake = 1000.0,
-             key_file: KeyFile = None, vectors: Vectors = None) -> None:
+             key_file: KeyFile = None, vectors: Vectors = None, memory_mb: MemoryMb = 4096) -> None:
     """Register the node (or update its roles and profiles) and top up its stake."""
     from verity.chain.views import read
     from verity.node.app import check_name, connect, ensure_registered, serve_profiles
     from verity.node.status import vrt
 
     try:
-        cfg = _config(name, account, roles, stake, key_file=key_file)
+        cfg = _config(name, account, roles, stake, key_file=key_file, memory_mb=memory_mb)
         ctx = connect(cfg)
         check_name(ctx, cfg)
-        serve_profiles(ctx, cfg, _served_profiles(vectors))
+        serve_profiles(ctx, cfg, *_served_profiles(vectors))
         ensure_registered(ctx, cfg)
         check_name(ctx, cfg, record=True)
         staked = read(ctx.chain, ctx.chain.registry, "getNode", ctx.me).stake
@@ -126,6 +133,7 @@ def run(
     log_level: Annotated[LogLevel, typer.Option(help="how much the node logs")] = LogLevel.info,
     key_file: KeyFile = None,
     vectors: Vectors = None,
+    memory_mb: MemoryMb = 4096,
 ) -> None:
     """Run the node: check its profiles (doctor, cached), register/stake if needed, then work until stopped."""
     from verity.node.app import build_loop, claim_state_dir, connect, ensure_registered, serve_profiles
@@ -134,7 +142,7 @@ def run(
     try:
         if fault and not FAULTS_ENABLED:
             raise FaultsDisabled()
-        cfg = _config(name, account, roles, stake, fault, sample_rate, key_file)
+        cfg = _config(name, account, roles, stake, fault, sample_rate, key_file, memory_mb)
         cfg.workers = workers
     except VerityError as exc:
         fail(exc)
@@ -144,7 +152,7 @@ def run(
         with claim_state_dir(ctx, cfg):  # before any transaction: one process per name and per account
             if ctx.faults:
                 console.print(f"[yellow]TEST-ONLY FAULTS ACTIVE[/yellow]: {', '.join(ctx.faults.specs)}")
-            serve_profiles(ctx, cfg, _served_profiles(vectors))  # once, before anything is registered or taken
+            serve_profiles(ctx, cfg, *_served_profiles(vectors))  # once, before anything is registered or taken
             ensure_registered(ctx, cfg)
             loop = build_loop(ctx, cfg)
             console.print(f"node {name} ({ctx.me}) running as {roles}; state in {cfg.state_dir}")

@@ -90,6 +90,8 @@ class ServingContext(NodeContext):
     would compute other bits and lose its stake (or a referee its seat's). Roles also decline such jobs
     up front (verifier, auditor); on-chain draws already skip nodes without the job's profile bit."""
     profiles: int | None = None   # None: not checked (commands that compute nothing); `node run` sets it
+    memory_mb: int | None = None  # the memory this node declared; a solver declines tasks estimated above it
+    speeds: dict | None = None    # FLOPs per ms per served profile (node/feasibility.doctor_speeds)
 
     def manifest(self, job_id: int):
         if job_id not in self._manifests and self.profiles is not None:
@@ -104,9 +106,11 @@ def profile_name(bit: int) -> str:
     return next((name for name, b in PROFILE_BITS.items() if b == bit), f"bit {bit}")
 
 
-def serve_profiles(ctx: ServingContext, cfg: NodeConfig, mask: int) -> None:
-    """From now on the node registers, takes and checks only jobs under the profiles in `mask`."""
+def serve_profiles(ctx: ServingContext, cfg: NodeConfig, mask: int, speeds: dict | None = None) -> None:
+    """From now on the node registers, takes and checks only jobs under the profiles in `mask`, and declines
+    tasks it cannot hold in `cfg.memory_mb` or finish in time at `speeds` (node/feasibility.py)."""
     cfg.profiles = ctx.profiles = mask
+    ctx.memory_mb, ctx.speeds = cfg.memory_mb, speeds
 
 
 def connect(cfg: NodeConfig, work: WorkPool | None = None) -> ServingContext:

@@ -20,7 +20,7 @@ from typing import Protocol
 
 import requests
 
-from verity.errors import ProfileUnsupported, VerityError
+from verity.errors import CapacityExceeded, ProfileUnsupported, VerityError
 from verity.node.phases import TERMINAL
 from verity.node.snapshot import Snapshot, SnapshotStore, WorkItem
 from verity.node.work import WorkPool
@@ -136,15 +136,19 @@ class NodeLoop:
         """Bad inputs (a ValueError: malformed manifest, wrong hash, bad shard, …) or an
         unsupported profile end the item at once; anything else is retried a bounded
         number of times. Either way one bad job never stops the node. A solve item that ends
-        for bad inputs declines its slot on-chain (unslashed, within the decline grace)."""
+        for bad inputs, a profile or work this node cannot do (CapacityExceeded) declines its slot on-chain
+        (unslashed, within the decline grace)."""
         item.attempts += 1
         item.data.pop("computing", None)
-        permanent = isinstance(exc, (ValueError, ProfileUnsupported))
+        permanent = isinstance(exc, (ValueError, ProfileUnsupported, CapacityExceeded))
         log.warning("%s: %s: %s (attempt %d%s)", item.key, type(exc).__name__, exc, item.attempts,
                     ", giving up" if permanent else "", exc_info=not isinstance(exc, (VerityError, OSError)))
         declined = permanent and item.kind == "solve"
         if declined and hasattr(handler, "decline"):
-            handler.decline(item, f"{type(exc).__name__}: {exc}")
+            # a ValueError is the poster's inputs (manifest, shard, hash); an unsupported profile or work this
+            # node cannot hold is ours, and must not count towards failing the poster's job
+            invalid = isinstance(exc, ValueError)
+            handler.decline(item, f"{type(exc).__name__}: {exc}", invalid_inputs=invalid)
         if permanent or item.attempts >= self.item_attempts:
             self.snap.abandon(item, f"{'declined: ' if declined else ''}{type(exc).__name__}: {exc}")
 

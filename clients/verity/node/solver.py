@@ -55,19 +55,42 @@ class SolverRole:
                 snap.items[key] = WorkItem(key=key, kind="solve", phase=Phase.ASSIGNED, task_id=tid, slot=slot)
                 log.info("assigned task %d slot %d", tid, slot)
 
-    def decline(self, item: WorkItem, why: str) -> None:
+    def decline(self, item: WorkItem, why: str, invalid_inputs: bool = True) -> None:
         """Give the slot back (JobRegistry.decline: unslashed within the first quarter of the execution window,
-        never drawn for this task again) when this node cannot use the job's inputs; past the grace the
-        contract refuses and the slot is freed only when reported late."""
+        never drawn for this task again) when this node cannot use the job's inputs (`invalid_inputs`: the
+        poster's fault; FAIL_DECLINES such refusals of one task fail the job) or cannot do the work (False); past
+        the grace the contract refuses and the slot is freed only when reported late."""
         from verity.chain import TxFailed
 
         c = self.ctx.chain
         try:
-            c.transact(c.jobs.functions.decline(item.task_id))
-            log.error("declined task %d slot %s: %s", item.task_id, item.slot, why)
+            c.transact(c.jobs.functions.decline(item.task_id, bool(invalid_inputs)))
+            log.error("declined task %d slot %s (%s): %s", item.task_id, item.slot,
+                      "invalid inputs" if invalid_inputs else "cannot do the work", why)
         except TxFailed as exc:
             log.error("could not decline task %d slot %s (%s): %s; the slot is freed when reported late",
                       item.task_id, item.slot, exc, why)
+
+    def _fits(self, task, rep) -> dict:
+        """node/feasibility.py: the job's declared work fits its window, and this node can hold and finish the task
+        (ManifestInvalid / CapacityExceeded otherwise). A context without the node's memory and speeds (a bare
+        NodeContext) checks only the declared window."""
+        from verity.chain.protocol import TaskKind
+        from verity.node.feasibility import check_declared_window, check_task_fits
+
+        ctx = self.ctx
+        m = ctx.manifest(task.jobId)
+        window = int(ctx.job(task.jobId).executionWindow)
+        memory_mb = getattr(ctx, "memory_mb", None)
+        if memory_mb is None:
+            check_declared_window(m, window)
+            return {}
+        fit = check_task_fits(m, int(task.index), execution_window=window,
+                              seconds_left=max(0, int(rep.deadline) - ctx.chain.now()), memory_mb=memory_mb,
+                              speeds=getattr(ctx, "speeds", None), aggregate=TaskKind(task.kind) == TaskKind.AGGREGATE)
+        log.info("task of shard %d fits: about %.0f MB%s", int(task.index),
+                 fit.memory_bytes / (1 << 20), f", {fit.seconds:.0f} s of training" if fit.seconds else "")
+        return {"memory_mb": round(fit.memory_bytes / (1 << 20)), "seconds": fit.seconds}
 
     def advance(self, snap: Snapshot, item: WorkItem) -> None:
         ctx, c = self.ctx, self.ctx.chain
@@ -86,6 +109,8 @@ class SolverRole:
         if item.phase == Phase.ASSIGNED:
             if status != ReplicaStatus.ASSIGNED:
                 return  # on-chain state is ahead of ours only if data was lost: wait for the slot to resolve
+            if "fit" not in item.data:  # once, inside the decline grace: raises (and the loop declines) if it cannot
+                item.data["fit"] = self._fits(task, rep)
             res = ctx.work.poll(item.key, lambda: compute_result(ctx, item.task_id, task),
                                 what=f"training task {item.task_id}")
             if res is None:

@@ -1,0 +1,95 @@
+"""Before a drawn solver trains: can this node do the task in time, and does the job's window cover the work its
+own manifest declares? (issue 9, feasible windows)
+
+Run once when a slot is assigned, well inside the decline grace (the first DECLINE_GRACE_BPS of the window), so a
+task that does not fit is declined unslashed instead of being trained, missed and reported late:
+
+1. **declared work** — `hardware.step_budget_ms` is the poster's per-step budget on the job's hardware class.
+   steps_per_round × budget must fit in the execution window after the decline grace. A job whose window is
+   shorter than the work its own manifest declares is the poster's fault: `ManifestInvalid`, declined as
+   invalid inputs (three such refusals fail the job and take the poster's bond).
+2. **memory** — `estimate_task_memory(manifest, index)` (engine/estimate.py: parameters, gradients and optimizer
+   state of the task's modules, activations, data, snapshots) must fit in the memory this node declared.
+3. **time** — `estimate_step_flops(manifest, index)` × steps at this node's measured speed (the doctor's reference
+   tasks under the job's profile: FLOPs per millisecond, the slowest of the three), times SAFETY, must fit before
+   the slot's deadline.
+
+2 and 3 are this node's limits, not the poster's: `CapacityExceeded`, declined without blame. A module task
+needs memory only for its own modules, so a node too small for the whole model still takes module tasks.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+from verity.chain.protocol import BPS
+from verity.errors import CapacityExceeded, ManifestInvalid
+
+log = logging.getLogger("verity.node.solver")
+
+MIB = 1 << 20
+SAFETY = 1.5  # estimated training time × this must fit in the time left: fetches, hashing and the commit need room
+DECLINE_GRACE_BPS = 2_500  # JobRegistryBase.DECLINE_GRACE_BPS: declared work must fit in the window after it
+
+
+@dataclass(frozen=True)
+class Fit:
+    memory_bytes: int
+    seconds: float | None  # None: this node has no speed measurement for the job's profile
+
+
+def doctor_speeds(checks: dict) -> dict[str, float]:
+    """FLOPs per millisecond per served profile, from the doctor's reference tasks (the slowest task: a
+    conservative speed). `checks`: verity.node.doctor.run_doctor's result."""
+    from verity.engine.estimate import estimate_step_flops
+    from verity.engine.reference import reference_manifest
+
+    speeds: dict[str, float] = {}
+    for profile, check in checks.items():
+        if not check.ok:
+            continue
+        rates = [estimate_step_flops(reference_manifest(profile, arch), 0) / t.ms_per_step
+                 for arch, t in check.tasks.items() if t.ms_per_step > 0]
+        if rates:
+            speeds[profile] = min(rates)
+    return speeds
+
+
+def check_declared_window(manifest, execution_window: int) -> None:
+    """The poster's own declaration against the chain's window (rule 1)."""
+    budget = manifest.hardware.step_budget_ms
+    if budget is None:
+        return
+    usable = execution_window * (BPS - DECLINE_GRACE_BPS) / BPS
+    declared = manifest.steps_per_round * budget / 1000
+    if declared > usable:
+        raise ManifestInvalid("hardware.step_budget_ms",
+                              f"{manifest.steps_per_round} steps x {budget} ms = {declared:.0f} s of declared work, "
+                              f"but the job's execution window leaves {usable:.0f} s after the decline grace")
+
+
+def check_task_fits(manifest, index: int, *, execution_window: int, seconds_left: float, memory_mb: int,
+                    speeds: dict[str, float] | None, aggregate: bool = False) -> Fit:
+    """Raise ManifestInvalid (the poster's window contradicts its manifest) or CapacityExceeded (this node cannot
+    hold or finish the task in time); return the estimates otherwise."""
+    from verity.engine.estimate import estimate_step_flops, estimate_task_memory
+
+    check_declared_window(manifest, execution_window)
+    if aggregate:  # merging: every final, the round input and the output in float32, and a float64 stack
+        from verity.engine.modules import parameter_shapes
+        model = 4 * sum(math.prod(s) for s in parameter_shapes(manifest.model).values())
+        need = (len(manifest.shards) + 2) * model + 2 * model
+    else:
+        need = estimate_task_memory(manifest, index)
+    if need > memory_mb * MIB:
+        raise CapacityExceeded(f"task {index}", f"needs about {need / MIB:,.0f} MB (engine/estimate.py), "
+                                                f"this node declared {memory_mb:,} MB")
+    seconds = None
+    speed = (speeds or {}).get(manifest.determinism)
+    if speed and not aggregate:
+        seconds = estimate_step_flops(manifest, index) / speed * manifest.steps_per_round / 1000
+        if seconds * SAFETY > seconds_left:
+            raise CapacityExceeded(f"task {index}", f"about {seconds:,.0f} s of training at this node's measured "
+                                                    f"speed (x{SAFETY} margin), {seconds_left:,.0f} s left in the window")
+    return Fit(need, seconds)

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {Fixture} from "./base/Fixture.sol";
+import {IJobRegistry} from "../../contracts/interfaces/IJobRegistry.sol";
+import {JobStatus, TaskStatus, ReplicaStatus} from "../../contracts/types/VerityTypes.sol";
+
+/// @notice Issue 9 (poisoned jobs cycle for ever): a job whose inputs no node can use was refused by every honest
+///         node, and it stayed active, redrawn for ever, its poster risking nothing. Now every poster deposits
+///         POSTER_BOND with the escrow; when FAIL_DECLINES distinct drawn nodes decline one task for invalid inputs
+///         (and none of its replicas committed), the job is Failed: the decliners share the bond, the rest of the
+///         escrow goes back to the poster. Declines for capacity (work the node cannot do) never fail a job.
+contract PosterBondTest is Fixture {
+    function setUp() public override {
+        super.setUp();
+        _addNodes(10);
+    }
+
+    /// @dev The drawn replica in `slot` declines task 1; the slot is drawn again when the job is still active.
+    function _declineSlot(uint256 taskId, uint8 slot, bool invalid) internal returns (address node) {
+        node = _replica(taskId, slot).node;
+        vm.prank(node);
+        jobs.decline(taskId, invalid);
+        if (jobs.getJob(1).status == JobStatus.Active) _draw(taskId);
+    }
+
+    function test_escrowFor_includesPosterBond_succeeds() public view {
+        assertEq(jobs.escrowFor(5, 2, 3, 4), 5 * 2 * 4 * 4 + jobs.POSTER_BOND(), "payments + bond");
+    }
+
+    function test_decline_invalidInputsByThreeNodes_failsJobAndPaysBond_succeeds() public {
+        uint256 held = _tokensHeld();
+        uint256 posterBefore = token.balanceOf(submitter);
+        _post(_params(1, 1, 2));
+        uint256 escrowed = escrow.escrowOf(1);
+        address a = _declineSlot(1, 0, true);
+        address b = _declineSlot(1, 1, true);
+        assertEq(uint8(jobs.getJob(1).status), uint8(JobStatus.Active), "two refusals are not proof");
+        address c = _replica(1, 0).node;
+        uint256 bond = jobs.POSTER_BOND();
+        uint256 share = bond / jobs.FAIL_DECLINES();
+        vm.expectEmit(true, true, false, true, address(jobs));
+        emit IJobRegistry.JobFailed(1, 1, escrowed - 3 * share);
+        vm.prank(c);
+        jobs.decline(1, true);
+        assertEq(uint8(jobs.getJob(1).status), uint8(JobStatus.Failed), "failed");
+        assertEq(uint8(_status(1)), uint8(TaskStatus.Cancelled), "its tasks ended");
+        assertEq(escrow.credits(a), share, "decliner a paid");
+        assertEq(escrow.credits(b), share, "decliner b paid");
+        assertEq(escrow.credits(c), share, "decliner c paid");
+        assertEq(escrow.escrowOf(1), 0, "nothing left in escrow");
+        assertEq(token.balanceOf(submitter), posterBefore - 3 * share, "poster refunded all but the bond shares");
+        address partner = _replica(1, 1).node;
+        assertEq(registry.freeStake(partner), registry.getNode(partner).stake, "the partner's stake was released");
+        assertEq(_tokensHeld(), held, "tokens conserved");
+    }
+
+    /// @dev A replica that committed shows the inputs were usable: refusals by the other slot cannot fail the job.
+    function test_decline_invalidAfterPartnerCommitted_doesNotFail_succeeds() public {
+        _post(_params(1, 1, 2));
+        _commit(1, _replica(1, 0).node, _honest(INPUT, 4));
+        for (uint256 i = 0; i < 3; ++i) {
+            _declineSlot(1, 1, true);
+        }
+        assertEq(uint8(jobs.getJob(1).status), uint8(JobStatus.Active), "still active");
+        assertEq(uint8(_replica(1, 0).status), uint8(ReplicaStatus.Committed), "the committed replica keeps its slot");
+    }
+
+    /// @dev Capacity refusals (the node cannot do the work) say nothing about the poster's inputs.
+    function test_decline_capacityOnly_neverFailsJob_succeeds() public {
+        _post(_params(1, 1, 2));
+        for (uint256 i = 0; i < 4; ++i) {
+            _declineSlot(1, uint8(i % 2), false);
+        }
+        assertEq(uint8(jobs.getJob(1).status), uint8(JobStatus.Active), "still active");
+    }
+
+    /// @dev A node declining twice would be one refusal counted twice; it is banned from the task after its first
+    ///      decline, so it is never drawn to decline again.
+    function test_decline_sameNodeTwice_impossible_succeeds() public {
+        _post(_params(1, 1, 2));
+        address a = _declineSlot(1, 0, true);
+        assertTrue(jobs.isBanned(1, a), "banned");
+        assertTrue(_replica(1, 0).node != a && _replica(1, 1).node != a, "redrawn elsewhere");
+    }
+
+    /// @dev A completed job returns the bond with the unspent escrow.
+    function test_reclaim_afterCompletion_returnsBond_succeeds() public {
+        _post(_params(1, 1, 2));
+        _runRoundHonest(1, 0);
+        assertEq(uint8(jobs.getJob(1).status), uint8(JobStatus.Completed), "completed");
+        uint256 before = token.balanceOf(submitter);
+        vm.prank(submitter);
+        jobs.reclaimEscrow(1);
+        assertEq(token.balanceOf(submitter), before + jobs.POSTER_BOND(), "bond returned");
+    }
+}
