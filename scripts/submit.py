@@ -20,7 +20,10 @@ import click
 
 from verity.errors import VerityError
 from verity.submit import JobSpec, PotNotFunded, check_funds, plan_job, upload_job
-from verity.submit_options import HELP, BadJobSpec, check_writable, parse_model_config, verification_fee_of
+from verity.submit_modules import HELP as PARALLEL_HELP
+from verity.submit_options import HELP as OPTION_HELP, BadJobSpec, check_writable, parse_model_config, verification_fee_of
+
+HELP = {**OPTION_HELP, **PARALLEL_HELP}
 
 D = JobSpec()  # the defaults, shared with `verity job submit` and `verity data shard`
 DEVNET_NETWORK = "ethereum:local:foundry"
@@ -121,6 +124,11 @@ def _fund_pot(fees, token, job_id: int, prepared, sender) -> int:
 @click.option("--checks-per-task", default=D.checks_per_task, show_default=True, help=HELP["checks_per_task"])
 @click.option("--fee-sample-rate", default=D.fee_sample_rate, show_default=True, help=HELP["fee_sample_rate"])
 @click.option("--no-verification-fee", is_flag=True, default=False, help=HELP["no_verification_fee"])
+@click.option("--modules", default=D.modules, help=HELP["modules"])
+@click.option("--module-plan", default=D.module_plan, help=HELP["module_plan"])
+@click.option("--outer-lr", default=D.outer_lr, show_default=True, help=HELP["outer_lr"])
+@click.option("--outer-momentum", default=D.outer_momentum, show_default=True, help=HELP["outer_momentum"])
+@click.option("--step-budget-ms", default=D.step_budget_ms, show_default=True, help=HELP["step_budget_ms"])
 @click.option("--account", "alias", default=None, help="ape account alias to sign with (default: --test-account)")
 @click.option("--test-account", default=0, show_default=True, help="ape test account index (devnet only)")
 @click.option("--wait/--no-wait", default=False, help=HELP["wait"])
@@ -128,7 +136,8 @@ def _fund_pot(fees, token, job_id: int, prepared, sender) -> int:
 @click.option("--out", type=click.Path(path_type=Path), default=None, help=HELP["out"])
 def cli(network, model, model_config, dataset, shards, rounds, steps, k, replication, payment, stake, aggregation,
         trim, batch_size, optimizer, lr, seed, eval_fraction, block, challenge_window, name, profile,
-        verification_fee, checks_per_task, fee_sample_rate, no_verification_fee, alias, test_account, wait, timeout, out):
+        verification_fee, checks_per_task, fee_sample_rate, no_verification_fee, modules, module_plan, outer_lr,
+        outer_momentum, step_budget_ms, alias, test_account, wait, timeout, out):
     """Post a training job (shards and manifest to IPFS, escrow on-chain)."""
     from verity.cli.common import settings
     from verity.storage import Storage
@@ -140,7 +149,9 @@ def cli(network, model, model_config, dataset, shards, rounds, steps, k, replica
                        aggregation=aggregation, trim=trim, batch_size=batch_size, optimizer=optimizer, lr=lr,
                        seed=seed, eval_fraction=eval_fraction, block=block, challenge_window=challenge_window,
                        name=name, profile=profile, verification_fee=verification_fee_of(payment, verification_fee, no_verification_fee),
-                       checks_per_task=checks_per_task, fee_sample_rate=fee_sample_rate)
+                       checks_per_task=checks_per_task, fee_sample_rate=fee_sample_rate, modules=modules,
+                       module_plan=module_plan, outer_lr=outer_lr, outer_momentum=outer_momentum,
+                       step_budget_ms=step_budget_ms)
         sender = _sender(alias, test_account)
         rpc_url = _devnet_rpc(network)
         prepared = plan_job(spec)

@@ -9,6 +9,9 @@ accuracy, the disputes and how they ended, what each node was paid or
 slashed, and a token-conservation check. The demo fails if any dispute is
 between two honest nodes or an honest node is slashed: different hardware
 must never make honest nodes disagree.
+
+`--scenario modules` (demo_modules.py) runs a module-parallel job instead: the
+model split into two modules trained by different nodes each round.
 """
 from __future__ import annotations
 
@@ -93,10 +96,24 @@ def stop_nodes(procs: list[subprocess.Popen]) -> None:
             p.kill()
 
 
-def run_demo(keep: bool = False, directory: Path = DEMO_DIR) -> int:
+SCENARIOS = ("main", "modules")
+
+
+def scenario_args(scenario: str) -> tuple[list[str], float]:
+    """The submit options and the accuracy goal of a scenario."""
+    if scenario == "modules":
+        from verity import demo_modules
+        return [*demo_modules.JOB_ARGS, "--profile", PROFILE], demo_modules.ACCURACY_GOAL
+    if scenario != "main":
+        raise VerityError(f"unknown demo scenario {scenario!r} (known: {', '.join(SCENARIOS)})")
+    return JOB_ARGS, ACCURACY_GOAL
+
+
+def run_demo(keep: bool = False, directory: Path = DEMO_DIR, scenario: str = "main") -> int:
     from verity.cli.devnet import bring_up
     from verity.devnet import services
 
+    args, goal = scenario_args(scenario)
     total = Timer()
     directory = directory.resolve()
     if directory.exists():
@@ -119,11 +136,13 @@ def run_demo(keep: bool = False, directory: Path = DEMO_DIR) -> int:
                       f"solver-2 runs ATen's default kernels (ATEN_CPU_CAPABILITY=default), as another CPU would; "
                       f"the job's profile is {PROFILE}")
         job = Timer()
-        job_id = _submit(directory, record["rpc_url"])
+        job_id = _submit(directory, record["rpc_url"], args)
         report = _watch(chain, job_id)
         _reclaim(record["rpc_url"], job_id)
         job_s = job()
-        return _summary(chain, job_id, report, setup_s, job_s, total())
+        if scenario == "modules":
+            _modules_summary(chain, job_id)
+        return _summary(chain, job_id, report, setup_s, job_s, total(), goal)
     except VerityError as exc:
         console.print(f"[red]demo failed:[/red] {exc}")
         for name, *_ in NODES:
@@ -166,12 +185,12 @@ def _set_demo_windows(rpc_url: str) -> None:
                   f"{w['reveal']} s, execution {w['execution']} s")
 
 
-def _submit(directory: Path, rpc_url: str) -> int:
+def _submit(directory: Path, rpc_url: str, args: list[str]) -> int:
     from verity.devnet.deploy import ape_run
 
     out = directory / "job.json"
     with console.status("ape run submit: sharding digits, uploading shards + manifest, posting the job…"):
-        proc = ape_run("submit", [*JOB_ARGS, "--out", str(out)], rpc_url=rpc_url, env=_env(directory))
+        proc = ape_run("submit", [*args, "--out", str(out)], rpc_url=rpc_url, env=_env(directory))
     if proc.returncode != 0:
         raise VerityError("ape run submit failed:\n" + "\n".join(proc.stdout.splitlines()[-15:]))
     for line in proc.stdout.splitlines():
@@ -210,19 +229,37 @@ def _reclaim(rpc_url: str, job_id: int) -> None:
     if left:
         try:
             submitter.transact(submitter.jobs.functions.reclaimEscrow(job_id))
-            console.print(f"submitter reclaimed {left / 1e18:g} VRT of unspent escrow (payments of slashed replicas)")
+            console.print(f"submitter reclaimed {left / 1e18:g} VRT of unspent escrow (the poster bond and payments "
+                          "of slashed replicas)")
         except TxFailed as exc:
             console.print(f"[yellow]could not reclaim escrow:[/yellow] {exc}")
 
 
-def _summary(chain, job_id: int, report, setup_s: float, job_s: float, total_s: float) -> int:
+def _modules_summary(chain, job_id: int) -> None:
+    from verity import demo_modules
+    from verity.cli.common import settings
+    from verity.demo_report import ledger
+    from verity.jobview import JobReader
+    from verity.storage import Storage
+
+    manifest = JobReader(chain, Storage.from_settings(settings()), job_id).manifest
+    names = {addr_of(a): n for n, a, *_ in NODES}
+    console.rule("[bold]Modules")
+    console.print(demo_modules.trainers_table(chain, job_id, manifest, names))
+    for line in demo_modules.dispute_modules(ledger(chain, names), chain, manifest):
+        console.print(line)
+    console.print(demo_modules.memory_table(manifest))
+
+
+def _summary(chain, job_id: int, report, setup_s: float, job_s: float, total_s: float,
+             goal: float = ACCURACY_GOAL) -> int:
     from verity.demo_report import ledger
 
     led = ledger(chain, {addr_of(a): n for n, a, *_ in NODES})
     console.rule("[bold]Result")
     acc = report.metrics[-1].accuracy if report.metrics else 0.0
     console.print(f"job {job_id}: {report.status}; final held-out accuracy [bold]{acc:.3f}[/bold] "
-                  f"(goal ≥ {ACCURACY_GOAL}) — {'met' if acc >= ACCURACY_GOAL else 'MISSED'}")
+                  f"(goal ≥ {goal}) — {'met' if acc >= goal else 'MISSED'}")
     console.print(led.disputes_table())
     console.print(led.nodes_table())
     ok = led.conservation_ok()
@@ -232,7 +269,7 @@ def _summary(chain, job_id: int, report, setup_s: float, job_s: float, total_s: 
                   "[red]honest nodes lost to a hardware difference:[/red] " + "; ".join(honest))
     console.print(f"set-up (devnet, deploy, 6 nodes) {setup_s:.1f} s; job (submit → trained, checked, paid) "
                   f"[bold]{job_s:.1f} s[/bold] (goal ≤ {WALL_GOAL:.0f} s on 2 cores); total {total_s:.1f} s")
-    return 0 if (report.status == "completed" and ok and acc >= ACCURACY_GOAL and not honest) else 1
+    return 0 if (report.status == "completed" and ok and acc >= goal and not honest) else 1
 
 
 def honest_conflicts(led) -> list[str]:

@@ -26,6 +26,7 @@ from verity.engine.manifest import Manifest, load_manifest
 from verity.errors import ManifestInvalid, VerityError
 from verity.storage import Storage, cid_of_bytes
 from verity.submit_data import load_job_data
+from verity.submit_modules import OPTION_OF, add_parallel, execution_window_for
 from verity.submit_options import (BLOCK, CHECKS_PER_TASK, DATASET, EVAL_FRACTION, FEE_SAMPLE_RATE,
                                    MIN_CHALLENGE_WINDOW, PROFILE, SEED, SHARDS, BadJobSpec, fee_rate_bps, to_wei, validate_spec)
 
@@ -65,6 +66,12 @@ class JobSpec:
     verification_fee: float | None = None   # VRT per matching blind check
     checks_per_task: int = CHECKS_PER_TASK  # most paid checks per task, 1..8
     fee_sample_rate: float = FEE_SAMPLE_RATE  # fraction of verifiers sampled per task, (0, 1]
+    # module-parallel training, the outer optimizer and the declared per-step budget (submit_modules.py)
+    modules: str = ""                   # 'name=prefix,prefix;name=prefix'
+    module_plan: str = ""               # 'a;b;a,b' per shard ('' = round-robin)
+    outer_lr: float = 0.0               # 0 = plain aggregation
+    outer_momentum: float = 0.9
+    step_budget_ms: int = 0             # 0 = undeclared
 
 
 class FeeTerms(NamedTuple):
@@ -112,7 +119,7 @@ class PreparedJob:
             initialStateHash=self.initial_hash, shards=s.shards, rounds=s.rounds, stepsPerRound=s.steps,
             checkpointInterval=s.k, paymentPerTask=int(s.payment * TOKEN), replication=s.replication,
             stakePerReplica=int(s.stake * TOKEN), deviceClass=DEVICE_CUDA if _device(s) == "cuda" else DEVICE_CPU,
-            minMemoryMb=1024, profileBit=PROFILE_BITS[s.profile], executionWindow=s.execution_window, revealWindow=s.reveal_window,
+            minMemoryMb=1024, profileBit=PROFILE_BITS[s.profile], executionWindow=execution_window_for(s), revealWindow=s.reveal_window,
             challengeWindow=s.challenge_window if s.replication == 1 else 0)
 
     def escrow(self) -> int:
@@ -168,6 +175,9 @@ def _default_model(spec: JobSpec, data: dict) -> dict:
 
 def _option_of(field_: str, spec: JobSpec) -> str:
     """Which option a manifest field came from."""
+    for prefix, option in OPTION_OF.items():
+        if field_.startswith(prefix):
+            return option
     if field_.startswith("model"):
         return "model_config" if spec.model_config is not None else "model"
     if field_.startswith("data"):
@@ -217,6 +227,7 @@ def plan_job(spec: JobSpec) -> PreparedJob:
         "verification": {"replication": spec.replication, "challenge_window": max(MIN_CHALLENGE_WINDOW, spec.challenge_window)},
         "determinism": spec.profile, "hardware": {"device_class": _device(spec)},
     }
+    add_parallel(doc, spec)
     if eval_cid:
         doc["eval_shard"] = {"cid": eval_cid, "samples": data.eval_meta.samples}
     raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()

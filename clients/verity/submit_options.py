@@ -160,6 +160,8 @@ def validate_spec(spec: JobSpec) -> None:
     if len(spec.name) > 128:
         raise BadJobSpec("name", f"{len(spec.name)} characters; at most 128")
     validate_fees(spec)
+    from verity.submit_modules import validate_parallel  # its module imports this one
+    validate_parallel(spec)
 
 
 def verification_fee_of(payment: float, fee: float | None, no_fee: bool) -> float | None:

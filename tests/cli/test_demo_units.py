@@ -29,3 +29,33 @@ def test_the_demo_job_is_portable_and_one_honest_node_runs_other_kernels():
     assert demo.PROFILE == "portable-f32" and demo.JOB_ARGS[-2:] == ["--profile", "portable-f32"]
     other = [n for n, env in demo.NODE_ENV.items() if env.get("ATEN_CPU_CAPABILITY") == "default"]
     assert other and not set(other) & demo.CHEATERS
+
+
+def test_the_modules_scenario_posts_a_portable_module_job_with_its_own_goal():
+    import pytest
+
+    from verity import demo_modules
+    from verity.errors import VerityError
+
+    args, goal = demo.scenario_args("modules")
+    assert args[args.index("--modules") + 1] == demo_modules.MODULES and args[-2:] == ["--profile", "portable-f32"]
+    assert goal == demo_modules.ACCURACY_GOAL and demo.scenario_args("main") == (demo.JOB_ARGS, demo.ACCURACY_GOAL)
+    with pytest.raises(VerityError, match="unknown demo scenario 'pipeline'"):
+        demo.scenario_args("pipeline")
+
+
+def test_the_modules_memory_table_compares_each_module_task_with_the_whole_model():
+    from rich.console import Console
+
+    from verity import demo_modules
+    from verity.engine.estimate import estimate_task_memory
+    from verity.engine.manifest import load_manifest
+    from verity.submit import JobSpec, plan_job
+
+    m = load_manifest(plan_job(JobSpec(modules=demo_modules.MODULES, shards=4)).manifest_bytes)
+    console = Console(record=True, width=200)
+    console.print(demo_modules.memory_table(m))
+    rows = [" ".join(line.strip("│ ").split()) for line in console.export_text().splitlines() if "shard" in line]
+    head = estimate_task_memory(m, 1)
+    assert [r.split(" │ ")[:2] for r in rows] == [["shard 1", "body"], ["shard 2", "head"]]  # each module once
+    assert rows[1].split(" │ ")[2] == f"{head / 1024:,.0f} KiB"

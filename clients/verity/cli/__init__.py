@@ -32,11 +32,16 @@ job_app.command("submit")(submit)
 
 
 @app.command()
-def demo(keep: bool = typer.Option(False, help="leave the devnet and nodes running afterwards")) -> None:
+def demo(keep: bool = typer.Option(False, help="leave the devnet and nodes running afterwards"),
+         scenario: str = typer.Option("main", help="main: the digits job of `make demo`; modules: the model split "
+                                                   "into two modules trained by different nodes")) -> None:
     """Run the whole demo job on a fresh local devnet (what `make demo` runs)."""
-    from verity.demo import run_demo
+    from verity.demo import SCENARIOS, run_demo
 
-    raise typer.Exit(run_demo(keep=keep))
+    if scenario not in SCENARIOS:
+        typer.echo(f"error: --scenario: {scenario!r} is not one of {', '.join(SCENARIOS)}", err=True)
+        raise typer.Exit(2)
+    raise typer.Exit(run_demo(keep=keep, scenario=scenario))
 
 
 def run() -> None:

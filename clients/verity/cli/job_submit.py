@@ -15,7 +15,10 @@ import typer
 
 from verity.errors import VerityError
 from verity.submit import JobSpec
-from verity.submit_options import HELP, BadJobSpec
+from verity.submit_modules import HELP as PARALLEL_HELP
+from verity.submit_options import HELP as OPTION_HELP, BadJobSpec
+
+HELP = {**OPTION_HELP, **PARALLEL_HELP}
 
 D = JobSpec()  # the defaults, shared with `ape run submit` and `verity data shard`
 
@@ -72,6 +75,11 @@ def submit(
     checks_per_task: Annotated[int, _opt("checks_per_task")] = D.checks_per_task,
     fee_sample_rate: Annotated[float, _opt("fee_sample_rate")] = D.fee_sample_rate,
     no_verification_fee: Annotated[bool, _opt("no_verification_fee", "--no-verification-fee")] = False,
+    modules: Annotated[str, _opt("modules")] = D.modules,
+    module_plan: Annotated[str, _opt("module_plan")] = D.module_plan,
+    outer_lr: Annotated[float, _opt("outer_lr")] = D.outer_lr,
+    outer_momentum: Annotated[float, _opt("outer_momentum")] = D.outer_momentum,
+    step_budget_ms: Annotated[int, _opt("step_budget_ms")] = D.step_budget_ms,
     account: Annotated[Optional[int], typer.Option(
         "--account", "-a", help="devnet test-account index to sign with (default 0)")] = None,
     key_file: Annotated[Optional[Path], typer.Option(
@@ -97,7 +105,9 @@ def submit(
                        aggregation=aggregation, trim=trim, batch_size=batch_size, optimizer=optimizer, lr=lr,
                        seed=seed, eval_fraction=eval_fraction, block=block, challenge_window=challenge_window,
                        name=name, profile=profile, verification_fee=verification_fee_of(payment, verification_fee, no_verification_fee),
-                       checks_per_task=checks_per_task, fee_sample_rate=fee_sample_rate)
+                       checks_per_task=checks_per_task, fee_sample_rate=fee_sample_rate, modules=modules,
+                       module_plan=module_plan, outer_lr=outer_lr, outer_momentum=outer_momentum,
+                       step_budget_ms=step_budget_ms)
         chain = connect_chain(s.rpc_url, signer_key(account, key_file, s.devnet_accounts))
         with console.status("checking the job, building shards and manifest…"):
             prepared = plan_job(spec)

@@ -52,7 +52,7 @@ def compute_result(ctx: NodeContext, task_id: int, task, *, label: str = "solve"
     workdir = ctx.workdir(label, task_id)
     if TaskKind(task.kind) == TaskKind.AGGREGATE:
         states, hashes = ctx.shard_finals(task)
-        agg = run_aggregate(m, states, hashes)
+        agg = run_aggregate(m, states, hashes, **ctx.aggregate_inputs(task))
         data = checkpoint_bytes(agg.state, m)
         cid = ctx.storage.put_bytes(data) if not ctx.faults.withhold_checkpoint else cid_of_bytes(data)
         trace, k, cids = agg.trace, 1, {1: cid}
@@ -132,7 +132,7 @@ def referee_vote(ctx: NodeContext, task, dispute) -> bytes:
     UNAVAILABLE_VOTE."""
     if TaskKind(task.kind) == TaskKind.AGGREGATE:
         states, hashes = ctx.shard_finals(task)
-        return run_aggregate(ctx.manifest(task.jobId), states, hashes).trace[1]
+        return run_aggregate(ctx.manifest(task.jobId), states, hashes, **ctx.aggregate_inputs(task)).trace[1]
     m = ctx.manifest(task.jobId)
     segment = int(dispute.segment)
     step = int(dispute.step) % m.checkpoint_interval  # the step inside the segment (global: segment * k + s)

@@ -149,6 +149,18 @@ class NodeContext:
         prev_id = self.chain.call(self.chain.jobs.functions.taskOf(task.jobId, task.round - 1, len(m.shards)))
         return self.accepted_final(prev_id, self.task(prev_id), m)
 
+    def aggregate_inputs(self, task) -> dict:
+        """What an AGGREGATE of `task.round` reads besides the finals: for jobs with modules or an outer optimizer,
+        the round's input state (frozen tensors, the pseudo-gradient's base, the outer momentum), bound on-chain as
+        the inputHash of the round's TRAIN tasks; nothing otherwise (engine.aggregate.needs_round_input)."""
+        from verity.engine.aggregate import needs_round_input
+
+        m = self.manifest(task.jobId)
+        if not needs_round_input(m):
+            return {}
+        first = self.task(self.chain.call(self.chain.jobs.functions.taskOf(task.jobId, task.round, 0)))
+        return {"round_input": self.round_input(first), "round_input_hash": bytes(first.inputHash)}
+
     def shard_finals(self, task) -> tuple[list[bytes], list[bytes]]:
         """The accepted final states of the round's shard tasks, in shard order (AGGREGATE inputs)."""
         m = self.manifest(task.jobId)
