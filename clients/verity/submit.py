@@ -26,7 +26,7 @@ from verity.engine.manifest import Manifest, load_manifest
 from verity.errors import ManifestInvalid, VerityError
 from verity.storage import Storage, cid_of_bytes
 from verity.submit_data import load_job_data
-from verity.submit_modules import OPTION_OF, add_parallel, execution_window_for
+from verity.submit_modules import OPTION_OF, add_parallel, execution_window_for, smallest_task_mb
 from verity.submit_options import (BLOCK, CHECKS_PER_TASK, DATASET, EVAL_FRACTION, FEE_SAMPLE_RATE,
                                    MIN_CHALLENGE_WINDOW, PROFILE, SEED, SHARDS, BadJobSpec, fee_rate_bps, to_wei, validate_spec)
 
@@ -119,7 +119,7 @@ class PreparedJob:
             initialStateHash=self.initial_hash, shards=s.shards, rounds=s.rounds, stepsPerRound=s.steps,
             checkpointInterval=s.k, paymentPerTask=int(s.payment * TOKEN), replication=s.replication,
             stakePerReplica=int(s.stake * TOKEN), deviceClass=DEVICE_CUDA if _device(s) == "cuda" else DEVICE_CPU,
-            minMemoryMb=1024, profileBit=PROFILE_BITS[s.profile], executionWindow=execution_window_for(s), revealWindow=s.reveal_window,
+            minMemoryMb=int(self.manifest_doc.get("hardware", {}).get("min_memory_mb", 1024)), profileBit=PROFILE_BITS[s.profile], executionWindow=execution_window_for(s), revealWindow=s.reveal_window,
             challengeWindow=s.challenge_window if s.replication == 1 else 0)
 
     def escrow(self) -> int:
@@ -231,7 +231,11 @@ def plan_job(spec: JobSpec) -> PreparedJob:
     if eval_cid:
         doc["eval_shard"] = {"cid": eval_cid, "samples": data.eval_meta.samples}
     raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
-    _, initial_hash = _checked_manifest(raw, spec)
+    manifest, initial_hash = _checked_manifest(raw, spec)
+    if manifest.modules is not None:  # draw any node that can hold the smallest module task (the rest decline)
+        doc["hardware"]["min_memory_mb"] = smallest_task_mb(manifest)
+        raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+        _, initial_hash = _checked_manifest(raw, spec)
     blobs = [*data.shards, *([data.eval] if data.eval is not None else []), raw]
     return PreparedJob(doc, raw, cid_of_bytes(raw), initial_hash, eval_cid, spec, shard_cids, blobs)
 

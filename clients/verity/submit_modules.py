@@ -101,5 +101,14 @@ def add_parallel(doc: dict, spec) -> None:
         doc["hardware"]["step_budget_ms"] = spec.step_budget_ms
 
 
+def smallest_task_mb(manifest) -> int:
+    """The memory (MB, rounded up) of the job's smallest task: the job-wide minimum posted on-chain, so a node too small
+    for the whole model is still drawn, and declines the tasks it cannot hold (node/feasibility.py)."""
+    from verity.engine.estimate import estimate_task_memory
+
+    need = min(estimate_task_memory(manifest, i) for i in range(len(manifest.shards)))
+    return max(1, math.ceil(need / (1 << 20)))
+
+
 OPTION_OF = {"modules": "modules", "module_plan": "module_plan", "aggregation.outer": "outer_lr",
              "hardware.step_budget_ms": "step_budget_ms"}

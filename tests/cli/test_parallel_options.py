@@ -65,3 +65,13 @@ def test_step_budget_sets_a_window_the_declared_work_fits_in_succeeds():
     assert execution_window_for(JobSpec(steps=400)) == 0  # undeclared: the registry's default
     m = load_manifest(plan_job(JobSpec(shards=2, steps=400, step_budget_ms=150)).manifest_bytes)
     assert m.hardware.step_budget_ms == 150
+
+
+def test_module_job_asks_the_chain_only_for_its_smallest_tasks_memory_succeeds():
+    from verity.engine.estimate import estimate_task_memory
+
+    prepared = plan_job(JobSpec(modules=MODULES, shards=4))
+    m = load_manifest(prepared.manifest_bytes)
+    smallest = min(estimate_task_memory(m, i) for i in range(4))
+    assert m.hardware.min_memory_mb == -(-smallest // (1 << 20)) == prepared.post_params().minMemoryMb
+    assert plan_job(JobSpec(shards=2)).post_params().minMemoryMb == 1024  # whole-model jobs: the manifest's default

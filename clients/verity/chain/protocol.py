@@ -248,6 +248,7 @@ def job_mismatches(job, manifest) -> list[str]:
         "replication": manifest.verification.replication,
         "profileBit": PROFILE_BITS.get(manifest.determinism, 0),  # 0: a profile with no on-chain bit
         "deviceClass": DEVICE_CUDA if manifest.hardware.device_class == "cuda" else DEVICE_CPU,
+        "minMemoryMb": manifest.hardware.min_memory_mb,  # the draw's filter: a job must not admit smaller nodes
     }
     return [f"{name}: job {int(getattr(job, name))}, manifest {want}"
             for name, want in expected.items() if int(getattr(job, name)) != want]
