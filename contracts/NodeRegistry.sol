@@ -30,6 +30,14 @@ import "./errors/NodeRegistryErrors.sol";
 ///      slash cut it; a node that unbonds everything (`leave`, or `requestUnstake` of all of it) is deregistered by
 ///      the `withdraw` that empties its stake, and the last node moves into its slot, so slots 1..nodeCount are
 ///      always the registered nodes. The trees double their capacity when a slot needs it.
+/// @dev Eligibility classes (issue 9, "draws that cannot be starved"): a node's weight sits in one Fenwick tree per
+///      (role, profile it serves, CUDA-only or any device, memory tier), so a draw weighs only stake eligible for its
+///      requirements. A draw for (role, profile, device, minMemoryMb) samples the trees of that role and profile, of
+///      CUDA nodes for a CUDA job or of all nodes otherwise, and of every memory tier whose floor is at least
+///      minMemoryMb (the requirement rounds up to a tier floor: MEMORY_TIER_MB). A declaration that makes a node
+///      ineligible (another profile, too little memory, a CPU for a CUDA job) puts its weight in trees the draw never
+///      reads. Only free stake and liveness are still checked after sampling; an offline node's weight can be
+///      removed by anyone (`evictOffline`).
 /// @dev Selection weight = (stake - pendingUnstake) * reputationFactor / BPS. The weight is linear in stake,
 ///      so splitting a stake over many identities never raises the chance of being drawn. Weights change only on
 ///      stake, unstake, slash, heartbeat, declaration updates and reputation penalties; lock/unlock leave them
@@ -86,6 +94,11 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     uint256 public constant PROBATION_TASKS = 9;
     /// @notice Largest value accepted for the time parameters.
     uint256 public constant MAX_PERIOD = 30 days;
+    /// @notice Memory tiers: a node sits in the tier of the largest floor (MB) its declared memory reaches; a draw
+    ///         reads the tiers whose floor is at least the job's minimum (rounding the requirement up to a floor).
+    uint256 public constant MEMORY_TIERS = 11;
+    /// @notice Profile bits a node may serve (PROFILE_CPU_F32_STRICT, PROFILE_CUDA_F32_STRICT, PROFILE_PORTABLE_F32).
+    uint32 public constant PROFILE_MASK = 7;
 
     /// @notice The staking token.
     IERC20 public immutable token;
@@ -104,8 +117,14 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     address[] public nodeList;
 
     mapping(address => NodeRecord) internal _nodes;
-    SumTree.Tree internal _solverTree;
-    SumTree.Tree internal _refereeTree;
+    /// @dev One tree per eligibility class (_classKey); a node's weight for a role is the same in each of its trees.
+    mapping(uint256 => SumTree.Tree) internal _trees;
+    /// @dev Each node's current weight per role (by slot: solver, referee), and their sums (views, invariants).
+    mapping(uint256 => uint256[2]) internal _weights;
+    uint256[2] internal _totals;
+    /// @dev Per (role, profile, CUDA-only) class family: bit t set iff the memory tier t tree has weight, so a draw
+    ///      reads only the totals of trees that can yield a node.
+    mapping(uint256 => uint256) internal _tiersWithWeight;
 
     modifier onlyProtocol() {
         if (!isProtocol[msg.sender]) revert NotProtocol(msg.sender);
@@ -202,7 +221,9 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         string calldata multiaddr
     ) external onlyRegistered {
         _validateDeclaration(roles, deviceClass, multiaddr);
-        _declare(_nodes[msg.sender], roles, deviceClass, memoryMb, throughput, profiles, multiaddr);
+        NodeRecord storage n = _nodes[msg.sender];
+        _setWeights(n, 0, 0); // out of the classes of the old declaration, into those of the new one
+        _declare(n, roles, deviceClass, memoryMb, throughput, profiles, multiaddr);
         _syncWeight(msg.sender);
         emit NodeUpdated(msg.sender, roles, deviceClass, memoryMb, throughput, profiles, multiaddr);
     }
@@ -274,6 +295,16 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         _nodes[msg.sender].lastSeen = uint64(block.timestamp);
         _syncWeight(msg.sender);
         emit Heartbeat(msg.sender, uint64(block.timestamp));
+    }
+
+    /// @notice Removes an offline node's weight from every tree (anyone; the node's next heartbeat restores it), so
+    ///         a node that stopped heartbeating stops costing draws attempts. Reverts while the node is live.
+    function evictOffline(address node) external {
+        NodeRecord storage n = _nodes[node];
+        if (n.slot == 0) revert NodeNotRegistered(node);
+        uint256 liveUntil = uint256(n.lastSeen) + livenessWindow;
+        if (block.timestamp <= liveUntil) revert NodeStillLive(node, liveUntil);
+        _setWeights(n, 0, 0);
     }
 
     // ---------------------------------------------------------------- protocol
@@ -357,7 +388,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint256 minFreeStake,
         address[] memory exclude
     ) external view returns (address) {
-        return _drawFrom(_solverTree, ROLE_SOLVER, seed, deviceClass, minMemoryMb, profileBit, minFreeStake, exclude);
+        return _draw(seed, Requirements(ROLE_SOLVER, deviceClass, minMemoryMb, profileBit, minFreeStake), exclude);
     }
 
     /// @inheritdoc INodeRegistry
@@ -369,7 +400,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint256 minFreeStake,
         address[] memory exclude
     ) external view returns (address) {
-        return _drawFrom(_refereeTree, ROLE_REFEREE, seed, deviceClass, minMemoryMb, profileBit, minFreeStake, exclude);
+        return _draw(seed, Requirements(ROLE_REFEREE, deviceClass, minMemoryMb, profileBit, minFreeStake), exclude);
     }
 
     /// @notice True iff `node` passes every hard filter of a draw for `role`.
@@ -433,9 +464,25 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         return nodeList.length;
     }
 
-    /// @notice Current capacities of the solver and referee trees (each doubles when a weighted slot needs it).
-    function treeCapacities() external view returns (uint256 solverCapacity, uint256 refereeCapacity) {
-        return (_solverTree.capacity(), _refereeTree.capacity());
+    /// @notice Current capacities of the solver and referee trees of one eligibility class (each doubles when a
+    ///         weighted slot needs it).
+    function treeCapacities(uint32 profileBit, bool cudaOnly, uint256 tier)
+        external
+        view
+        returns (uint256 solverCapacity, uint256 refereeCapacity)
+    {
+        return (_trees[_classKey(ROLE_SOLVER, profileBit, cudaOnly, tier)].capacity(),
+            _trees[_classKey(ROLE_REFEREE, profileBit, cudaOnly, tier)].capacity());
+    }
+
+    /// @notice Total weight of one eligibility class's tree.
+    function classWeight(uint8 role, uint32 profileBit, bool cudaOnly, uint256 tier) external view returns (uint256) {
+        return _trees[_classKey(role, profileBit, cudaOnly, tier)].total;
+    }
+
+    /// @notice The memory tier of `memoryMb`: the largest tier whose floor it reaches.
+    function memoryTier(uint32 memoryMb) public pure returns (uint256 tier) {
+        while (tier + 1 < MEMORY_TIERS && memoryMb >= _tierFloor(tier + 1)) ++tier;
     }
 
     /// @notice Reputation factor of `node` in basis points: (c+1)/(c+1+late+4*lost+PROBATION_TASKS), floored at
@@ -449,15 +496,15 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         return f < MIN_REPUTATION_BPS ? MIN_REPUTATION_BPS : f;
     }
 
-    /// @notice Current selection weights of `node` in the solver and referee trees.
+    /// @notice Current selection weights of `node` as a solver and as a referee (the same in each of its trees).
     function weightsOf(address node) external view returns (uint256 solverWeight, uint256 refereeWeight) {
-        uint256 slot = _nodes[node].slot;
-        return (_solverTree.weight[slot], _refereeTree.weight[slot]);
+        uint256[2] storage w = _weights[_nodes[node].slot];
+        return (w[0], w[1]);
     }
 
-    /// @notice Total weights of the solver and referee trees.
+    /// @notice Sums of every node's solver and referee weight (each node counted once per role).
     function totalWeights() external view returns (uint256 solverTotal, uint256 refereeTotal) {
-        return (_solverTree.total, _refereeTree.total);
+        return (_totals[0], _totals[1]);
     }
 
     // ---------------------------------------------------------------- internals
@@ -483,8 +530,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
             address moved = nodeList[last - 1];
             nodeList[slot - 1] = moved;
             _nodes[moved].slot = uint16(slot);
-            _solverTree.move(last, slot);
-            _refereeTree.move(last, slot);
+            _moveClasses(_nodes[moved], last, slot);
         }
         nodeList.pop();
         n.slot = 0;
@@ -527,14 +573,73 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         n.multiaddr = multiaddr;
     }
 
-    /// @dev Recomputes the node's weight in both trees from its stake, pending unstake, roles and reputation.
+    /// @dev Recomputes the node's weights from its stake, pending unstake, roles and reputation and writes them into
+    ///      the trees of its classes.
     function _syncWeight(address node) internal {
         NodeRecord storage n = _nodes[node];
-        uint256 slot = n.slot;
-        if (slot == 0) return;
+        if (n.slot == 0) return;
         uint256 w = ((uint256(n.stake) - n.pendingUnstake) * reputationFactorBps(node)) / BPS;
-        _solverTree.set(slot, (n.roles & ROLE_SOLVER) != 0 ? w : 0);
-        _refereeTree.set(slot, (n.roles & ROLE_REFEREE) != 0 ? w : 0);
+        if (block.timestamp > uint256(n.lastSeen) + livenessWindow) w = 0; // offline: out until its next heartbeat
+        _setWeights(n, (n.roles & ROLE_SOLVER) != 0 ? w : 0, (n.roles & ROLE_REFEREE) != 0 ? w : 0);
+    }
+
+    /// @dev Writes the node's solver and referee weights into every tree of its current declaration.
+    function _setWeights(NodeRecord storage n, uint256 solverWeight, uint256 refereeWeight) internal {
+        uint256 slot = n.slot;
+        uint256[2] storage w = _weights[slot];
+        uint256[2] memory next = [solverWeight, refereeWeight];
+        for (uint256 r = 0; r < 2; ++r) {
+            if (w[r] == next[r]) continue;
+            _totals[r] = _totals[r] - w[r] + next[r];
+            w[r] = next[r];
+            uint256[] memory keys = _classKeys(n, r == 0 ? ROLE_SOLVER : ROLE_REFEREE);
+            for (uint256 k = 0; k < keys.length; ++k) {
+                SumTree.Tree storage tree = _trees[keys[k]];
+                bool had = tree.total != 0;
+                tree.set(slot, next[r]);
+                if (had != (tree.total != 0)) _tiersWithWeight[keys[k] >> 8] ^= 1 << (keys[k] & 0xff);
+            }
+        }
+    }
+
+    /// @dev Moves the weights of `node` (at slot `from`) to the empty slot `to`, in every tree and in _weights.
+    function _moveClasses(NodeRecord storage n, uint256 from, uint256 to) internal {
+        for (uint256 r = 0; r < 2; ++r) {
+            uint256[] memory keys = _classKeys(n, r == 0 ? ROLE_SOLVER : ROLE_REFEREE);
+            for (uint256 k = 0; k < keys.length; ++k) {
+                _trees[keys[k]].move(from, to);
+            }
+        }
+        _weights[to] = _weights[from];
+        delete _weights[from];
+    }
+
+    /// @dev The trees a node with this declaration sits in for `role`: one per served profile, and for a CUDA node
+    ///      also the CUDA-only tree of each, all at the node's memory tier.
+    function _classKeys(NodeRecord storage n, uint8 role) internal view returns (uint256[] memory keys) {
+        keys = new uint256[](6);
+        uint256 count = 0;
+        uint256 tier = memoryTier(n.memoryMb);
+        bool cuda = n.deviceClass == DEVICE_CUDA;
+        for (uint32 bit = 1; bit <= PROFILE_MASK; bit <<= 1) {
+            if ((n.profiles & bit) == 0) continue;
+            keys[count++] = _classKey(role, bit, false, tier);
+            if (cuda) keys[count++] = _classKey(role, bit, true, tier);
+        }
+        assembly ("memory-safe") {
+            mstore(keys, count)
+        }
+    }
+
+    /// @dev role | profile bit | CUDA-only | memory tier; `key >> 8` is the class family (every tier of it).
+    function _classKey(uint8 role, uint32 profileBit, bool cudaOnly, uint256 tier) internal pure returns (uint256) {
+        return (uint256(role) << 48) | (uint256(profileBit) << 16) | (cudaOnly ? 1 << 8 : 0) | tier;
+    }
+
+    /// @dev Floors of the memory tiers, MB: 0, then 1 GiB doubling up to 512 GiB. Rounding a requirement up to a
+    ///      floor leaves out at most the nodes with less than twice the requirement.
+    function _tierFloor(uint256 tier) internal pure returns (uint256) {
+        return tier == 0 ? 0 : 1024 << (tier - 1);
     }
 
     /// @dev Hard filters of one draw.
@@ -546,7 +651,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint256 minFreeStake;
     }
 
-    /// @dev Slots cut out of the sampling space, sorted by slot, with their cumulative start and weight.
+    /// @dev Slots cut out of one tree's sampling space, sorted by slot, with their cumulative start and weight.
     struct Rejected {
         uint256[] starts;
         uint256[] weights;
@@ -555,51 +660,91 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint256 removed;
     }
 
-    function _drawFrom(
-        SumTree.Tree storage tree,
-        uint8 role,
-        bytes32 seed,
-        uint8 deviceClass,
-        uint32 minMemoryMb,
-        uint32 profileBit,
-        uint256 minFreeStake,
-        address[] memory exclude
-    ) internal view returns (address) {
-        return _draw(tree, seed, Requirements(role, deviceClass, minMemoryMb, profileBit, minFreeStake), exclude);
+    /// @dev The trees a draw reads: the role's and profile's, CUDA-only for a CUDA job, at every memory tier whose
+    ///      floor is at least the job's minimum. A profile mask other than one served bit reads nothing.
+    function _drawKeys(Requirements memory req) internal view returns (uint256[] memory keys) {
+        uint32 bit = req.profileBit;
+        if (bit == 0 || (bit & (bit - 1)) != 0 || bit > PROFILE_MASK) return new uint256[](0);
+        uint256 first = 0;
+        while (first < MEMORY_TIERS && _tierFloor(first) < req.minMemoryMb) ++first;
+        uint256 base = _classKey(req.role, bit, req.deviceClass == DEVICE_CUDA, 0);
+        uint256 mask = _tiersWithWeight[base >> 8];
+        keys = new uint256[](MEMORY_TIERS);
+        uint256 count = 0;
+        for (uint256 t = first; t < MEMORY_TIERS; ++t) {
+            if ((mask >> t) & 1 != 0) keys[count++] = base | t;
+        }
+        assembly ("memory-safe") {
+            mstore(keys, count)
+        }
     }
 
-    /// @dev Stake-weighted sampling without replacement over the nodes rejected so far: every rejected (or excluded)
-    ///      slot's interval is cut out of the sampling space, so MAX_DRAWS attempts examine MAX_DRAWS distinct nodes.
-    ///      Cost: MAX_DRAWS * (log2(capacity) reads + |rejected|); the capacity is 1024 up to 1024 nodes, then
-    ///      doubles with the node count (SumTree).
-    function _draw(SumTree.Tree storage tree, bytes32 seed, Requirements memory req, address[] memory exclude)
-        internal
-        view
-        returns (address)
-    {
+    /// @dev The sampling space of one draw: its trees, what each has left after rejections, and the sum.
+    struct DrawState {
+        uint256[] keys;
+        Rejected[] rej;
+        uint256[] totals;
+        uint256 left;
+    }
+
+    /// @dev Stake-weighted sampling without replacement over the eligible classes' trees: a tree is picked in
+    ///      proportion to the weight it has left, then a node in it; every rejected (or excluded) slot's interval is
+    ///      cut out of its tree's sampling space, so MAX_DRAWS attempts examine MAX_DRAWS distinct (node, tree)
+    ///      pairs. Only free stake and liveness can reject a sampled node. Cost: the trees' totals, then MAX_DRAWS *
+    ///      (log2(capacity) reads + |rejected|) at most.
+    function _draw(bytes32 seed, Requirements memory req, address[] memory exclude) internal view returns (address) {
         if (exclude.length > MAX_EXCLUDE) revert ParameterOutOfRange("exclude", exclude.length, 0, MAX_EXCLUDE);
-        uint256 cap = exclude.length + MAX_DRAWS;
-        Rejected memory rej = Rejected(new uint256[](cap), new uint256[](cap), new uint256[](cap), 0, 0);
-        for (uint256 i = 0; i < exclude.length; ++i) {
-            uint256 slot = _nodes[exclude[i]].slot;
-            if (slot != 0 && tree.weight[slot] != 0) _reject(tree, rej, slot);
-        }
-        uint256 total = tree.total;
+        DrawState memory st = _drawState(req, exclude);
         for (uint256 attempt = 0; attempt < MAX_DRAWS; ++attempt) {
-            if (rej.removed >= total) return address(0);
-            uint256 u = uint256(keccak256(abi.encode(seed, attempt))) % (total - rej.removed);
-            for (uint256 j = 0; j < rej.count; ++j) {
-                if (rej.starts[j] > u) break;
-                u += rej.weights[j];
-            }
-            uint256 slot = tree.find(u);
+            if (st.left == 0) return address(0);
+            (uint256 k, uint256 slot) = _sample(st, uint256(keccak256(abi.encode(seed, attempt))) % st.left);
             address candidate = nodeList[slot - 1];
             if (isEligible(candidate, req.role, req.deviceClass, req.minMemoryMb, req.profileBit, req.minFreeStake)) {
                 return candidate;
             }
-            _reject(tree, rej, slot);
+            _rejectIn(st, k, slot);
         }
         return address(0);
+    }
+
+    function _drawState(Requirements memory req, address[] memory exclude)
+        internal
+        view
+        returns (DrawState memory st)
+    {
+        st.keys = _drawKeys(req);
+        st.rej = new Rejected[](st.keys.length);
+        st.totals = new uint256[](st.keys.length);
+        uint256 cap = exclude.length + MAX_DRAWS;
+        for (uint256 k = 0; k < st.keys.length; ++k) {
+            SumTree.Tree storage tree = _trees[st.keys[k]];
+            st.rej[k] = Rejected(new uint256[](cap), new uint256[](cap), new uint256[](cap), 0, 0);
+            for (uint256 i = 0; i < exclude.length; ++i) {
+                uint256 slot = _nodes[exclude[i]].slot;
+                if (slot != 0 && tree.weight[slot] != 0) _reject(tree, st.rej[k], slot);
+            }
+            st.totals[k] = tree.total - st.rej[k].removed;
+            st.left += st.totals[k];
+        }
+    }
+
+    /// @dev The tree and slot that point `u` (< st.left) of the remaining sampling space falls on.
+    function _sample(DrawState memory st, uint256 u) internal view returns (uint256 k, uint256 slot) {
+        while (u >= st.totals[k]) u -= st.totals[k++];
+        Rejected memory r = st.rej[k];
+        for (uint256 j = 0; j < r.count; ++j) {
+            if (r.starts[j] > u) break;
+            u += r.weights[j];
+        }
+        slot = _trees[st.keys[k]].find(u);
+    }
+
+    function _rejectIn(DrawState memory st, uint256 k, uint256 slot) internal view {
+        Rejected memory r = st.rej[k];
+        uint256 before = r.removed;
+        _reject(_trees[st.keys[k]], r, slot);
+        st.totals[k] -= r.removed - before;
+        st.left -= r.removed - before;
     }
 
     /// @dev Inserts `slot` into the sorted rejected list (no duplicates).

@@ -45,3 +45,5 @@ error StillUnbonding(address node, uint64 availableAt);
 
 /// @notice The set of protocol contracts was sealed at deployment; it can no longer change.
 error ProtocolsSealed();
+/// @notice evictOffline: the node sent a heartbeat or finished work within the liveness window (until `liveUntil`).
+error NodeStillLive(address node, uint256 liveUntil);

@@ -66,7 +66,7 @@ contract CapacityTest is Fixture {
             _minNode(i);
         }
         assertEq(registry.nodeCount(), 1_100, "all admitted");
-        (uint256 solverCap,) = registry.treeCapacities();
+        (uint256 solverCap,) = registry.treeCapacities(1, false, registry.memoryTier(16_000)); // the sybils' class
         assertEq(solverCap, 2_048, "the solver tree doubled once");
         assertEq(token.balanceOf(address(registry)), 1_100 * min, "each slot cost the minimum");
         address honest = _newNode(0, ROLE_SOLVER, 1_000_000e18 - 1);

@@ -162,7 +162,7 @@ contract VerificationFeesTest is Fixture {
         (,, anchorEpoch) = fees.chainOf(big1);
         vm.warp(block.timestamp + EPOCH);
         PostJobParams memory p = _params(1, 1, 2);
-        p.minMemoryMb = 100_000; // only the two big nodes are eligible: both are drawn
+        p.minMemoryMb = 64_000; // only the two big nodes (128,000 MB) are eligible: both are drawn
         uint256 jobId = _postOnly(p);
         vm.prank(submitter);
         fees.fund(jobId, 10 * FEE, FEE, 2, 10_000);
