@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from verity.chain.protocol import POSTER_BOND
+
 from chain_builders import (
     E18, JobStatus, ReplicaStatus, TaskKind, TaskStatus, Trace, aggregate_input, escrow_for, finalize_after_window,
     h32, rand32,
@@ -49,7 +51,7 @@ def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter,
     initial = rand32()
     job = poster.post(shards=2, rounds=2, replication=2, steps=8, k=2, payment=PAYMENT, stake=STAKE, initial=initial)
     escrow = escrow_for(PAYMENT, 2, 2, 2)
-    assert escrow == PAYMENT * 2 * 3 * 2 == job.params.escrow()
+    assert escrow == PAYMENT * 2 * 3 * 2 + POSTER_BOND == job.params.escrow()
     assert escrow_c.escrowOf(job.id) == escrow and token.balanceOf(escrow_c) == escrow and token.balanceOf(jobs) == 0
     posted = [e for e in job.receipt.events.filter(jobs.JobPosted)]
     assert posted[0].escrow == escrow and posted[0].submitter == submitter.address
@@ -110,11 +112,12 @@ def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter,
 
     j = jobs.getJob(job.id)
     assert j.status == JobStatus.COMPLETED and h32(j.modelHash) == model_state and h32(j.modelCid) == model_cid
-    assert escrow_c.escrowOf(job.id) == 0 and escrow_c.totalEscrow() == 0
-    assert sum(credits_expected.values()) == escrow  # every escrowed payment went to an accepted replica
+    # every escrowed payment went to an accepted replica; the poster bond waits for reclaimEscrow
+    assert escrow_c.escrowOf(job.id) == POSTER_BOND and escrow_c.totalEscrow() == POSTER_BOND
+    assert sum(credits_expected.values()) == escrow - POSTER_BOND
     for node, amount in credits_expected.items():
         assert escrow_c.credits(node) == amount
-    assert escrow_c.totalCredits() == escrow
+    assert escrow_c.totalCredits() == escrow - POSTER_BOND
 
     # Pull payments from JobEscrow: every paid node withdraws exactly its credits.
     for node, amount in credits_expected.items():
@@ -123,7 +126,12 @@ def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter,
         r = escrow_c.withdraw(sender=acct)
         assert [e.amount for e in r.events.filter(escrow_c.PaymentWithdrawn)] == [amount]
         assert token.balanceOf(node) == before + amount and escrow_c.credits(node) == 0
-    assert escrow_c.totalCredits() == 0 and token.balanceOf(escrow_c) == 0
+    assert escrow_c.totalCredits() == 0 and token.balanceOf(escrow_c) == POSTER_BOND
+    # The poster takes its bond back: nothing is left in the escrow.
+    before = token.balanceOf(submitter)
+    reclaimed = jobs.reclaimEscrow(job.id, sender=submitter)
+    assert [e.amount for e in reclaimed.events.filter(jobs.EscrowReclaimed)] == [POSTER_BOND]
+    assert token.balanceOf(submitter) == before + POSTER_BOND and token.balanceOf(escrow_c) == 0
 
     # Every lock released, reputation counts the 6 tasks x 2 replicas, nothing burned.
     for n in eight_nodes:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 from ape import reverts
 
+from verity.chain.protocol import POSTER_BOND
+
 from chain_builders import (
     E18, DisputeOutcome, JobStatus, ReplicaStatus, TaskStatus, Trace, aggregate_input, challenge, commit_challenge,
     finalize_after_window, h32, mine_past, opened, rand32, reveal_challenge, seat_panel, seats, vote,
@@ -50,7 +52,7 @@ def _optimistic(poster, system, **kw):
 def test_optimistic_job_challenge_window_then_finalize(system, workers, poster, chain, conserved):
     jobs, escrow = system.jobs, system.escrow
     job, tid, solver, H = _optimistic(poster, system)
-    assert escrow.escrowOf(job.id) == PAYMENT * 1 * 2 * 1 == job.params.escrow()
+    assert escrow.escrowOf(job.id) == PAYMENT * 1 * 2 * 1 + POSTER_BOND == job.params.escrow()
     r = poster.submit(tid, H)
     deadline = [e.deadline for e in r.events.filter(jobs.ChallengeWindowOpened)][0]
     assert jobs.getTask(tid).status == TaskStatus.REVEALED and jobs.getTask(tid).challengeDeadline == deadline
@@ -69,7 +71,7 @@ def test_optimistic_job_challenge_window_then_finalize(system, workers, poster, 
     poster.submit(agg, model, cid=b"\x11" * 32)
     r = finalize_after_window(system, chain, agg, poster.account)
     assert [h32(e.modelHash) for e in r.events.filter(jobs.JobCompleted)] == [model.final]
-    assert jobs.getJob(job.id).status == JobStatus.COMPLETED and escrow.escrowOf(job.id) == 0
+    assert jobs.getJob(job.id).status == JobStatus.COMPLETED and escrow.escrowOf(job.id) == POSTER_BOND  # reclaimable
     assert system.registry.getNode(solver).locked == STAKE * sum(
         1 for x in jobs.getReplicas(agg) if x.node == solver.address and x.status == ReplicaStatus.ASSIGNED)
     system.escrow_backed()

@@ -49,3 +49,15 @@ def test_estimate_step_flops_by_hand():
     gpt = build_module_manifest("gpt")
     assert estimate_step_flops(gpt, 0) < estimate_step_flops(gpt, 1)      # top < b0 + top
     assert estimate_step_flops(gpt, 0) < estimate_step_flops(gpt, 2)      # embeddings: grads through every block
+
+
+def test_estimate_activations_skip_frozen_leading_stages():
+    """A task whose first trained layer is deep keeps nothing for backward in the frozen layers before it."""
+    m = build_module_manifest()                                  # 64-32-32-10; task 0 trains the head only
+    whole = build_manifest("mlp", model={"arch": "mlp", "config": {"in_features": 64, "hidden": [32, 32],
+                                                                   "out_features": 10}})
+    full = task_memory_breakdown(whole, 0)["activations"]
+    assert full == 4 * 32 * (64 + 2 * (32 + 32) + 2 * 10 + 2 * 64)
+    head = task_memory_breakdown(m, 0)["activations"]
+    assert head == 4 * 32 * (2 * 10 + 2 * 64)                    # the last layer's output and the loss only
+    assert head < task_memory_breakdown(m, 1)["activations"] <= full

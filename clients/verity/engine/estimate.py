@@ -20,7 +20,8 @@ parameter (sgd: 0, or 1 with momentum; adam/adamw: 2):
                    mlp  in + 2·Σhidden + 2·out + 2·max width
                    cnn  Σ_layers (C_in·9·H_out·W_out + 2·C_out·H_out·W_out) + flattened + 2·classes
                    gpt  T · (4·C + n_layer · (16·C + 3·n_head·T) + 3·vocab)
-                 (all layers counted, even frozen leading ones autograd skips: an upper bound)
+                 counted from the first stage (layer, block, embeddings, head) with a trained parameter: frozen
+                 stages before it save nothing for backward (a head-only task keeps only the head's)
     data         the shard on the device: samples · (∏x_shape · 4|8 + ∏y_shape · 8)
     checkpoints  3 · (state bytes): the runner keeps up to two snapshots queued for the
                  writer and one being hashed and written
@@ -55,20 +56,35 @@ def _check_index(manifest: Manifest, index: int) -> None:
         raise ValueError(f"task index {index} outside the job's shards (0..{len(manifest.shards) - 1})")
 
 
-def _activation_elements(manifest: Manifest) -> int:
-    """A: elements per sample kept for the backward pass (see the module doc)."""
+def _activation_stages(manifest: Manifest) -> list[tuple[tuple[str, ...], int]]:
+    """(parameter prefixes of a stage, elements per sample it keeps for backward), in forward order; the sum over
+    every stage is A of the module doc."""
     spec, c = manifest.model, manifest.model.config
     if spec.arch == "mlp":
         dims = [c.in_features, *c.hidden, c.out_features]
-        return c.in_features + 2 * sum(c.hidden) + 2 * c.out_features + 2 * max(dims)
+        out = [((f"layers.{i}.",), (dims[0] if i == 0 else 0) + 2 * b) for i, b in enumerate(dims[1:])]
+        prefixes, last = out[-1]
+        return out[:-1] + [(prefixes, last + 2 * max(dims))]
     if spec.arch == "cnn":
-        chans, h, w, total = [c.in_channels, *c.channels], c.height, c.width, 0
-        for a, b in zip(chans, chans[1:]):
+        chans, h, w, out = [c.in_channels, *c.channels], c.height, c.width, []
+        for i, (a, b) in enumerate(zip(chans, chans[1:])):
             h, w = (h + 1) // 2, (w + 1) // 2
-            total += a * 9 * h * w + 2 * b * h * w
-        return total + chans[-1] * h * w + 2 * c.num_classes
+            out.append(((f"convs.{i}.",), a * 9 * h * w + 2 * b * h * w))
+        return out + [(("head.",), chans[-1] * h * w + 2 * c.num_classes)]
     T, C = manifest.data.x_shape[0], c.n_embd
-    return T * (4 * C + c.n_layer * (16 * C + 3 * c.n_head * T) + 3 * c.vocab_size)
+    return ([(("wte.", "wpe."), T * 4 * C)] + [((f"h.{i}.",), T * (16 * C + 3 * c.n_head * T)) for i in range(c.n_layer)]
+            + [(("ln_f.", "lm_head."), T * 3 * c.vocab_size)])
+
+
+def _activation_elements(manifest: Manifest, trained: frozenset[str] | None = None) -> int:
+    """A: elements per sample kept for the backward pass (see the module doc), counting only the stages from the
+    first one with a trained parameter on: autograd saves nothing for frozen stages before it."""
+    stages = _activation_stages(manifest)
+    first = 0
+    if trained is not None:
+        first = next((i for i, (prefixes, _) in enumerate(stages)
+                      if any(n.startswith(prefixes) for n in trained)), len(stages))
+    return sum(e for _, e in stages[first:])
 
 
 def _data_bytes(manifest: Manifest, index: int) -> int:
@@ -93,7 +109,7 @@ def task_memory_breakdown(manifest: Manifest, index: int) -> dict[str, int]:
         "gradients": F32 * p_t,
         "optimizer": F32 * slots * p_t,
         "outer": F32 * outer,
-        "activations": F32 * manifest.batch_size * _activation_elements(manifest) * factor,
+        "activations": F32 * manifest.batch_size * _activation_elements(manifest, trained) * factor,
         "data": _data_bytes(manifest, index),
         "checkpoints": SNAPSHOT_COPIES * state,
     }
