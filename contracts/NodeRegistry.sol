@@ -67,6 +67,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint64 unbondingEnds;
         uint32 disputesWon;
         uint32 disputesLost;
+        uint16 usedWindowBps; // moving average of the share of its execution window a node used before committing
         // slot 2: stake and its locked part
         uint128 stake;
         uint128 locked;
@@ -94,6 +95,8 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     uint256 public constant PROBATION_TASKS = 9;
     /// @notice Largest value accepted for the time parameters.
     uint256 public constant MAX_PERIOD = 30 days;
+    /// @notice Promptness: each commit's share of the execution window used moves the node's average by 1/this.
+    uint256 public constant PROMPTNESS_SMOOTHING = 8;
     /// @notice Memory tiers: a node sits in the tier of the largest floor (MB) its declared memory reaches; a draw
     ///         reads the tiers whose floor is at least the job's minimum (rounding the requirement up to a floor).
     uint256 public constant MEMORY_TIERS = 11;
@@ -358,6 +361,14 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     }
 
     /// @inheritdoc INodeRegistry
+    function recordPromptness(address node, uint256 usedBps) external onlyProtocol {
+        NodeRecord storage n = _nodes[node];
+        if (usedBps > BPS) usedBps = BPS;
+        // INVARIANT: the average stays within 0..BPS (a convex combination of values in it).
+        n.usedWindowBps = uint16((uint256(n.usedWindowBps) * (PROMPTNESS_SMOOTHING - 1) + usedBps) / PROMPTNESS_SMOOTHING);
+    }
+
+    /// @inheritdoc INodeRegistry
     function recordLate(address node) external onlyProtocol {
         NodeRecord storage n = _nodes[node];
         ++n.tasksLate;
@@ -496,6 +507,13 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         return f < MIN_REPUTATION_BPS ? MIN_REPUTATION_BPS : f;
     }
 
+    /// @notice Promptness factor of `node` in basis points: BPS - usedWindowBps / 2, from 100 % (commits at once, or no
+    ///         commit yet) down to 50 % (commits at its deadlines). Abandoning a slow identity never pays: a fresh one
+    ///         is on probation (MIN_REPUTATION_BPS), far below the 50 % floor of this factor.
+    function promptnessFactorBps(address node) public view returns (uint256) {
+        return BPS - uint256(_nodes[node].usedWindowBps) / 2;
+    }
+
     /// @notice Current selection weights of `node` as a solver and as a referee (the same in each of its trees).
     function weightsOf(address node) external view returns (uint256 solverWeight, uint256 refereeWeight) {
         uint256[2] storage w = _weights[_nodes[node].slot];
@@ -578,7 +596,8 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     function _syncWeight(address node) internal {
         NodeRecord storage n = _nodes[node];
         if (n.slot == 0) return;
-        uint256 w = ((uint256(n.stake) - n.pendingUnstake) * reputationFactorBps(node)) / BPS;
+        uint256 w = ((uint256(n.stake) - n.pendingUnstake) * reputationFactorBps(node) * promptnessFactorBps(node))
+            / (BPS * BPS);
         if (block.timestamp > uint256(n.lastSeen) + livenessWindow) w = 0; // offline: out until its next heartbeat
         _setWeights(n, (n.roles & ROLE_SOLVER) != 0 ? w : 0, (n.roles & ROLE_REFEREE) != 0 ? w : 0);
     }

@@ -83,6 +83,7 @@ contract TaskMachine is JobRegistryBase {
         uint8 slot = _slotOf(taskId, msg.sender, ReplicaStatus.Assigned, job.replication);
         ReplicaRecord storage r = _replicas[taskId][slot];
         if (block.timestamp > r.deadline) revert DeadlinePassed(taskId, slot, r.deadline);
+        _recordPromptness(r.deadline, job.executionWindow);
         r.commitment = commitment;
         r.status = ReplicaStatus.Committed;
         r.deadline = 0;
@@ -174,6 +175,7 @@ contract TaskMachine is JobRegistryBase {
             revert NotReplica(taskId, msg.sender, ReplicaStatus.Assigned);
         }
         if (block.timestamp > r.deadline) revert DeadlinePassed(taskId, 0, r.deadline);
+        _recordPromptness(r.deadline, job.executionWindow);
         _checkTrace(taskId, root, finalHash, n, proof0, proofN);
         _recordResult(taskId, 0, root, finalHash, resultCid);
         _openChallengeWindow(taskId, job.challengeWindow);
@@ -514,6 +516,13 @@ contract TaskMachine is JobRegistryBase {
         t.challengeDeadline = 0;
         emit IJobRegistry.TaskReopened(taskId);
         _requestDraw(taskId);
+    }
+
+    /// @dev Scheduling by measured performance (issue 9): the share of its execution window the caller used before
+    ///      committing (deadline = assignment + window; called before the deadline is cleared).
+    function _recordPromptness(uint64 deadline, uint64 window) internal {
+        uint256 used = block.timestamp + window - deadline; // <= window: the deadline has not passed
+        registry.recordPromptness(msg.sender, (used * BPS) / window);
     }
 
     // ---------------------------------------------------------------- internals: ending a job early

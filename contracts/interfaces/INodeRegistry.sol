@@ -65,6 +65,9 @@ interface INodeRegistry {
     function recordCompleted(address node) external;
     /// @notice Counts a missed deadline (protocol only).
     function recordLate(address node) external;
+    /// @notice Moves `node`'s promptness average towards `usedBps`, the share of its execution window it used before
+    ///         committing (protocol only; weighed at the node's next weight update).
+    function recordPromptness(address node, uint256 usedBps) external;
     /// @notice Counts a dispute outcome (protocol only).
     function recordDispute(address node, bool won) external;
 
