@@ -563,12 +563,13 @@ contract TaskMachine is JobRegistryBase {
     }
 
     /// @dev Records an invalid-inputs decline of `taskId` by msg.sender (distinct: a decliner is banned from the
-    ///      task); true once FAIL_DECLINES nodes did and no replica of the task has committed.
+    ///      task); true once FAIL_DECLINES nodes did and no replica of the task has committed now. Checked again on
+    ///      every later invalid decline, so a committed replica that leaves (withdrawCommitted) or a live dispute
+    ///      that blocked the failure only delays it.
     function _countInvalid(uint256 taskId, uint8 replication) internal returns (bool) {
         address[] storage decliners = _invalidDecliners[taskId];
-        // INVARIANT: the list is bounded: the job fails (or a replica committed) by the FAIL_DECLINES-th entry.
-        if (decliners.length >= FAIL_DECLINES) return false;
-        decliners.push(msg.sender);
+        // INVARIANT: the list is bounded: only the first FAIL_DECLINES decliners are recorded (and share the bond).
+        if (decliners.length < FAIL_DECLINES) decliners.push(msg.sender);
         if (decliners.length < FAIL_DECLINES) return false;
         for (uint8 s = 0; s < replication; ++s) {
             if (_replicas[taskId][s].status == ReplicaStatus.Committed) return false;

@@ -94,4 +94,44 @@ contract PosterBondTest is Fixture {
         jobs.reclaimEscrow(1);
         assertEq(token.balanceOf(submitter), before + jobs.POSTER_BOND(), "bond returned");
     }
+
+    /// @dev Found by the invariant handler: the poster's own node commits garbage, so the third invalid decline
+    ///      cannot fail the job; before the fix the list was full and no later decline counted, so once that node
+    ///      left (withdrawCommitted) the job could never fail and the poster cancelled with its bond.
+    function test_decline_afterCommittedPartnerLeaves_stillFailsJob_succeeds() public {
+        _addNodes(8);
+        _post(_params(1, 1, 2));
+        uint256 taskId = 1;
+        address sybil = _replica(taskId, 0).node; // the poster's own node: commits garbage, never reveals
+        vm.prank(sybil);
+        jobs.commit(taskId, keccak256("garbage"));
+        // Three honest nodes drawn into slot 1 decline for invalid inputs: the job does not fail (a replica committed).
+        for (uint256 i = 0; i < 3; ++i) {
+            vm.prank(_replica(taskId, 1).node);
+            jobs.decline(taskId, true);
+            _draw(taskId);
+        }
+        assertEq(uint8(jobs.getJob(1).status), uint8(JobStatus.Active), "committed partner: no failure (by design)");
+        // The slot-1 holder declines too; the task starves (no one else is drawn quickly enough) and the sybil leaves.
+        vm.prank(_replica(taskId, 1).node);
+        jobs.decline(taskId, true);
+        vm.warp(block.timestamp + jobs.assignmentTimeout() + 1);
+        vm.prank(sybil);
+        jobs.withdrawCommitted(taskId);
+        _heartbeatAll();
+        // Now no replica committed and 4 distinct nodes declined for invalid inputs: two more honest refusals.
+        _draw(taskId);
+        uint256 declines;
+        for (uint8 s = 0; s < 2; ++s) {
+            if (_replica(taskId, s).status != ReplicaStatus.Assigned) continue;
+            vm.prank(_replica(taskId, s).node);
+            jobs.decline(taskId, true);
+            ++declines;
+            if (jobs.getJob(1).status != JobStatus.Active) break;
+        }
+        // FAIL_DECLINES distinct invalid declines are on record and nobody holds a commit now: the next refusal
+        // fails the job (before the fix it never could).
+        assertEq(declines, 1, "the first fresh refusal fails the job");
+        assertEq(uint8(jobs.getJob(1).status), uint8(JobStatus.Failed), "poisoned job never fails after the dodge");
+    }
 }
