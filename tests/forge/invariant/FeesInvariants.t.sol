@@ -237,7 +237,7 @@ contract FeesInvariantsTest is Fixture {
         targetContract(address(handler));
     }
 
-    /// forge-config: default.invariant.runs = 64
+    /// forge-config: default.invariant.runs = 160
     /// forge-config: default.invariant.depth = 64
     function invariant_feesConservedAndOnlyBlindMatchingChecksPaid() public view {
         uint256 pots;

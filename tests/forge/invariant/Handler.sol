@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.28;
 
-import {System} from "./HandlerBase.sol";
-import {HonestSide} from "./HonestSide.sol";
+import {System, Actors} from "./HandlerBase.sol";
+import {AdversarySide} from "./AdversarySide.sol";
 import {
     PostJobParams,
     JobStatus,
@@ -15,11 +15,15 @@ import {
 /// @notice Drives random v2 traffic: jobs (replication 1 and 2), honest, cheating and adversarial replicas, sybil
 ///         challenges, honest challenges, dispute play, panels with no-shows, finalization, late reports, owner
 ///         parameter changes mid-flight, stake moves, withdrawals, cancel and reclaim. Time passes only in `warp`,
-///         after the honest side has done everything due ("one honest staked party looks").
-contract Handler is HonestSide {
-    constructor(System memory s, address[] memory honest_, address[] memory adv_, uint8 sabotage_)
-        HonestSide(s, honest_, adv_, sabotage_)
-    {}
+///         after the honest side has done everything due ("one honest staked party looks"). The issue-9 adversaries
+///         (griefing poster, sybils, ineligible stake) act from AdversarySide; the owner moves every setter here.
+contract Handler is AdversarySide {
+    /// @dev A contract the owner may authorize before the seal (it never calls the registry) and never after.
+    address public constant ROGUE = address(0xBAD);
+    /// @notice Whether ROGUE was a protocol contract when the owner sealed the set (it must stay so for good).
+    bool public rogueAtSeal;
+
+    constructor(System memory s, Actors memory a, uint8 sabotage_) AdversarySide(s, a, sabotage_) {}
 
     function _pickTask(uint256 seed) internal view returns (uint256) {
         uint256 n = jobs.taskCount();
@@ -56,19 +60,8 @@ contract Handler is HonestSide {
     // ---------------------------------------------------------------- submitter
 
     function postJob(uint8 shards, bool replicated, uint8 rounds, uint8 steps) external tracked {
-        if (jobs.jobCount() >= 4) return;
-        PostJobParams memory p;
-        p.manifestCid = keccak256("cid");
-        p.manifestHash = keccak256("manifest");
-        p.initialStateHash = keccak256(abi.encode("input", jobs.jobCount()));
-        p.shards = uint32(bound(shards, 1, 2));
-        p.rounds = uint32(bound(rounds, 1, 2));
-        p.stepsPerRound = uint32(bound(steps, 2, 4));
-        p.checkpointInterval = 1;
-        p.paymentPerTask = 3e18;
-        p.replication = replicated ? 2 : 1;
-        p.stakePerReplica = 100e18;
-        p.profileBit = 1;
+        if (jobs.jobCount() - ghostGriefJobs - ghostIllegalJobs >= 4) return;
+        PostJobParams memory p = _jobParams(shards, replicated, rounds, steps);
         uint256 amount = jobs.escrowFor(p.paymentPerTask, p.replication, p.shards, p.rounds);
         vm.prank(submitter);
         try jobs.postJob(p) {
@@ -80,7 +73,7 @@ contract Handler is HonestSide {
         uint256 jobId = _pickJob(seed);
         if (jobId == 0) return;
         uint256 refund = escrow.escrowOf(jobId);
-        vm.prank(submitter);
+        vm.prank(jobs.getJob(jobId).submitter);
         try jobs.cancelJob(jobId) {
             ghostRefunded += refund;
         } catch {}
@@ -90,7 +83,7 @@ contract Handler is HonestSide {
         uint256 jobId = _pickJob(seed);
         if (jobId == 0 || jobs.getJob(jobId).status != JobStatus.Completed) return;
         uint256 refund = escrow.escrowOf(jobId);
-        vm.prank(submitter);
+        vm.prank(jobs.getJob(jobId).submitter);
         try jobs.reclaimEscrow(jobId) {
             ghostRefunded += refund;
         } catch {}
@@ -179,10 +172,7 @@ contract Handler is HonestSide {
         _honestTurn(seed);
         vm.warp(block.timestamp + bound(secs, 1, 200));
         vm.roll(block.number + 1);
-        for (uint256 i = 0; i < everyone.length; ++i) {
-            vm.prank(everyone[i]);
-            registry.heartbeat();
-        }
+        _heartbeatAll();
     }
 
     /// @dev A keeper's block: the honest side acts, a minute or more passes, then every ready task is finalized
@@ -191,10 +181,7 @@ contract Handler is HonestSide {
         _honestTurn(seed);
         vm.warp(block.timestamp + bound(secs, 60, 240));
         vm.roll(block.number + 1);
-        for (uint256 i = 0; i < everyone.length; ++i) {
-            vm.prank(everyone[i]);
-            registry.heartbeat();
-        }
+        _heartbeatAll();
         for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
             Task memory t = jobs.getTask(id);
             if (t.status == TaskStatus.Revealed && t.openDisputes == 0) {
@@ -207,21 +194,90 @@ contract Handler is HonestSide {
 
     // ---------------------------------------------------------------- owner
 
+    /// @dev Every owner setter, each over its whole legal range (time-like ones capped so runs keep moving); the seal
+    ///      (after which adding a protocol contract must revert), a mint past the supply cap (must revert) and the
+    ///      one-time wirings (must revert). Parameters change mid-task: no honest party may be slashed for it.
     function setParams(uint8 which, uint256 a, uint256 b) external tracked {
-        which = which % 10;
+        which = which % 16;
+        if (which == 13) return _sealOrProbe(a);
+        if (which == 14) return _mintPastCap(a);
+        if (which == 15) return _rewire();
         vm.startPrank(owner);
-        if (which == 0) game.setClockAllowance(uint64(bound(a, 30, 300)));
+        if (which == 0) game.setClockAllowance(uint64(bound(a, 1, 300)));
         else if (which == 1) game.setChallengerBond(bound(a, 0, 20e18));
         else if (which == 2) game.setShares(bound(a, 0, 6_000), bound(b, 0, 4_000));
-        else if (which == 3) panel.setPanelSize(uint8(1 + 2 * bound(a, 0, 2)));
-        else if (which == 4) panel.setRefereeStake(bound(a, 1e18, 50e18));
+        else if (which == 3) panel.setPanelSize(uint8(1 + 2 * bound(a, 0, 3)));
+        else if (which == 4) panel.setRefereeStake(bound(a, 1, 50e18));
         else if (which == 5) panel.setSlashes(bound(a, 0, 10_000), bound(b, 0, 10_000));
-        else if (which == 6) panel.setWindows(uint64(bound(a, 30, 300)), uint64(bound(b, 30, 300)));
+        else if (which == 6) panel.setWindows(uint64(bound(a, 1, 300)), uint64(bound(b, 1, 300)));
         else if (which == 7) jobs.setLateSlashBps(bound(a, 0, 10_000));
-        else if (which == 8) jobs.setAssignmentTimeout(uint64(bound(a, 60, 900)));
-        else jobs.setDefaultWindows(uint64(bound(a, 30, 300)), uint64(bound(b, 10, 200)), uint64(bound(a ^ b, 5, 200)));
+        else if (which == 8) jobs.setAssignmentTimeout(uint64(bound(a, 1, 900)));
+        else if (which == 9) jobs.setDefaultWindows(uint64(bound(a, 30, 300)), uint64(bound(b, 5, 200)), uint64(bound(a ^ b, 1, 200)));
+        else if (which == 10) registry.setUnbondingPeriod(uint64(bound(a, 0, 600)));
+        else if (which == 11) registry.setLivenessWindow(uint64(bound(a, 1, 1_200)));
+        else if (!registry.protocolsSealed()) registry.setProtocol(ROGUE, a % 2 == 0);
         vm.stopPrank();
         ++ghostParamChanges;
+    }
+
+    /// @dev Seals the protocol set (one time in four), or once sealed checks that the owner can add no protocol
+    ///      contract (sabotage 7 lifts the seal from storage first).
+    function _sealOrProbe(uint256 a) internal {
+        if (!registry.protocolsSealed()) {
+            if (a % 2 != 0) return;
+            vm.prank(owner);
+            registry.sealProtocols();
+            rogueAtSeal = registry.isProtocol(ROGUE);
+            ++ghostSeals;
+            return;
+        }
+        if (sabotage == 7) _corruptRegistryWord(1, type(uint256).max, this.sealedFlag); // 1 + max wraps to 0
+        vm.prank(owner);
+        try registry.setProtocol(ROGUE, true) {
+            _rule("a protocol contract was added after the seal");
+        } catch {
+            ++ghostRejectedOwnerMoves;
+        }
+    }
+
+    /// @notice The seal as a number (the view the sabotage-7 mutation probes for).
+    function sealedFlag() external view returns (uint256) {
+        return registry.protocolsSealed() ? 1 : 0;
+    }
+
+    /// @dev The owner mints within the cap (to itself: counted) and then past MAX_SUPPLY (must revert).
+    function _mintPastCap(uint256 a) internal {
+        uint256 room = token.MAX_SUPPLY() - token.totalMinted();
+        vm.startPrank(owner);
+        token.mint(owner, bound(a, 0, room < 1e18 ? room : 1e18));
+        room = token.MAX_SUPPLY() - token.totalMinted();
+        try token.mint(owner, room + 1 + (a % 1e18)) {
+            _rule("a mint past MAX_SUPPLY");
+        } catch {
+            ++ghostRejectedOwnerMoves;
+        }
+        vm.stopPrank();
+    }
+
+    /// @dev The one-time wirings (game, escrow's registry, panel's game) cannot be swapped under live work.
+    function _rewire() internal {
+        vm.startPrank(owner);
+        try jobs.setDisputeGame(ROGUE) {
+            _rule("the dispute game was swapped");
+        } catch {
+            ++ghostRejectedOwnerMoves;
+        }
+        try escrow.setJobs(ROGUE) {
+            _rule("the escrow's registry was swapped");
+        } catch {
+            ++ghostRejectedOwnerMoves;
+        }
+        try panel.setGame(ROGUE) {
+            _rule("the panel's game was swapped");
+        } catch {
+            ++ghostRejectedOwnerMoves;
+        }
+        vm.stopPrank();
     }
 
     // ---------------------------------------------------------------- stake and credits

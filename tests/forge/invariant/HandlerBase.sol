@@ -13,6 +13,7 @@ import {IJobRegistry} from "../../../contracts/interfaces/IJobRegistry.sol";
 import {IDisputeGame} from "../../../contracts/interfaces/IDisputeGame.sol";
 import {IRefereePanel} from "../../../contracts/interfaces/IRefereePanel.sol";
 import {INodeRegistry} from "../../../contracts/interfaces/INodeRegistry.sol";
+import {IJobEscrow} from "../../../contracts/interfaces/IJobEscrow.sol";
 import {Merkle} from "../../../contracts/lib/Merkle.sol";
 import {
     Job,
@@ -38,6 +39,12 @@ interface VmLogs {
     function getRecordedLogs() external returns (Log[] memory);
 }
 
+/// @notice The storage cheatcodes the mutation checks use (not in the shared Vm interface).
+interface VmStore {
+    function store(address target, bytes32 slot, bytes32 value) external;
+    function load(address target, bytes32 slot) external view returns (bytes32);
+}
+
 /// @notice The system under test.
 struct System {
     VerityToken token;
@@ -49,6 +56,17 @@ struct System {
     DisputeGame game;
     address owner;
     address submitter;
+}
+
+/// @notice Who acts in the handler. `sybils`: fresh adversary identities (funded, not registered) that register with
+///         the minimum stake, leave, withdraw and come back; `ineligible`: registered heavy stakes whose declaration
+///         no posted job accepts; `griefer`: a poster of minimal-window and poisoned-input jobs.
+struct Actors {
+    address[] honest;
+    address[] adv;
+    address[] sybils;
+    address[] ineligible;
+    address griefer;
 }
 
 /// @notice State, traces, the honest side's turn and the per-call slash audit of the invariant handler.
@@ -69,11 +87,23 @@ abstract contract HandlerBase is Test {
     address internal owner;
     address internal submitter;
 
+    VmStore internal constant vmStore = VmStore(address(uint160(uint256(keccak256("hevm cheat code")))));
+
     address[] internal honest;
     address[] internal adv;
     address[] internal everyone;
+    address[] internal sybils;
+    address[] internal ineligible;
+    address internal griefer;
     mapping(address => bool) public isAdv;
     mapping(address => bool) public isHonest;
+    mapping(address => bool) public isSybil;
+    mapping(address => bool) public isIneligible;
+    /// @notice Seconds an honest node needs to train one task: it declines (unslashed) a slot whose execution window
+    ///         is shorter, instead of accepting a window it cannot meet.
+    mapping(address => uint64) public workSeconds;
+    /// @notice Jobs whose inputs are poisoned (ghost flag): every honest node drawn for one declines it as invalid.
+    mapping(uint256 => bool) public poisoned;
 
     // ---------------------------------------------------------------- ghosts
     uint256 public calls;
@@ -91,23 +121,55 @@ abstract contract HandlerBase is Test {
     uint256 public ghostAccepted;
     uint256 public ghostParamChanges;
     uint256 public ghostPinpoints;
+    uint256 public ghostGriefJobs;
+    uint256 public ghostPoisonedJobs;
+    uint256 public ghostInvalidDeclines;
+    uint256 public ghostWindowDeclines;
+    uint256 public ghostAdvDeclines;
+    uint256 public ghostFailedJobs;
+    uint256 public ghostSybilRegistrations;
+    uint256 public ghostSybilReturns;
+    uint256 public ghostSybilLeaves;
+    uint256 public ghostRegistrations;
+    uint256 public ghostDeregistrations;
+    uint256 public ghostRedeclarations;
+    uint256 public ghostAssignments;
+    uint256 public ghostSeals;
+    uint256 public ghostRejectedOwnerMoves;
+    /// @notice Draws (replica slots and referee seats) that took an identity ineligible for the job (must stay 0).
+    uint256 public ineligibleDrawn;
+    string public lastIneligibleDraw;
+    /// @notice Broken protocol rules (must stay 0): a decline after the grace, an illegal window accepted, a failed
+    ///         job's bond not split among its decliners, a protocol contract added after sealing, a mint past the cap.
+    uint256 public ruleViolations;
+    string public lastRuleViolation;
+    /// @notice Calls per action selector (the action mix of one run).
+    mapping(bytes4 => uint256) public hits;
     /// @notice Slashes of a party acting honestly (must stay 0) and the last one's description.
     uint256 public honestSlashes;
     string public lastHonestSlash;
 
     /// @dev (disputeId, referee) chosen by the handler to skip its commit.
     mapping(uint256 => mapping(address => bool)) public noShow;
+    /// @notice Panels each node was chosen to skip (a deliberate no-show: the only way an honest node may be late).
+    mapping(address => uint256) public noShowsOf;
     mapping(uint256 => bool) internal _panelHadNoShow;
     /// @dev The honest challenge pending against (taskId, epoch).
     mapping(uint256 => mapping(uint32 => uint256)) internal _honestChallenge;
+    /// @dev The distinct nodes the handler saw decline a task for invalid inputs (mirrors the registry's list).
+    mapping(uint256 => address[]) internal _invalidDecliners;
     /// @dev Successful honest-side transactions (the honest turn repeats until this stops moving).
     uint256 internal _honestActions;
 
     /// @notice Mutation switch for the tests that show the invariants have teeth (0 in the invariant runs):
-    ///         1 = honest verifiers never challenge, 2 = honest referees vote for the defender's claim.
+    ///         1 = honest verifiers never challenge, 2 = honest referees vote for the defender's claim,
+    ///         3 = honest nodes never decline (they sit on slots they cannot serve), 4 = the registry's solver tree
+    ///         total is corrupted on a sybil registration, 5 = ineligible identities declare themselves eligible
+    ///         behind the handler's back, 6 = a failed job's escrow is topped up behind the books, 7 = the protocol
+    ///         seal is lifted from storage before the owner tries to add a protocol contract.
     uint8 public immutable sabotage;
 
-    constructor(System memory s, address[] memory honest_, address[] memory adv_, uint8 sabotage_) {
+    constructor(System memory s, Actors memory a, uint8 sabotage_) {
         sabotage = sabotage_;
         token = s.token;
         registry = s.registry;
@@ -118,15 +180,27 @@ abstract contract HandlerBase is Test {
         game = s.game;
         owner = s.owner;
         submitter = s.submitter;
-        honest = honest_;
-        adv = adv_;
-        for (uint256 i = 0; i < honest_.length; ++i) {
-            isHonest[honest_[i]] = true;
-            everyone.push(honest_[i]);
+        honest = a.honest;
+        adv = a.adv;
+        sybils = a.sybils;
+        ineligible = a.ineligible;
+        griefer = a.griefer;
+        for (uint256 i = 0; i < a.honest.length; ++i) {
+            isHonest[a.honest[i]] = true;
+            everyone.push(a.honest[i]);
+            // 30 s (any legal window), 70 s or 110 s: the slower ones decline minimal-window jobs.
+            workSeconds[a.honest[i]] = uint64(30 + 40 * (i % 3));
         }
-        for (uint256 i = 0; i < adv_.length; ++i) {
-            isAdv[adv_[i]] = true;
-            everyone.push(adv_[i]);
+        for (uint256 i = 0; i < a.adv.length; ++i) {
+            isAdv[a.adv[i]] = true;
+            everyone.push(a.adv[i]);
+        }
+        for (uint256 i = 0; i < a.sybils.length; ++i) {
+            isAdv[a.sybils[i]] = true;
+            isSybil[a.sybils[i]] = true;
+        }
+        for (uint256 i = 0; i < a.ineligible.length; ++i) {
+            isIneligible[a.ineligible[i]] = true;
         }
     }
 
@@ -136,6 +210,7 @@ abstract contract HandlerBase is Test {
 
     modifier tracked() {
         ++calls;
+        ++hits[msg.sig];
         vmLogs.recordLogs();
         _;
         _scanLogs();
@@ -219,6 +294,9 @@ abstract contract HandlerBase is Test {
             Replica memory r = jobs.getReplica(taskId, s);
             if (r.status != ReplicaStatus.Assigned || block.timestamp > r.deadline) continue;
             if (isAdv[r.node] && !advActs) continue;
+            // An ineligible identity is never drawn (checkIneligibleNeverDrawn); if it were, it would idle.
+            if (isIneligible[r.node]) continue;
+            if (isHonest[r.node] && _honestDeclines(taskId, t.jobId, job.executionWindow, r.node)) continue;
             bytes32[] memory h = _replicaTrace(taskId, r.node);
             bytes32 root = Merkle.rootOf(h);
             if (job.replication == 1) {
@@ -258,6 +336,49 @@ abstract contract HandlerBase is Test {
                 ++_honestActions;
                 _countCollusion(taskId);
             } catch {}
+        }
+    }
+
+    /// @dev An honest replica of a poisoned job declines it as invalid; of a job whose execution window is shorter
+    ///      than the node needs, as one it cannot serve. At once: time passes only after the honest turn, so this is
+    ///      always inside the decline grace. True when the node declined (or, sabotage 3, sat on the slot instead).
+    function _honestDeclines(uint256 taskId, uint256 jobId, uint64 window, address node) internal returns (bool) {
+        bool poison = poisoned[jobId];
+        if (!poison && window >= workSeconds[node]) return false;
+        if (sabotage == 3) return true;
+        vm.prank(node);
+        try jobs.decline(taskId, poison) {
+            ++_honestActions;
+            if (poison) {
+                ++ghostInvalidDeclines;
+                _noteInvalidDecline(taskId, node);
+            } else {
+                ++ghostWindowDeclines;
+            }
+        } catch {
+            _violation(node, "honest decline refused");
+        }
+        return true;
+    }
+
+    /// @dev Mirrors the registry's list of distinct invalid-input decliners of a task (capped like it).
+    function _noteInvalidDecline(uint256 taskId, address node) internal {
+        if (_invalidDecliners[taskId].length < jobs.FAIL_DECLINES()) _invalidDecliners[taskId].push(node);
+    }
+
+    /// @dev Every node sends a heartbeat (sybils and ineligible identities only while registered).
+    function _heartbeatAll() internal {
+        for (uint256 i = 0; i < everyone.length; ++i) {
+            vm.prank(everyone[i]);
+            registry.heartbeat();
+        }
+        for (uint256 i = 0; i < sybils.length; ++i) {
+            vm.prank(sybils[i]);
+            try registry.heartbeat() {} catch {}
+        }
+        for (uint256 i = 0; i < ineligible.length; ++i) {
+            vm.prank(ineligible[i]);
+            registry.heartbeat();
         }
     }
 
@@ -329,14 +450,33 @@ abstract contract HandlerBase is Test {
             if (l.emitter == address(jobs)) {
                 if (t0 == IJobRegistry.CandidateReplaced.selector) ++ghostCandidateReplaced;
                 else if (t0 == IJobRegistry.TaskAccepted.selector) ++ghostAccepted;
+                else if (t0 == IJobRegistry.TaskAssigned.selector) _auditDraw(_addr(l.topics[2]), "replica");
+                else if (t0 == IJobRegistry.ReplicaLate.selector && isHonest[_addr(l.topics[2])]) {
+                    _violation(_addr(l.topics[2]), "honest replica counted late");
+                } else if (t0 == IJobRegistry.JobFailed.selector) {
+                    _auditFailure(logs, uint256(l.topics[1]), uint256(l.topics[2]), abi.decode(l.data, (uint256)));
+                }
             } else if (l.emitter == address(game)) {
                 if (t0 == IDisputeGame.DisputeOpened.selector) ++ghostDisputes;
             } else if (l.emitter == address(panel)) {
-                if (t0 == IRefereePanel.RefereesSeated.selector) ++ghostPanelsSeated;
-                else if (t0 == IRefereePanel.PanelDecided.selector) ++ghostVerdicts;
-            } else if (l.emitter == address(registry) && t0 == INodeRegistry.StakeSlashed.selector) {
-                address node = address(uint160(uint256(l.topics[1])));
-                if (isHonest[node]) _auditSlash(logs, node, address(uint160(uint256(l.topics[2]))));
+                if (t0 == IRefereePanel.RefereesSeated.selector) {
+                    ++ghostPanelsSeated;
+                    (address[] memory seated,) = abi.decode(l.data, (address[], uint64));
+                    for (uint256 k = 0; k < seated.length; ++k) {
+                        _auditDraw(seated[k], "referee");
+                    }
+                } else if (t0 == IRefereePanel.PanelDecided.selector) {
+                    ++ghostVerdicts;
+                }
+            } else if (l.emitter == address(registry)) {
+                if (t0 == INodeRegistry.StakeSlashed.selector) {
+                    address node = _addr(l.topics[1]);
+                    if (isHonest[node]) _auditSlash(logs, node, _addr(l.topics[2]));
+                } else if (t0 == INodeRegistry.NodeRegistered.selector) {
+                    ++ghostRegistrations;
+                } else if (t0 == INodeRegistry.NodeLeft.selector) {
+                    ++ghostDeregistrations;
+                }
             }
         }
     }
@@ -372,6 +512,72 @@ abstract contract HandlerBase is Test {
             return _violation(node, "unexplained game slash");
         }
         _violation(node, "slash to an unknown address");
+    }
+
+    function _addr(bytes32 topic) internal pure returns (address) {
+        return address(uint160(uint256(topic)));
+    }
+
+    /// @dev A node was drawn into a replica slot or a referee seat: it must be eligible for the job.
+    function _auditDraw(address node, string memory what) internal {
+        if (bytes(what).length == 7) ++ghostAssignments; // "replica"
+        if (!isIneligible[node]) return;
+        ++ineligibleDrawn;
+        lastIneligibleDraw = string.concat("ineligible ", what, " drawn: ", vm.toString(uint256(uint160(node))));
+    }
+
+    /// @dev A job failed for invalid inputs: its escrow is empty, its FAIL_DECLINES decliners (as the handler saw them
+    ///      decline) were each credited POSTER_BOND / FAIL_DECLINES, nobody else was paid, and the refund is booked.
+    function _auditFailure(VmLogs.Log[] memory logs, uint256 jobId, uint256 taskId, uint256 refund) internal {
+        ++ghostFailedJobs;
+        ghostRefunded += refund;
+        address[] storage decliners = _invalidDecliners[taskId];
+        uint256 share = jobs.POSTER_BOND() / jobs.FAIL_DECLINES();
+        uint256 paid;
+        for (uint256 i = 0; i < logs.length; ++i) {
+            VmLogs.Log memory l = logs[i];
+            if (l.emitter != address(escrow) || l.topics[0] != IJobEscrow.PaymentCredited.selector) continue;
+            if (uint256(l.topics[1]) != jobId) continue;
+            ++paid;
+            bool listed;
+            for (uint256 k = 0; k < decliners.length; ++k) {
+                if (decliners[k] == _addr(l.topics[2])) listed = true;
+            }
+            if (!listed || abi.decode(l.data, (uint256)) != share) _rule("bond share to a non-decliner or of a wrong size");
+        }
+        if (paid != jobs.FAIL_DECLINES() || decliners.length != paid) _rule("bond not split among the decliners");
+        if (escrow.escrowOf(jobId) != 0) _rule("failed job kept escrow");
+        if (sabotage == 6) {
+            // Escrow left behind the books after the failure (a registry bug the view must catch).
+            vm.prank(address(jobs));
+            escrow.deposit(jobId, griefer, 1);
+        }
+    }
+
+    /// @dev Mutation helper: finds the NodeRegistry storage word behind a view by probing (no layout is hard-coded):
+    ///      the first of slots 0..127 holding `value` whose change moves `read()` away from `value`; it is left
+    ///      holding `value + delta` (0 if none found: the mutation test then fails loudly).
+    function _corruptRegistryWord(uint256 value, uint256 delta, function() external view returns (uint256) read)
+        internal
+        returns (uint256 slot)
+    {
+        for (slot = 0; slot < 128; ++slot) {
+            bytes32 at = vmStore.load(address(registry), bytes32(slot));
+            if (uint256(at) != value) continue;
+            uint256 changed;
+            unchecked {
+                changed = value + delta;
+            }
+            vmStore.store(address(registry), bytes32(slot), bytes32(changed));
+            if (read() != value) return slot;
+            vmStore.store(address(registry), bytes32(slot), at);
+        }
+        revert("no NodeRegistry storage word behind the view");
+    }
+
+    function _rule(string memory why) internal {
+        ++ruleViolations;
+        lastRuleViolation = why;
     }
 
     function _violation(address node, string memory why) internal {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.28;
 
-import {HandlerBase, System} from "./HandlerBase.sol";
+import {HandlerBase, System, Actors} from "./HandlerBase.sol";
 import {DisputeGame} from "../../../contracts/DisputeGame.sol";
 import {RefereePanel} from "../../../contracts/RefereePanel.sol";
 import {Merkle} from "../../../contracts/lib/Merkle.sol";
@@ -15,9 +15,7 @@ import {
 
 /// @notice Dispute play, panel play and the honest side's turn of the invariant handler.
 abstract contract HonestSide is HandlerBase {
-    constructor(System memory s, address[] memory honest_, address[] memory adv_, uint8 sabotage_)
-        HandlerBase(s, honest_, adv_, sabotage_)
-    {}
+    constructor(System memory s, Actors memory a, uint8 sabotage_) HandlerBase(s, a, sabotage_) {}
 
     // ---------------------------------------------------------------- disputes and panels
 
@@ -117,6 +115,7 @@ abstract contract HonestSide is HandlerBase {
                 if (r == address(0) || noShow[id][r] || panel.voteOf(id, r).committed) continue;
                 if (mayNoShow && !_panelHadNoShow[id] && p.redraws == 0 && seed % 3 == 0) {
                     noShow[id][r] = true;
+                    ++noShowsOf[r];
                     _panelHadNoShow[id] = true;
                     ++ghostNoShows;
                     continue;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.28;
 
-import {Fixture} from "../base/Fixture.sol";
+import {InvariantSetup} from "./InvariantSetup.sol";
 import {Handler} from "./Handler.sol";
-import {System} from "./HandlerBase.sol";
+import {AdversarySide} from "./AdversarySide.sol";
 import {DisputeGame} from "../../../contracts/DisputeGame.sol";
 import {RefereePanel} from "../../../contracts/RefereePanel.sol";
 import {
@@ -15,53 +15,21 @@ import {
     ReplicaStatus,
     Node,
     DisputePhase,
-    PanelPhase,
-    ROLE_SOLVER,
-    ROLE_VERIFIER
+    PanelPhase
 } from "../../../contracts/types/VerityTypes.sol";
 
 /// @notice Protocol-wide invariants of the v2 system under random traffic from Handler: conservation, locked stake,
 ///         state consistency, soundness (no wrong result is ever accepted) and honest stake (nobody acting honestly
-///         is ever slashed).
-contract InvariantsTest is Fixture {
-    uint256 internal constant HONEST_NODES = 10;
-    uint256 internal constant ADV_NODES = 3;
-
-    Handler internal handler;
-    address[] internal honestNodes;
-    address[] internal advNodes;
-
-    function setUp() public override {
-        super.setUp();
-        for (uint256 i = 0; i < HONEST_NODES; ++i) {
-            honestNodes.push(_newNode(i, ALL_ROLES, NODE_STAKE));
-        }
-        // The adversary stakes heavily so that it often holds both replicas of a task (collusion).
-        for (uint256 i = 0; i < ADV_NODES; ++i) {
-            advNodes.push(_newNode(HONEST_NODES + i, ROLE_SOLVER | ROLE_VERIFIER, 3 * NODE_STAKE));
-        }
-        handler = _newHandler(0);
-        targetContract(address(handler));
-    }
-
-    function _newHandler(uint8 sabotage) internal returns (Handler) {
-        return new Handler(
-            System(token, registry, randomness, escrow, jobs, panel, game, owner, submitter),
-            honestNodes,
-            advNodes,
-            sabotage
-        );
-    }
-
+///         is ever slashed or counted late, whatever the griefing poster, the sybils or the owner do). The issue-9
+///         adversaries' own invariants are in AdversaryInvariants.t.sol (same actors, InvariantSetup).
+contract InvariantsTest is InvariantSetup {
     // ---------------------------------------------------------------- conservation
 
     /// @notice balances + burned == minted, and each contract holds exactly its books.
-    /// forge-config: default.invariant.runs = 160
-    /// forge-config: default.invariant.depth = 64
     function invariant_tokensConserved() public view {
         uint256 sum = token.balanceOf(submitter) + token.balanceOf(address(escrow)) + token.balanceOf(address(jobs))
             + token.balanceOf(address(registry)) + token.balanceOf(address(game)) + token.balanceOf(address(panel))
-            + token.balanceOf(address(handler)) + token.balanceOf(owner) + token.totalBurned();
+            + token.balanceOf(address(handler)) + token.balanceOf(owner) + token.balanceOf(griefer) + token.totalBurned();
         uint256 stakes;
         for (uint256 i = 0; i < nodes.length; ++i) {
             sum += token.balanceOf(nodes[i]);
@@ -90,7 +58,12 @@ contract InvariantsTest is Fixture {
             assertGt(payees, 0, "accepted task paid nobody");
             earned += payees * jobs.getJob(t.jobId).paymentPerTask;
         }
-        assertEq(escrow.totalCredits() + handler.ghostEscrowWithdrawn(), earned, "payments == accepted work");
+        // A job failed for invalid inputs paid its poster bond, split evenly, to its FAIL_DECLINES decliners.
+        uint256 bondShares = jobs.FAIL_DECLINES() * (jobs.POSTER_BOND() / jobs.FAIL_DECLINES());
+        for (uint256 jobId = 1; jobId <= jobs.jobCount(); ++jobId) {
+            if (jobs.getJob(jobId).status == JobStatus.Failed) earned += bondShares;
+        }
+        assertEq(escrow.totalCredits() + handler.ghostEscrowWithdrawn(), earned, "payments == accepted work + bonds");
         uint256 bonds;
         for (uint256 id = 1; id <= game.disputeCount(); ++id) {
             DisputeGame.Dispute memory d = game.getDispute(id);
@@ -102,8 +75,6 @@ contract InvariantsTest is Fixture {
     // ---------------------------------------------------------------- stake
 
     /// @notice Every node's locked stake is exactly what its live work holds; nothing locked is withdrawable.
-    /// forge-config: default.invariant.runs = 160
-    /// forge-config: default.invariant.depth = 64
     function invariant_lockedMatchesWork() public view {
         uint256[] memory expected = new uint256[](nodes.length);
         for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
@@ -139,8 +110,6 @@ contract InvariantsTest is Fixture {
     // ---------------------------------------------------------------- states
 
     /// @notice Task, replica, candidate, epoch and dispute states agree.
-    /// forge-config: default.invariant.runs = 160
-    /// forge-config: default.invariant.depth = 64
     function invariant_statesConsistent() public view {
         uint256 tasks = jobs.taskCount();
         uint256[] memory live = new uint256[](tasks + 1);
@@ -218,18 +187,11 @@ contract InvariantsTest is Fixture {
             || st == ReplicaStatus.Voided;
     }
 
-    function _idx(address node) internal view returns (uint256) {
-        for (uint256 i = 0; i < nodes.length; ++i) {
-            if (nodes[i] == node) return i;
-        }
-        revert("unknown node");
-    }
-
     // ---------------------------------------------------------------- soundness and honest stake
 
     /// @notice No Accepted task holds a wrong final, and every completed job's model is the honest AGGREGATE of its
     ///         last round.
-    /// forge-config: default.invariant.runs = 160
+    /// forge-config: default.invariant.runs = 80
     /// forge-config: default.invariant.depth = 128
     function invariant_soundness() public view {
         for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
@@ -245,18 +207,70 @@ contract InvariantsTest is Fixture {
         }
     }
 
-    /// @notice Nobody acting honestly (replica, challenger, defender, referee) is ever slashed.
-    /// forge-config: default.invariant.runs = 160
+    /// @notice Nobody acting honestly (replica, challenger, defender, referee, decliner) is ever slashed or counted
+    ///         late: not by a griefing poster's windows or poisoned inputs, not by sybils, not by an owner's parameter
+    ///         change mid-task; and no honest node is ever pushed out of the registry.
+    /// forge-config: default.invariant.runs = 80
     /// forge-config: default.invariant.depth = 128
     function invariant_honestNeverSlashed() public view {
         assertEq(handler.honestSlashes(), 0, handler.lastHonestSlash());
+        for (uint256 i = 0; i < honestNodes.length; ++i) {
+            // A referee the handler made skip its commit (a deliberate no-show) is the only late an honest node has.
+            uint256 late = registry.reputationOf(honestNodes[i]).tasksLate;
+            assertLe(late, handler.noShowsOf(honestNodes[i]), "honest node counted late");
+            assertGt(registry.getNode(honestNodes[i]).slot, 0, "honest node deregistered");
+        }
     }
 
-    /// @notice Sanity: targeting works (the runner reads targetContracts()).
-    /// forge-config: default.invariant.runs = 16
-    /// forge-config: default.invariant.depth = 64
+    /// @notice Per-run sanity of the action mix: every call went through a listed action (so the tally below is the
+    ///         whole mix), and the adversaries' counters agree with the registry and the jobs. That every action
+    ///         really reaches its effect is test_handler_coversAdversaries_succeeds's job (a view sees one run).
     function invariant_handlerIsCalled() public view {
-        assertLe(handler.calls(), 1_000_000, "calls");
+        bytes4[26] memory actions = [
+            Handler.postJob.selector,
+            Handler.cancel.selector,
+            Handler.reclaim.selector,
+            Handler.work.selector,
+            Handler.finalize.selector,
+            Handler.reportLate.selector,
+            Handler.assign.selector,
+            Handler.sybilChallenge.selector,
+            Handler.honestChallenge.selector,
+            Handler.openContest.selector,
+            Handler.dispute.selector,
+            Handler.panelAct.selector,
+            Handler.warp.selector,
+            Handler.tick.selector,
+            Handler.setParams.selector,
+            Handler.stakeMore.selector,
+            Handler.unstake.selector,
+            Handler.withdrawStake.selector,
+            Handler.withdrawCredits.selector,
+            AdversarySide.griefPost.selector,
+            AdversarySide.advDecline.selector,
+            AdversarySide.keeperDraws.selector,
+            AdversarySide.sybilRegister.selector,
+            AdversarySide.sybilLeave.selector,
+            AdversarySide.sybilWithdraw.selector,
+            AdversarySide.ineligibleRedeclare.selector
+        ];
+        uint256 tally;
+        for (uint256 i = 0; i < actions.length; ++i) {
+            tally += handler.hits(actions[i]);
+        }
+        assertEq(tally, handler.calls(), "every call is a listed action");
+        assertEq(
+            registry.nodeCount() + handler.ghostDeregistrations(),
+            setupNodeCount + handler.ghostRegistrations(),
+            "registered == set up + registrations - departures"
+        );
+        assertLe(handler.ghostSybilReturns(), handler.ghostSybilRegistrations(), "returns are registrations");
+        assertLe(
+            handler.ghostFailedJobs() * jobs.FAIL_DECLINES(),
+            handler.ghostInvalidDeclines() + handler.ghostAdvDeclines(),
+            "every failed job had its declines"
+        );
+        assertLe(handler.ghostGriefJobs(), jobs.jobCount(), "griefer jobs are jobs");
     }
 
     // ---------------------------------------------------------------- coverage
@@ -265,7 +279,9 @@ contract InvariantsTest is Fixture {
     ///         seated panels, P1 sybil challenges, honest challenges and candidate replacements (so the suite cannot
     ///         silently test nothing), and the invariants hold at the end.
     function test_handler_coversEveryPath_succeeds() public {
-        uint256 seed = 1;
+        // Any seed whose script reaches every path will do (it caps at 4 jobs, so the seed fixes the job mix): seed 1
+        // stopped reaching a contest's pinpoint when the registry's class-tree draws changed who is drawn.
+        uint256 seed = 3;
         for (uint256 i = 0; i < 600; ++i) {
             seed = uint256(keccak256(abi.encode(seed, i)));
             _drive(seed);
@@ -297,6 +313,13 @@ contract InvariantsTest is Fixture {
     function test_honestStake_withCorruptReferees_detectsHonestSlash_succeeds() public {
         handler = _newHandler(2);
         _driveUntilFails(this.invariant_honestNeverSlashed);
+    }
+
+    /// @notice Mutation check: honest nodes that sit on slots they cannot serve (poisoned inputs, a window too short)
+    ///         instead of declining are reported late, and invariant_honestNeverSlashed catches it.
+    function test_honestStake_withoutDeclines_detectsLateHonest_succeeds() public {
+        handler = _newHandler(3);
+        _driveAllUntilFails(this.invariant_honestNeverSlashed, 1_500, "late");
     }
 
     function _driveUntilFails(function() external view check) internal {
