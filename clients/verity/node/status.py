@@ -44,6 +44,8 @@ class NodeStatus:
     balance: int
     earned: int           # every payment and dispute reward ever credited
     unwithdrawn: int      # of which still held by the contracts (the keeper withdraws it)
+    # (solver weight, referee weight, reputation factor bps, promptness factor bps): what the draws weigh
+    selection: tuple[int, int, int, int] | None = None
 
     @property
     def registered(self) -> bool:
@@ -64,6 +66,11 @@ class NodeStatus:
             rows.append(("unbonding", f"{vrt(n.pendingUnstake)}, " + (f"withdrawable in {age(left)}" if left > 0
                                                                       else "withdrawable now (unstake --withdraw)")))
         rows.append(("device / memory", f"{'gpu' if n.deviceClass else 'cpu'} / {n.memoryMb} MB"))
+        if self.selection is not None:
+            ws, wr, rep, prompt = self.selection
+            rows.append(("selection weight", f"{vrt(ws)} as solver, {vrt(wr)} as referee (stake x reputation "
+                                             f"{rep / 100:.1f}% x promptness {prompt / 100:.1f}%; heartbeats "
+                                             "refresh it)"))
         return rows
 
 
@@ -74,8 +81,12 @@ def read_status(c: ChainClient, address: str) -> NodeStatus:
         if ev.name in ("PaymentCredited", "Credited") and ev.args["to"].lower() == address.lower():
             earned += int(ev.args["amount"])
     unwithdrawn = sum(c.call(x.functions.credits(address)) for x in (c.escrow, c.game, c.panel))
+    reg = c.registry.functions
+    ws, wr = c.call(reg.weightsOf(address))
+    selection = (int(ws), int(wr), int(c.call(reg.reputationFactorBps(address))),
+                 int(c.call(reg.promptnessFactorBps(address))))
     return NodeStatus(address, read(c, c.registry, "getNode", address), read(c, c.registry, "reputationOf", address),
-                      c.now(), c.call(c.token.functions.balanceOf(address)), earned, unwithdrawn)
+                      c.now(), c.call(c.token.functions.balanceOf(address)), earned, unwithdrawn, selection)
 
 
 def check_withdrawable(c: ChainClient, address: str) -> int:
