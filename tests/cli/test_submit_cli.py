@@ -16,6 +16,7 @@ from eth_account import Account
 from typer.testing import CliRunner
 
 from verity.chain import ChainClient
+from verity.chain.protocol import POSTER_BOND
 from verity.chain.client import devnet_key
 from verity.chain.deployments import load_deployments
 from verity.chain.views import read
@@ -152,7 +153,7 @@ def test_verity_job_submit_posts_a_verity_data_shard_directory_succeeds(off_port
     c = net.client()
     job = read(c, c.jobs, "getJob", record["job_id"])
     assert job.submitter == ADDR and job.shards == 3 and bytes(job.manifestCid) == cid_to_digest(record["manifest_cid"])
-    assert record["escrow"] == 1 * 2 * (3 + 1) * 1 * 10**18
+    assert record["escrow"] == 1 * 2 * (3 + 1) * 1 * 10**18 + POSTER_BOND  # payments and the bond
     assert record["verification_pot"] == 10**17 * 2 * (3 + 1) * 1  # default: 10 % of the payment x 2 checks x tasks
     assert net.spent_state()[1] == balance - record["escrow"] - record["verification_pot"]
     assert c.call(c.escrow.functions.escrowOf(record["job_id"])) == record["escrow"]  # JobEscrow pulled it

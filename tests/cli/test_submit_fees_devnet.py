@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 SUBMITTER, APE_SUBMITTER = 9, 8
 ADDR = Account.from_key(devnet_key(SUBMITTER)).address
 VRT = 10**18
-SMALL = ["--shards", "2", "--rounds", "1", "--steps", "10", "-k", "10"]  # 3 tasks, escrow 1 x 2 x 3 = 6 VRT
+SMALL = ["--shards", "2", "--rounds", "1", "--steps", "10", "-k", "10"]  # 3 tasks, escrow 1 x 2 x 3 = 6 VRT + the 1 VRT poster bond
 
 
 def _pot(c, job_id: int) -> tuple:
@@ -38,12 +38,12 @@ def test_submit_funds_the_verification_pot_with_the_options_terms_succeeds(net, 
     res = verity("job", "submit", *SMALL, "--account", str(SUBMITTER), "--out", str(out))
     assert res.exit_code == 0, (res.stdout, res.stderr, res.exception)
     job = jobs + 1
-    assert (f"posted job {job}: 6 VRT in escrow, 0.6 VRT verification pot (0.1 VRT x 2 checks x 3 tasks, every "
+    assert (f"posted job {job}: 7 VRT in escrow, 0.6 VRT verification pot (0.1 VRT x 2 checks x 3 tasks, every "
             f"verifier sampled), submitter {ADDR}") in res.stdout
     assert _pot(c, job) == (6 * 10**17, 10**17, 10_000, 2, 0)
     record = json.loads(out.read_text())
-    assert record["job_id"] == job and record["verification_pot"] == 6 * 10**17 and record["escrow"] == 6 * VRT
-    assert balance() == before - 6 * VRT - 6 * 10**17  # escrow and pot, nothing else
+    assert record["job_id"] == job and record["verification_pot"] == 6 * 10**17 and record["escrow"] == 7 * VRT
+    assert balance() == before - 7 * VRT - 6 * 10**17  # escrow and pot, nothing else
     assert c.call(c.token.functions.allowance(ADDR, c.fees.address)) == 0  # the pot was pulled in full
     assert balance(c.fees.address) == 6 * 10**17
 
@@ -54,21 +54,21 @@ def test_submit_funds_the_verification_pot_with_the_options_terms_succeeds(net, 
     assert res.exit_code == 0, (res.stdout, res.stderr, res.exception)
     assert "2.25 VRT verification pot (0.25 VRT x 3 checks x 3 tasks, verifiers sampled at 50%)" in res.stdout
     assert _pot(c, job + 1) == (225 * 10**16, 25 * 10**16, 5_000, 3, 0)
-    assert balance() == mid - 6 * VRT - 225 * 10**16
+    assert balance() == mid - 7 * VRT - 225 * 10**16
 
     # --no-verification-fee: the escrow only, the pot stays unfunded.
     mid = balance()
     res = verity("job", "submit", *SMALL, "--account", str(SUBMITTER), "--no-verification-fee")
     assert res.exit_code == 0, (res.stdout, res.stderr, res.exception)
-    assert f"posted job {job + 2}: 6 VRT in escrow, no verification pot, submitter" in res.stdout
-    assert _pot(c, job + 2) == (0, 0, 0, 0, 0) and balance() == mid - 6 * VRT
+    assert f"posted job {job + 2}: 7 VRT in escrow, no verification pot, submitter" in res.stdout
+    assert _pot(c, job + 2) == (0, 0, 0, 0, 0) and balance() == mid - 7 * VRT
 
     # The escrow fits the balance, escrow + pot does not: refused naming the fee, nothing spent or posted.
     mid, fee_funds = balance(), balance(c.fees.address)
     res = verity("job", "submit", *SMALL, "--account", str(SUBMITTER), "--verification-fee", str(mid / VRT))
     assert res.exit_code == 1, (res.stdout, res.stderr, res.exception)
     lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: --verification-fee: the escrow (6 VRT) and the "
+    assert len(lines) == 1 and lines[0].startswith("error: --verification-fee: the escrow (7 VRT) and the "
                                                    "verification pot ("), res.stderr
     assert "uploaded" not in res.stdout and "posted job" not in res.stdout
     assert c.call(c.jobs.functions.jobCount()) == job + 2 and balance() == mid and balance(c.fees.address) == fee_funds
@@ -95,4 +95,4 @@ def test_submit_funds_the_verification_pot_with_the_options_terms_succeeds(net, 
     record = json.loads(out.read_text())
     assert record["job_id"] == job + 3 and record["verification_pot"] == 6 * 10**17
     assert _pot(c, job + 3) == (6 * 10**17, 2 * 10**17, 2_500, 1, 0)
-    assert balance(ape_addr) == ape_before - 6 * VRT - 6 * 10**17
+    assert balance(ape_addr) == ape_before - 7 * VRT - 6 * 10**17

@@ -60,7 +60,12 @@ class _FakeCtx:
         return [self.reps[tid]]
 
     def job(self, job_id):
-        return SimpleNamespace(replication=2)
+        return SimpleNamespace(replication=2, executionWindow=120)
+
+    def manifest(self, job_id):  # what the solver checks before training (node/feasibility.py)
+        from verity.engine.reference import build_manifest
+
+        return build_manifest("mlp")
 
 
 class _Cursor:

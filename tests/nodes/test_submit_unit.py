@@ -11,6 +11,7 @@ import pytest
 import typer
 from eth_utils import keccak
 
+from verity.chain.protocol import POSTER_BOND
 from verity.cid import cid_to_digest
 from verity.engine import datasets
 from verity.engine.checkpoint import initial_state
@@ -46,7 +47,7 @@ def test_prepared_digits_job_has_a_valid_manifest_and_matching_post_params():
     assert params[0] == cid_to_digest(p.manifest_cid) and params[1] == keccak(p.manifest_bytes)
     assert params[2] == initial_state(m).hash
     assert params[3:7] == (3, 2, 20, 10)
-    assert p.escrow() == 10**18 * 2 * (3 + 1) * 2
+    assert p.escrow() == 10**18 * 2 * (3 + 1) * 2 + POSTER_BOND  # every replica of every task, and the bond
     assert json.loads(p.manifest_bytes)["shards"][0]["cid"] == cid_of_bytes(uploaded[0])
 
 
@@ -127,8 +128,8 @@ def test_check_writable(tmp_path):
 def test_check_funds_names_payment_fails():
     p = plan_job(JobSpec(shards=2, rounds=1, steps=10, k=10))
     check_funds(p.escrow(), p, "0xabc")
-    with pytest.raises(BadJobSpec, match=r"^--payment: the escrow is 6 VRT but 0xabc holds 5 VRT "):
-        check_funds(5 * 10**18, p, "0xabc")
+    with pytest.raises(BadJobSpec, match=r"^--payment: the escrow is 7 VRT but 0xabc holds 6 VRT "):
+        check_funds(6 * 10**18, p, "0xabc")
 
 
 def _shard_dir(tmp_path: Path, n: int = 3) -> Path:
