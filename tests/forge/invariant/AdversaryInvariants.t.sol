@@ -200,11 +200,7 @@ contract AdversaryInvariantsTest is InvariantSetup {
             handler.tick(60, i);
             handler.reportLate(i, false);
         }
-        uint256 seed = 5;
-        for (uint256 i = 0; i < 900; ++i) {
-            seed = uint256(keccak256(abi.encode(seed, i)));
-            _driveAll(seed);
-        }
+        _driveMany(ALL_MIX, 5, 900);
         assertGt(handler.ghostGriefJobs(), 0, "no griefing job");
         assertGt(handler.ghostPoisonedJobs(), 0, "no poisoned job");
         assertGt(handler.ghostInvalidDeclines(), 0, "no honest invalid-input decline");

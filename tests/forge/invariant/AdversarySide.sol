@@ -198,18 +198,13 @@ abstract contract AdversarySide is HonestSide {
                 ++ghostSybilLeaves;
             } catch {}
         } else {
-            uint256 free = registry.freeStake(s);
-            if (free == 0) return;
-            vm.prank(s);
-            try registry.requestUnstake(bound(amount, 1, free)) {} catch {}
+            _requestUnstake(s, amount, registry.freeStake(s));
         }
     }
 
     /// @dev A sybil withdraws what finished unbonding (all of it deregisters the identity).
     function sybilWithdraw(uint256 who) external tracked {
-        address s = sybils[who % sybils.length];
-        vm.prank(s);
-        try registry.withdraw() {} catch {}
+        _withdrawStake(sybils[who % sybils.length]);
     }
 
     /// @dev Sabotage 4: the registry's solver total drifts from its weights (a registry bug the invariant must catch).

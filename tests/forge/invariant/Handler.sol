@@ -297,15 +297,11 @@ contract Handler is AdversarySide {
             if (bonded <= 700e18) return;
             if (free > bonded - 700e18) free = bonded - 700e18;
         }
-        if (free == 0) return;
-        vm.prank(node);
-        try registry.requestUnstake(bound(amount, 1, free)) {} catch {}
+        _requestUnstake(node, amount, free);
     }
 
     function withdrawStake(uint256 who) external tracked {
-        address node = everyone[who % everyone.length];
-        vm.prank(node);
-        try registry.withdraw() {} catch {}
+        _withdrawStake(everyone[who % everyone.length]);
     }
 
     function withdrawCredits(uint256 who) external tracked {

@@ -281,11 +281,7 @@ contract InvariantsTest is InvariantSetup {
     function test_handler_coversEveryPath_succeeds() public {
         // Any seed whose script reaches every path will do (it caps at 4 jobs, so the seed fixes the job mix): seed 1
         // stopped reaching a contest's pinpoint when the registry's class-tree draws changed who is drawn.
-        uint256 seed = 3;
-        for (uint256 i = 0; i < 600; ++i) {
-            seed = uint256(keccak256(abi.encode(seed, i)));
-            _drive(seed);
-        }
+        _driveMany(CORE_MIX, 3, 600);
         assertGt(handler.ghostDisputes(), 0, "no dispute");
         assertGt(handler.ghostPanelsSeated(), 0, "no panel seated");
         assertGt(handler.ghostVerdicts(), 0, "no verdict");
@@ -305,14 +301,14 @@ contract InvariantsTest is InvariantSetup {
     ///         catches it.
     function test_soundness_withoutHonestVerifier_detectsWrongFinal_succeeds() public {
         handler = _newHandler(1);
-        _driveUntilFails(this.invariant_soundness);
+        _driveUntilCaught(CORE_MIX, 3, this.invariant_soundness, 1_500, "");
     }
 
     /// @notice Mutation check: when referees side with the defender, honest challengers lose and
     ///         invariant_honestNeverSlashed catches it.
     function test_honestStake_withCorruptReferees_detectsHonestSlash_succeeds() public {
         handler = _newHandler(2);
-        _driveUntilFails(this.invariant_honestNeverSlashed);
+        _driveUntilCaught(CORE_MIX, 3, this.invariant_honestNeverSlashed, 1_500, "");
     }
 
     /// @notice Mutation check: honest nodes that sit on slots they cannot serve (poisoned inputs, a window too short)
@@ -320,36 +316,5 @@ contract InvariantsTest is InvariantSetup {
     function test_honestStake_withoutDeclines_detectsLateHonest_succeeds() public {
         handler = _newHandler(3);
         _driveAllUntilFails(this.invariant_honestNeverSlashed, 1_500, "late");
-    }
-
-    function _driveUntilFails(function() external view check) internal {
-        uint256 seed = 3;
-        for (uint256 i = 0; i < 1_500; ++i) {
-            seed = uint256(keccak256(abi.encode(seed, i)));
-            _drive(seed);
-            try check() {} catch {
-                return;
-            }
-        }
-        fail("the invariant never caught the mutation");
-    }
-
-    function _drive(uint256 seed) internal {
-        uint256 a = seed >> 8;
-        uint256 which = seed % 16;
-        if (which == 0) handler.postJob(uint8(a), a % 2 == 0, uint8(a >> 8), uint8(a >> 16));
-        else if (which <= 2) handler.work(a);
-        else if (which == 3) handler.finalize(a);
-        else if (which == 4) handler.sybilChallenge(a, a >> 8);
-        else if (which == 5) handler.honestChallenge(a);
-        else if (which == 6) handler.dispute(a);
-        else if (which == 7) handler.panelAct(a);
-        else if (which <= 9) handler.warp(uint16(a), a >> 16);
-        else if (which == 10) handler.tick(uint16(a), a >> 16);
-        else if (which == 11) handler.reportLate(a, a % 2 == 0);
-        else if (which == 12) handler.setParams(uint8(a), a >> 8, a >> 80);
-        else if (which == 13) handler.withdrawCredits(a);
-        else if (which == 14) handler.openContest(a);
-        else handler.assign(a);
     }
 }
