@@ -71,7 +71,7 @@ class SolverRole:
             log.error("could not decline task %d slot %s (%s): %s; the slot is freed when reported late",
                       item.task_id, item.slot, exc, why)
 
-    def _fits(self, task, rep) -> dict:
+    def _fits(self, task_id: int, task, rep) -> dict:
         """node/feasibility.py: the job's declared work fits its window, and this node can hold and finish the task
         (ManifestInvalid / CapacityExceeded otherwise). A context without the node's memory and speeds (a bare
         NodeContext) checks only the declared window."""
@@ -88,7 +88,7 @@ class SolverRole:
         fit = check_task_fits(m, int(task.index), execution_window=window,
                               seconds_left=max(0, int(rep.deadline) - ctx.chain.now()), memory_mb=memory_mb,
                               speeds=getattr(ctx, "speeds", None), aggregate=TaskKind(task.kind) == TaskKind.AGGREGATE)
-        log.info("task of shard %d fits: about %.0f MB%s", int(task.index),
+        log.info("task %d fits: about %.0f MB%s", task_id,
                  fit.memory_bytes / (1 << 20), f", {fit.seconds:.0f} s of training" if fit.seconds else "")
         return {"memory_mb": round(fit.memory_bytes / (1 << 20)), "seconds": fit.seconds}
 
@@ -110,7 +110,7 @@ class SolverRole:
             if status != ReplicaStatus.ASSIGNED:
                 return  # on-chain state is ahead of ours only if data was lost: wait for the slot to resolve
             if "fit" not in item.data:  # once, inside the decline grace: raises (and the loop declines) if it cannot
-                item.data["fit"] = self._fits(task, rep)
+                item.data["fit"] = self._fits(item.task_id, task, rep)
             res = ctx.work.poll(item.key, lambda: compute_result(ctx, item.task_id, task),
                                 what=f"training task {item.task_id}")
             if res is None:
