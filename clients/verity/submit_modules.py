@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 import re
 
+from verity.chain.protocol import BPS, DECLINE_GRACE_BPS
 from verity.submit_options import BadJobSpec, MIN_EXECUTION_WINDOW
 
 _NAME = re.compile(r"^[a-z0-9_-]{1,64}$")
-DECLINE_GRACE = 0.25  # JobRegistryBase.DECLINE_GRACE_BPS: declared work must fit in the window after it
 
 HELP = {
     "modules": "module-parallel training: 'name=prefix,prefix;name=prefix' (parameter-name prefixes, e.g. "
@@ -86,7 +86,7 @@ def execution_window_for(spec) -> int:
     if spec.execution_window or not spec.step_budget_ms:
         return spec.execution_window
     work = spec.steps * spec.step_budget_ms / 1000
-    return max(MIN_EXECUTION_WINDOW, math.ceil(work / (1 - DECLINE_GRACE)) + MIN_EXECUTION_WINDOW)
+    return max(MIN_EXECUTION_WINDOW, math.ceil(work * BPS / (BPS - DECLINE_GRACE_BPS)) + MIN_EXECUTION_WINDOW)
 
 
 def add_parallel(doc: dict, spec) -> None:

@@ -176,6 +176,7 @@ def vote_commitment(dispute_id: int, vote, salt, referee) -> bytes:
 
 POSTER_BOND = 10**18  # JobRegistryBase.POSTER_BOND: deposited with every job's escrow (1 VRT)
 FAIL_DECLINES = 3  # JobRegistryBase.FAIL_DECLINES: distinct invalid-input declines of one task that fail its job
+DECLINE_GRACE_BPS = 2_500  # JobRegistryBase.DECLINE_GRACE_BPS: the share of a slot's window it may decline in
 
 
 def escrow_for(payment: int, replication: int, shards: int, rounds: int) -> int:

@@ -23,14 +23,13 @@ import logging
 import math
 from dataclasses import dataclass
 
-from verity.chain.protocol import BPS
+from verity.chain.protocol import BPS, DECLINE_GRACE_BPS
 from verity.errors import CapacityExceeded, ManifestInvalid
 
 log = logging.getLogger("verity.node.solver")
 
 MIB = 1 << 20
 SAFETY = 1.5  # estimated training time × this must fit in the time left: fetches, hashing and the commit need room
-DECLINE_GRACE_BPS = 2_500  # JobRegistryBase.DECLINE_GRACE_BPS: declared work must fit in the window after it
 
 
 @dataclass(frozen=True)
