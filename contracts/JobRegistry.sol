@@ -21,6 +21,8 @@ import {
     DisputeOutcome,
     PostJobParams,
     DEVICE_CUDA,
+    MAX_REGION,
+    MAX_BANDWIDTH_FLOOR_MBPS,
     BPS
 } from "./types/VerityTypes.sol";
 import {ZeroAddress, ParameterOutOfRange} from "./errors/CommonErrors.sol";
@@ -122,6 +124,8 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         job.revealWindow = p.revealWindow == 0 ? defaultRevealWindow : p.revealWindow;
         job.challengeWindow = p.challengeWindow == 0 ? defaultChallengeWindow : p.challengeWindow;
         job.postedAt = uint64(block.timestamp);
+        job.region = p.region;
+        job.minBandwidthMbps = p.minBandwidthMbps;
         job.manifestCid = p.manifestCid;
         job.manifestHash = p.manifestHash;
         job.roundInput = p.initialStateHash;
@@ -414,8 +418,17 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         for (uint256 i = 0; i < BANNED_REDRAWS; ++i) {
             bytes32 seed = keccak256(abi.encode(value, taskId, slot, t.drawNonce));
             ++t.drawNonce;
+            // Replicas only: a job's region and bandwidth bind its solvers; referees and verifiers come from every
+            // region (docs/contracts.md, "Network classes").
             address node = registry.drawSolver(
-                seed, job.deviceClass, job.minMemoryMb, job.profileBit, job.stakePerReplica, exclude
+                seed,
+                job.deviceClass,
+                job.minMemoryMb,
+                job.profileBit,
+                job.region,
+                job.minBandwidthMbps,
+                job.stakePerReplica,
+                exclude
             );
             // INVARIANT: a node banned from a task (late, lost, declined) is never drawn for it again.
             if (node == address(0) || !_everBanned[taskId][node]) return node;
@@ -469,6 +482,10 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         }
         if (p.stakePerReplica == 0) revert InvalidJobParameter("stakePerReplica", 0);
         if (p.deviceClass > DEVICE_CUDA) revert InvalidJobParameter("deviceClass", p.deviceClass);
+        if (p.region > MAX_REGION) revert InvalidJobParameter("region", p.region);
+        if (p.minBandwidthMbps > MAX_BANDWIDTH_FLOOR_MBPS) {
+            revert InvalidJobParameter("minBandwidthMbps", p.minBandwidthMbps);
+        }
         if (p.profileBit == 0 || (p.profileBit & (p.profileBit - 1)) != 0) {
             revert InvalidJobParameter("profileBit", p.profileBit);
         }

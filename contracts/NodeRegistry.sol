@@ -17,6 +17,7 @@ import {
     ROLE_REFEREE,
     DEVICE_CPU,
     DEVICE_CUDA,
+    MAX_REGION,
     BPS
 } from "./types/VerityTypes.sol";
 import {ZeroAddress, ParameterOutOfRange, NotProtocol} from "./errors/CommonErrors.sol";
@@ -38,6 +39,12 @@ import "./errors/NodeRegistryErrors.sol";
 ///      ineligible (another profile, too little memory, a CPU for a CUDA job) puts its weight in trees the draw never
 ///      reads. Only free stake and liveness are still checked after sampling; an offline node's weight can be
 ///      removed by anyone (`evictOffline`).
+/// @dev Network classes (issue 9, "declared bandwidth/region"): a class's tier is a cell, memory tier +
+///      MEMORY_TIERS * bandwidth tier (declareNetwork; BANDWIDTH_TIERS floors 0, 10, 100, 1 000, 10 000 Mbit/s), and
+///      a node that declared a region sits in that region's class family as well as in the region-any family
+///      (region 0). A job with no region reads the region-any family (what every draw read before regions
+///      existed); a region job reads only its region's family, so stake declared elsewhere, or not declared, absorbs
+///      none of its draws. A bandwidth requirement rounds up to a tier floor, as memory does.
 /// @dev Selection weight = (stake - pendingUnstake) * reputationFactor / BPS. The weight is linear in stake,
 ///      so splitting a stake over many identities never raises the chance of being drawn. Weights change only on
 ///      stake, unstake, slash, heartbeat, declaration updates and reputation penalties; lock/unlock leave them
@@ -68,6 +75,8 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint32 disputesWon;
         uint32 disputesLost;
         uint16 usedWindowBps; // moving average of the share of its execution window a node used before committing
+        uint8 region; // declareNetwork: REGION_* (0 = undeclared)
+        uint32 bandwidthMbps; // declareNetwork: Mbit/s (0 = undeclared)
         // slot 2: stake and its locked part
         uint128 stake;
         uint128 locked;
@@ -100,6 +109,9 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     /// @notice Memory tiers: a node sits in the tier of the largest floor (MB) its declared memory reaches; a draw
     ///         reads the tiers whose floor is at least the job's minimum (rounding the requirement up to a floor).
     uint256 public constant MEMORY_TIERS = 11;
+    /// @notice Bandwidth tiers (floors 0, 10, 100, 1 000, 10 000 Mbit/s): a node sits in the tier of the largest floor
+    ///         its declared bandwidth reaches; a draw reads the tiers whose floor is at least the job's minimum.
+    uint256 public constant BANDWIDTH_TIERS = 5;
     /// @notice Profile bits a node may serve (PROFILE_CPU_F32_STRICT, PROFILE_CUDA_F32_STRICT, PROFILE_PORTABLE_F32).
     uint32 public constant PROFILE_MASK = 7;
 
@@ -125,8 +137,9 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     /// @dev Each node's current weight per role (by slot: solver, referee), and their sums (views, invariants).
     mapping(uint256 => uint256[2]) internal _weights;
     uint256[2] internal _totals;
-    /// @dev Per (role, profile, CUDA-only) class family: bit t set iff the memory tier t tree has weight, so a draw
-    ///      reads only the totals of trees that can yield a node.
+    /// @dev Per (role, region, profile, CUDA-only) class family: bit c set iff the tree of cell c (memory tier +
+    ///      MEMORY_TIERS * bandwidth tier, < 55) has weight, so a draw reads only the totals of trees that can yield a
+    ///      node.
     mapping(uint256 => uint256) internal _tiersWithWeight;
 
     modifier onlyProtocol() {
@@ -229,6 +242,21 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         _declare(n, roles, deviceClass, memoryMb, throughput, profiles, multiaddr);
         _syncWeight(msg.sender);
         emit NodeUpdated(msg.sender, roles, deviceClass, memoryMb, throughput, profiles, multiaddr);
+    }
+
+    /// @notice Declares the caller's network: its region (REGION_* of VerityTypes.sol, 0 = undeclared) and bandwidth
+    ///         in Mbit/s. Moves its weight into the classes of the new declaration: a region job draws only nodes
+    ///         that declared its region, a bandwidth floor only nodes whose bandwidth tier reaches it.
+    /// @param region 0..MAX_REGION (1 Europe, 2 North America, 3 South America, 4 Asia, 5 Africa, 6 Oceania).
+    /// @param bandwidthMbps Sustained bandwidth, Mbit/s.
+    function declareNetwork(uint8 region, uint32 bandwidthMbps) external onlyRegistered {
+        if (region > MAX_REGION) revert ParameterOutOfRange("region", region, 0, MAX_REGION);
+        NodeRecord storage n = _nodes[msg.sender];
+        _setWeights(n, 0, 0); // out of the classes of the old declaration, into those of the new one
+        n.region = region;
+        n.bandwidthMbps = bandwidthMbps;
+        _syncWeight(msg.sender);
+        emit NetworkDeclared(msg.sender, region, bandwidthMbps);
     }
 
     /// @notice Adds `amount` tokens (pulled with transferFrom) to the caller's stake; the bonded stake after it must
@@ -399,7 +427,25 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint256 minFreeStake,
         address[] memory exclude
     ) external view returns (address) {
-        return _draw(seed, Requirements(ROLE_SOLVER, deviceClass, minMemoryMb, profileBit, minFreeStake), exclude);
+        return _draw(seed, Requirements(ROLE_SOLVER, deviceClass, minMemoryMb, profileBit, 0, 0, minFreeStake), exclude);
+    }
+
+    /// @inheritdoc INodeRegistry
+    function drawSolver(
+        bytes32 seed,
+        uint8 deviceClass,
+        uint32 minMemoryMb,
+        uint32 profileBit,
+        uint8 region,
+        uint32 minBandwidthMbps,
+        uint256 minFreeStake,
+        address[] memory exclude
+    ) external view returns (address) {
+        return _draw(
+            seed,
+            Requirements(ROLE_SOLVER, deviceClass, minMemoryMb, profileBit, region, minBandwidthMbps, minFreeStake),
+            exclude
+        );
     }
 
     /// @inheritdoc INodeRegistry
@@ -411,10 +457,10 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint256 minFreeStake,
         address[] memory exclude
     ) external view returns (address) {
-        return _draw(seed, Requirements(ROLE_REFEREE, deviceClass, minMemoryMb, profileBit, minFreeStake), exclude);
+        return _draw(seed, Requirements(ROLE_REFEREE, deviceClass, minMemoryMb, profileBit, 0, 0, minFreeStake), exclude);
     }
 
-    /// @notice True iff `node` passes every hard filter of a draw for `role`.
+    /// @notice True iff `node` passes every hard filter of a draw for `role` with no region or bandwidth requirement.
     function isEligible(
         address node,
         uint8 role,
@@ -422,14 +468,40 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint32 minMemoryMb,
         uint32 profileBit,
         uint256 minFreeStake
-    ) public view returns (bool) {
+    ) external view returns (bool) {
+        return _eligible(node, Requirements(role, deviceClass, minMemoryMb, profileBit, 0, 0, minFreeStake));
+    }
+
+    /// @notice True iff `node` passes every hard filter of a draw for `role`, region (0 = any) and minimum bandwidth
+    ///         included (a node qualifies for a bandwidth minimum iff its tier reaches the minimum rounded up to a
+    ///         tier floor: exactly the trees the draw reads).
+    function isEligible(
+        address node,
+        uint8 role,
+        uint8 deviceClass,
+        uint32 minMemoryMb,
+        uint32 profileBit,
+        uint8 region,
+        uint32 minBandwidthMbps,
+        uint256 minFreeStake
+    ) external view returns (bool) {
+        return _eligible(
+            node, Requirements(role, deviceClass, minMemoryMb, profileBit, region, minBandwidthMbps, minFreeStake)
+        );
+    }
+
+    function _eligible(address node, Requirements memory req) internal view returns (bool) {
         NodeRecord storage n = _nodes[node];
-        if (n.slot == 0 || (n.roles & role) == 0) return false;
-        if (deviceClass != DEVICE_CPU && n.deviceClass != deviceClass) return false;
-        if (n.memoryMb < minMemoryMb) return false;
-        if (profileBit == 0 || (n.profiles & profileBit) != profileBit) return false;
+        if (n.slot == 0 || (n.roles & req.role) == 0) return false;
+        if (req.deviceClass != DEVICE_CPU && n.deviceClass != req.deviceClass) return false;
+        if (n.memoryMb < req.minMemoryMb) return false;
+        if (req.profileBit == 0 || (n.profiles & req.profileBit) != req.profileBit) return false;
+        if (req.region != 0 && n.region != req.region) return false;
+        if (req.minBandwidthMbps != 0 && bandwidthTier(n.bandwidthMbps) < _firstBandwidthTier(req.minBandwidthMbps)) {
+            return false;
+        }
         if (block.timestamp > uint256(n.lastSeen) + livenessWindow) return false;
-        return _free(n) >= minFreeStake && _free(n) > 0;
+        return _free(n) >= req.minFreeStake && _free(n) > 0;
     }
 
     // ---------------------------------------------------------------- views
@@ -460,7 +532,9 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
             stake: n.stake,
             locked: n.locked,
             pendingUnstake: n.pendingUnstake,
-            multiaddr: n.multiaddr
+            multiaddr: n.multiaddr,
+            region: n.region,
+            bandwidthMbps: n.bandwidthMbps
         });
     }
 
@@ -475,25 +549,42 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         return nodeList.length;
     }
 
-    /// @notice Current capacities of the solver and referee trees of one eligibility class (each doubles when a
-    ///         weighted slot needs it).
+    /// @notice Current capacities of the solver and referee trees of one eligibility class of the region-any family
+    ///         (`tier`: the cell, memory tier + MEMORY_TIERS * bandwidth tier; each tree doubles when a weighted slot
+    ///         needs it).
     function treeCapacities(uint32 profileBit, bool cudaOnly, uint256 tier)
         external
         view
         returns (uint256 solverCapacity, uint256 refereeCapacity)
     {
-        return (_trees[_classKey(ROLE_SOLVER, profileBit, cudaOnly, tier)].capacity(),
-            _trees[_classKey(ROLE_REFEREE, profileBit, cudaOnly, tier)].capacity());
+        return (_trees[_classKey(ROLE_SOLVER, 0, profileBit, cudaOnly, tier)].capacity(),
+            _trees[_classKey(ROLE_REFEREE, 0, profileBit, cudaOnly, tier)].capacity());
     }
 
-    /// @notice Total weight of one eligibility class's tree.
+    /// @notice Total weight of one eligibility class's tree in the region-any family (`tier`: the cell, memory tier +
+    ///         MEMORY_TIERS * bandwidth tier; a node that declared no bandwidth is in cell = its memory tier).
     function classWeight(uint8 role, uint32 profileBit, bool cudaOnly, uint256 tier) external view returns (uint256) {
-        return _trees[_classKey(role, profileBit, cudaOnly, tier)].total;
+        return _trees[_classKey(role, 0, profileBit, cudaOnly, tier)].total;
+    }
+
+    /// @notice Total weight of one eligibility class's tree in `region`'s family (0: the region-any family).
+    function regionClassWeight(uint8 role, uint8 region, uint32 profileBit, bool cudaOnly, uint256 cell)
+        external
+        view
+        returns (uint256)
+    {
+        return _trees[_classKey(role, region, profileBit, cudaOnly, cell)].total;
     }
 
     /// @notice The memory tier of `memoryMb`: the largest tier whose floor it reaches.
     function memoryTier(uint32 memoryMb) public pure returns (uint256 tier) {
         while (tier + 1 < MEMORY_TIERS && memoryMb >= _tierFloor(tier + 1)) ++tier;
+    }
+
+    /// @notice The bandwidth tier of `bandwidthMbps`: the largest tier whose floor (0, 10, 100, 1 000, 10 000 Mbit/s)
+    ///         it reaches.
+    function bandwidthTier(uint32 bandwidthMbps) public pure returns (uint256 tier) {
+        while (tier + 1 < BANDWIDTH_TIERS && bandwidthMbps >= _bandwidthFloor(tier + 1)) ++tier;
     }
 
     /// @notice Reputation factor of `node` in basis points: (c+1)/(c+1+late+4*lost+PROBATION_TASKS), floored at
@@ -553,6 +644,8 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         nodeList.pop();
         n.slot = 0;
         n.roles = 0; // rolesOf: 0 if unregistered
+        n.region = 0; // a later registration starts undeclared (declareNetwork again)
+        n.bandwidthMbps = 0;
         emit NodeLeft(node, uint16(slot));
     }
 
@@ -634,25 +727,50 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     }
 
     /// @dev The trees a node with this declaration sits in for `role`: one per served profile, and for a CUDA node
-    ///      also the CUDA-only tree of each, all at the node's memory tier.
+    ///      also the CUDA-only tree of each, all at the node's cell, in the region-any family and, for a node that
+    ///      declared a region, that region's family too (at most 3 * 2 * 2 = 12).
     function _classKeys(NodeRecord storage n, uint8 role) internal view returns (uint256[] memory keys) {
-        keys = new uint256[](6);
+        keys = new uint256[](12);
         uint256 count = 0;
-        uint256 tier = memoryTier(n.memoryMb);
+        uint256 cell = _cell(n);
+        uint256 region = uint256(n.region) << 40;
         bool cuda = n.deviceClass == DEVICE_CUDA;
         for (uint32 bit = 1; bit <= PROFILE_MASK; bit <<= 1) {
             if ((n.profiles & bit) == 0) continue;
-            keys[count++] = _classKey(role, bit, false, tier);
-            if (cuda) keys[count++] = _classKey(role, bit, true, tier);
+            for (uint256 c = 0; c < (cuda ? 2 : 1); ++c) {
+                uint256 key = _classKey(role, 0, bit, c == 1, cell);
+                keys[count++] = key;
+                if (region != 0) keys[count++] = key | region;
+            }
         }
         assembly ("memory-safe") {
             mstore(keys, count)
         }
     }
 
-    /// @dev role | profile bit | CUDA-only | memory tier; `key >> 8` is the class family (every tier of it).
-    function _classKey(uint8 role, uint32 profileBit, bool cudaOnly, uint256 tier) internal pure returns (uint256) {
-        return (uint256(role) << 48) | (uint256(profileBit) << 16) | (cudaOnly ? 1 << 8 : 0) | tier;
+    /// @dev role | region | profile bit | CUDA-only | cell; `key >> 8` is the class family (every cell of it).
+    function _classKey(uint8 role, uint8 region, uint32 profileBit, bool cudaOnly, uint256 cell)
+        internal
+        pure
+        returns (uint256)
+    {
+        return (uint256(role) << 48) | (uint256(region) << 40) | (uint256(profileBit) << 16) | (cudaOnly ? 1 << 8 : 0)
+            | cell;
+    }
+
+    /// @dev The cell of a node's declaration in every family it is in: memory tier + MEMORY_TIERS * bandwidth tier.
+    function _cell(NodeRecord storage n) internal view returns (uint256) {
+        return memoryTier(n.memoryMb) + MEMORY_TIERS * bandwidthTier(n.bandwidthMbps);
+    }
+
+    /// @dev Floors of the bandwidth tiers, Mbit/s: 0, then 10 multiplying by 10 up to 10 000.
+    function _bandwidthFloor(uint256 tier) internal pure returns (uint256) {
+        return tier == 0 ? 0 : 10 ** tier;
+    }
+
+    /// @dev The first bandwidth tier a draw for `minBandwidthMbps` reads (BANDWIDTH_TIERS: none).
+    function _firstBandwidthTier(uint32 minBandwidthMbps) internal pure returns (uint256 first) {
+        while (first < BANDWIDTH_TIERS && _bandwidthFloor(first) < minBandwidthMbps) ++first;
     }
 
     /// @dev Floors of the memory tiers, MB: 0, then 1 GiB doubling up to 512 GiB. Rounding a requirement up to a
@@ -667,6 +785,8 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint8 deviceClass;
         uint32 minMemoryMb;
         uint32 profileBit;
+        uint8 region; // 0 = any
+        uint32 minBandwidthMbps; // 0 = any
         uint256 minFreeStake;
     }
 
@@ -679,19 +799,25 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint256 removed;
     }
 
-    /// @dev The trees a draw reads: the role's and profile's, CUDA-only for a CUDA job, at every memory tier whose
-    ///      floor is at least the job's minimum. A profile mask other than one served bit reads nothing.
+    /// @dev The trees a draw reads: the role's, region's (region-any for 0) and profile's, CUDA-only for a CUDA job,
+    ///      at every cell whose memory and bandwidth floors are at least the job's minimums. A profile mask other
+    ///      than one served bit, or an unknown region, reads nothing.
     function _drawKeys(Requirements memory req) internal view returns (uint256[] memory keys) {
         uint32 bit = req.profileBit;
-        if (bit == 0 || (bit & (bit - 1)) != 0 || bit > PROFILE_MASK) return new uint256[](0);
+        if (bit == 0 || (bit & (bit - 1)) != 0 || bit > PROFILE_MASK || req.region > MAX_REGION) {
+            return new uint256[](0);
+        }
         uint256 first = 0;
         while (first < MEMORY_TIERS && _tierFloor(first) < req.minMemoryMb) ++first;
-        uint256 base = _classKey(req.role, bit, req.deviceClass == DEVICE_CUDA, 0);
+        uint256 base = _classKey(req.role, req.region, bit, req.deviceClass == DEVICE_CUDA, 0);
         uint256 mask = _tiersWithWeight[base >> 8];
-        keys = new uint256[](MEMORY_TIERS);
+        keys = new uint256[](MEMORY_TIERS * BANDWIDTH_TIERS);
         uint256 count = 0;
-        for (uint256 t = first; t < MEMORY_TIERS; ++t) {
-            if ((mask >> t) & 1 != 0) keys[count++] = base | t;
+        for (uint256 b = _firstBandwidthTier(req.minBandwidthMbps); b < BANDWIDTH_TIERS; ++b) {
+            for (uint256 t = first; t < MEMORY_TIERS; ++t) {
+                uint256 cell = t + MEMORY_TIERS * b;
+                if ((mask >> cell) & 1 != 0) keys[count++] = base | cell;
+            }
         }
         assembly ("memory-safe") {
             mstore(keys, count)
@@ -704,6 +830,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         Rejected[] rej;
         uint256[] totals;
         uint256 left;
+        uint256 cap; // most rejections one draw can make: exclusions + MAX_DRAWS
     }
 
     /// @dev Stake-weighted sampling without replacement over the eligible classes' trees: a tree is picked in
@@ -718,9 +845,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
             if (st.left == 0) return address(0);
             (uint256 k, uint256 slot) = _sample(st, uint256(keccak256(abi.encode(seed, attempt))) % st.left);
             address candidate = nodeList[slot - 1];
-            if (isEligible(candidate, req.role, req.deviceClass, req.minMemoryMb, req.profileBit, req.minFreeStake)) {
-                return candidate;
-            }
+            if (_eligible(candidate, req)) return candidate;
             _rejectIn(st, k, slot);
         }
         return address(0);
@@ -732,18 +857,28 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         returns (DrawState memory st)
     {
         st.keys = _drawKeys(req);
-        st.rej = new Rejected[](st.keys.length);
-        st.totals = new uint256[](st.keys.length);
-        uint256 cap = exclude.length + MAX_DRAWS;
-        for (uint256 k = 0; k < st.keys.length; ++k) {
-            SumTree.Tree storage tree = _trees[st.keys[k]];
-            st.rej[k] = Rejected(new uint256[](cap), new uint256[](cap), new uint256[](cap), 0, 0);
-            for (uint256 i = 0; i < exclude.length; ++i) {
-                uint256 slot = _nodes[exclude[i]].slot;
-                if (slot != 0 && tree.weight[slot] != 0) _reject(tree, st.rej[k], slot);
-            }
-            st.totals[k] = tree.total - st.rej[k].removed;
+        uint256 len = st.keys.length;
+        st.rej = new Rejected[](len); // each tree's lists are allocated at its first rejection (_reject)
+        st.totals = new uint256[](len);
+        st.cap = exclude.length + MAX_DRAWS;
+        for (uint256 k = 0; k < len; ++k) {
+            st.totals[k] = _trees[st.keys[k]].total;
             st.left += st.totals[k];
+        }
+        if (len == 0) return st;
+        // Every key is of one family, and a node sits in one cell of a family: an excluded node is cut out of that
+        // cell's tree only, if the draw reads it (one lookup per exclusion, not one per tree and exclusion).
+        uint256 family = st.keys[0] & ~uint256(0xff);
+        for (uint256 i = 0; i < exclude.length; ++i) {
+            NodeRecord storage x = _nodes[exclude[i]];
+            uint256 slot = x.slot;
+            if (slot == 0) continue;
+            uint256 key = family | _cell(x);
+            for (uint256 k = 0; k < len; ++k) {
+                if (st.keys[k] != key) continue;
+                if (_trees[key].weight[slot] != 0) _rejectIn(st, k, slot);
+                break;
+            }
         }
     }
 
@@ -761,13 +896,19 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     function _rejectIn(DrawState memory st, uint256 k, uint256 slot) internal view {
         Rejected memory r = st.rej[k];
         uint256 before = r.removed;
-        _reject(_trees[st.keys[k]], r, slot);
+        _reject(_trees[st.keys[k]], r, slot, st.cap);
         st.totals[k] -= r.removed - before;
         st.left -= r.removed - before;
     }
 
-    /// @dev Inserts `slot` into the sorted rejected list (no duplicates).
-    function _reject(SumTree.Tree storage tree, Rejected memory rej, uint256 slot) internal view {
+    /// @dev Inserts `slot` into the sorted rejected list (no duplicates), allocating the lists (`cap` entries) at the
+    ///      tree's first rejection.
+    function _reject(SumTree.Tree storage tree, Rejected memory rej, uint256 slot, uint256 cap) internal view {
+        if (rej.slots.length == 0) {
+            rej.starts = new uint256[](cap);
+            rej.weights = new uint256[](cap);
+            rej.slots = new uint256[](cap);
+        }
         uint256 count = rej.count;
         uint256 pos = count;
         for (uint256 j = 0; j < count; ++j) {

@@ -3,29 +3,42 @@ pragma solidity 0.8.28;
 
 import {ERC20} from "@openzeppelin/contracts/token/ERC20/ERC20.sol";
 import {ERC20Burnable} from "@openzeppelin/contracts/token/ERC20/extensions/ERC20Burnable.sol";
-import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
+import {ZeroAddress} from "./errors/CommonErrors.sol";
+import {NotMinter, SupplyCapExceeded} from "./errors/TokenErrors.sol";
 
 /// @title VerityToken
 /// @notice ERC-20 (18 decimals) for job payment, node stake and rewards.
-/// @dev The owner mints (devnet faucet), never more than MAX_SUPPLY in all (burned tokens do not free room).
-///      Burns are counted so that sum(balances) + totalBurned == totalMinted holds at all times.
-contract VerityToken is ERC20, ERC20Burnable, Ownable {
+/// @dev One minter, fixed in the constructor, with no owner and no way to change it (issue 9, governance):
+///      - on the devnet (chain 31337) the minter is the DevnetFaucet, which deploys this token itself and mints
+///        for anyone who asks (devnet tokens are worth nothing);
+///      - on any other chain the minter is the deployer account, for a one-time genesis distribution (stake for the
+///        first nodes, payment for the first posters); after it, the deployer should mint nothing more, and
+///        everyone can check what it minted from the Transfer events and `totalMinted`.
+///      Either way no more than MAX_SUPPLY is ever minted (burned tokens do not free room). Burns are counted so
+///      that sum(balances) + totalBurned == totalMinted holds at all times.
+contract VerityToken is ERC20, ERC20Burnable {
     /// @notice Most tokens that can ever be minted: 10^9 VRT.
     uint256 public constant MAX_SUPPLY = 1_000_000_000e18;
 
-    /// @notice A mint would take the tokens ever minted past MAX_SUPPLY.
-    error SupplyCapExceeded(uint256 requested, uint256 remaining);
+    /// @notice The one account that may mint (the DevnetFaucet on the devnet, the deployer elsewhere).
+    address public immutable minter;
 
     /// @notice Tokens ever minted.
     uint256 public totalMinted;
     /// @notice Tokens ever burned (slashes, burn shares).
     uint256 public totalBurned;
 
-    constructor() ERC20("Verity", "VRT") Ownable(msg.sender) {}
+    /// @param minter_ The only account that may ever mint.
+    constructor(address minter_) ERC20("Verity", "VRT") {
+        if (minter_ == address(0)) revert ZeroAddress("minter");
+        minter = minter_;
+    }
 
-    /// @notice Mints `amount` to `to` (devnet faucet; owner only).
-    function mint(address to, uint256 amount) external onlyOwner {
-        // INVARIANT: totalMinted <= MAX_SUPPLY, so no owner can inflate the supply without bound.
+    /// @notice Mints `amount` to `to` (the minter only).
+    function mint(address to, uint256 amount) external {
+        // INVARIANT: only the account fixed at construction mints; nobody can add or swap a minter.
+        if (msg.sender != minter) revert NotMinter(msg.sender, minter);
+        // INVARIANT: totalMinted <= MAX_SUPPLY, so not even the minter can inflate the supply without bound.
         if (amount > MAX_SUPPLY - totalMinted) revert SupplyCapExceeded(amount, MAX_SUPPLY - totalMinted);
         _mint(to, amount);
     }

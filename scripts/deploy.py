@@ -1,8 +1,11 @@
-"""`ape run deploy`: deploy and wire Verity's eight contracts (protocol v2), write the deployments file.
+"""`ape run deploy`: deploy and wire Verity's contracts (protocol v2), hand them to the Timelock, write the
+deployments file.
 
 Safe to run twice: if the deployments file for this chain points at contracts
 that still have code, nothing is deployed again (pass --force to redeploy).
-On a local network the deployer also mints faucet tokens to the test accounts.
+On the devnet (chain 31337) the DevnetFaucet deploys the token and is its only minter; the script drips faucet
+tokens to the test accounts. On any other chain the token's minter is the deployer account, for a one-time genesis
+distribution (docs/contracts.md, Governance). Either way the Timelock owns every Ownable contract at the end.
 """
 from pathlib import Path
 
@@ -12,17 +15,25 @@ from ape.cli import ConnectedProviderCommand
 
 from verity.chain.deployments import (DELEGATES, DeployedContract, Deployments, default_path, missing_contracts,
                                      save_deployments)
+from verity.chain.governance import TIMELOCKED
+from verity.chain.protocol import CONTRACTS, DEVNET_CHAIN_ID
 
-FAUCET = 1_000_000 * 10**18
+FAUCET = 1_000_000 * 10**18  # per test account, one drip (DevnetFaucet.MAX_DRIP is 10^7 VRT)
 DEVNET_RANDOMNESS_DELAY = 2  # the devnet ticker mines a block every interval
 DEVNET_FEE_EPOCH = 30  # seconds; a public chain uses at least its longest execution window (an hour or more)
 
 
 def deploy_system(owner, randomness_delay: int = DEVNET_RANDOMNESS_DELAY, fee_epoch: int = DEVNET_FEE_EPOCH) -> dict:
-    """Deploys the eight contracts in protocol order and wires them (docs/protocol-v2.md); name -> instance.
+    """Deploys the contracts in protocol order (CONTRACTS), wires them (docs/protocol-v2.md), then hands every
+    Ownable one to the Timelock; name -> instance, in CONTRACTS order.
 
-    tests/chain/chain_builders.py (System.deploy) does the same wiring for the chain tests."""
-    token = owner.deploy(project.VerityToken)
+    tests/chain/chain_builders.py (System.deploy) does the same wiring for the chain tests, without the Timelock."""
+    deployed = {}
+    if chain.chain_id == DEVNET_CHAIN_ID:  # the faucet deploys the token, itself its only minter
+        deployed["DevnetFaucet"] = owner.deploy(project.DevnetFaucet)
+        token = project.VerityToken.at(deployed["DevnetFaucet"].token())
+    else:  # the deployer mints the genesis distribution
+        token = owner.deploy(project.VerityToken, owner.address)
     registry = owner.deploy(project.NodeRegistry, token.address)
     randomness = owner.deploy(project.BlockhashRandomness, randomness_delay)
     escrow = owner.deploy(project.JobEscrow, token.address)
@@ -36,8 +47,27 @@ def deploy_system(owner, randomness_delay: int = DEVNET_RANDOMNESS_DELAY, fee_ep
     for protocol in (jobs, game, panel):
         registry.setProtocol(protocol.address, True, sender=owner)
     registry.sealProtocols(sender=owner)  # no owner can add a "protocol" that slashes stake (issue 9, governance)
-    return {"VerityToken": token, "NodeRegistry": registry, "BlockhashRandomness": randomness, "JobEscrow": escrow,
-            "JobRegistry": jobs, "RefereePanel": panel, "DisputeGame": game, "VerificationFees": fees}
+    timelock = owner.deploy(project.Timelock, registry.address)
+    deployed.update({"VerityToken": token, "NodeRegistry": registry, "BlockhashRandomness": randomness,
+                     "JobEscrow": escrow, "JobRegistry": jobs, "RefereePanel": panel, "DisputeGame": game,
+                     "VerificationFees": fees, "Timelock": timelock})
+    hand_to_timelock(owner, deployed, timelock)
+    return {name: deployed[name] for name in CONTRACTS if name in deployed}
+
+
+def hand_to_timelock(owner, deployed: dict, timelock) -> None:
+    """Last step of a deployment, after every wiring call: the Timelock becomes the owner of every Ownable
+    contract, so each owner setter from now on waits out its delay (issue 9, governance)."""
+    ownable = {name for name, c in deployed.items() if "transferOwnership" in _method_names(c)}
+    if ownable != set(TIMELOCKED):  # a new Ownable contract must be named in TIMELOCKED (and the docs) first
+        raise click.ClickException(f"Ownable contracts {sorted(ownable)} differ from governance.TIMELOCKED "
+                                   f"{sorted(TIMELOCKED)}")
+    for name in TIMELOCKED:
+        deployed[name].transferOwnership(timelock.address, sender=owner)
+
+
+def _method_names(instance) -> set[str]:
+    return {item.name for item in instance.contract_type.abi if item.type == "function"}
 
 
 def _abi(contract_container) -> list[dict]:
@@ -74,7 +104,7 @@ def _deployer(alias: str | None):
 @click.command(cls=ConnectedProviderCommand)
 @click.option("--account", "alias", default=None, help="ape account alias (default: test account 0, devnet only)")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="deployments file (default .verity/deployments/<chain id>.json)")
-@click.option("--faucet-accounts", default=10, show_default=True, help="test accounts to mint faucet tokens to (local networks only)")
+@click.option("--faucet-accounts", default=10, show_default=True, help="test accounts to drip faucet tokens to (devnet only)")
 @click.option("--force", is_flag=True, help="deploy again even if a live deployment exists")
 @click.option("--randomness-delay", default=DEVNET_RANDOMNESS_DELAY, show_default=True,
               help="BlockhashRandomness: blocks between a randomness request (replica draws, referee panels) and the block whose hash decides it")
@@ -88,10 +118,9 @@ def cli(network, alias, out, faucet_accounts, force, randomness_delay, fee_epoch
     owner = _deployer(alias)
     start_block = chain.blocks.head.number
     deployed = deploy_system(owner, randomness_delay, fee_epoch)
-    token = deployed["VerityToken"]
-    if chain.chain_id == 31337:  # the devnet: fund the well-known test accounts
+    if "DevnetFaucet" in deployed:  # the devnet: fund the well-known test accounts
         for acct in accounts.test_accounts[:faucet_accounts]:
-            token.mint(acct.address, FAUCET, sender=owner)
+            deployed["DevnetFaucet"].drip(acct.address, FAUCET, sender=owner)
 
     contracts = {name: DeployedContract(address=instance.address, abi=_abi_with_delegate_errors(name), block=start_block)
                  for name, instance in deployed.items()}

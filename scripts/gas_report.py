@@ -93,6 +93,22 @@ def basics(rep: Report, project, accounts, chain):
             "returns the stake, frees the slot: the last node moves into it (both trees)")
 
 
+def governance(rep: Report, project, accounts, chain):
+    """A faucet drip, and an owner setter through the Timelock as the deployment leaves it (queue, wait, execute)."""
+    s = System.deploy(project, accounts[0])
+    rep.add("DevnetFaucet.drip (devnet only)", s.faucet.drip(accounts[2], 1_000 * E18, sender=s.owner).gas_used,
+            "the devnet token's only minter; anyone may drip")
+    timelock = s.owner.deploy(project.Timelock, s.registry)
+    s.jobs.transferOwnership(timelock, sender=s.owner)
+    data = s.jobs.setAssignmentTimeout.encode_input(600)
+    rep.add("Timelock.queue (owner setter)", timelock.queue(s.jobs, data, sender=s.owner).gas_used,
+            "delay: max(MIN_DELAY, unbondingPeriod + MIN_MARGIN)")
+    chain.mine(deltatime=timelock.delay() + 1)
+    rep.add("Timelock.execute (setAssignmentTimeout)", timelock.execute(s.jobs, data, sender=s.owner).gas_used,
+            "re-reads the unbonding period, then calls the setter")
+    assert s.jobs.assignmentTimeout() == 600
+
+
 # As v1 defined it (docs/gas.md): a replica's own transactions and shares, not the task's creation (postJob's
 # marginal cost per shard, reported above, which v1 did not count either).
 PER_REPLICA = "task lifecycle per replica (draw share + commit + reveal + finalize share + withdraw)"
@@ -150,7 +166,8 @@ def lifecycle(rep: Report, project, accounts, chain):
     rep.add("submitResult (optimistic)", poster.submit(tid, H).gas_used)
     rep.add("finalize (optimistic)", finalize_after_window(s, chain, tid, poster.account).gas_used)
 
-    # assign() retry: a slot left empty, then a node becomes eligible.
+    # assign() retry: a slot left empty, then a node becomes eligible. (System keeps the setters with the owner, no
+    # Timelock: a two-day clock jump here would move every window of this section; governance() prices that path.)
     s.registry.setLivenessWindow(1, sender=s.owner)
     chain.mine(deltatime=5)
     job = poster.post(shards=1, replication=2, stake=STAKE)  # its assign() reverts NoEligibleNode
@@ -356,10 +373,10 @@ def _bulk_register(w3, uri: str, s, first: int, count: int, amount: int, chunk: 
 
 def _register_round(w3, uri: str, s, first: int, count: int, amount: int) -> None:
     """Registers nodes first..count-1 (addresses 0xBEEF0000 + i, impersonated), each staked `amount`, as the same
-    transactions a node sends (mint by the owner, approve, register, stake), without waiting on each: automine is
-    off while they are sent in JSON-RPC batches with explicit nonces and gas, and each phase is mined into one
-    block (block gas limit raised for it). Mints are mined before the nodes' own transactions, which need the
-    tokens. A test-setup shortcut of this script; the contracts have no bulk path."""
+    transactions a node sends (a DevnetFaucet drip sent by the owner, approve, register, stake), without waiting on
+    each: automine is off while they are sent in JSON-RPC batches with explicit nonces and gas, and each phase is
+    mined into one block (block gas limit raised for it). Drips are mined before the nodes' own transactions, which
+    need the tokens. A test-setup shortcut of this script; the contracts have no bulk path."""
     from eth_abi import encode
     from eth_utils import function_signature_to_4byte_selector as sel
 
@@ -367,7 +384,7 @@ def _register_round(w3, uri: str, s, first: int, count: int, amount: int) -> Non
         return "0x" + (sel(sig) + encode(types, args)).hex()
 
     owner = s.owner.address
-    token, registry = s.token.address, s.registry.address
+    token, registry, faucet = s.token.address, s.registry.address, s.faucet.address
     gas_price = hex(w3.eth.gas_price * 2)
     top_up = amount - s.registry.MIN_REGISTRATION_STAKE()
     addrs = [w3.to_checksum_address(f"0x{0xBEEF0000 + i:040x}") for i in range(first, count)]
@@ -386,8 +403,8 @@ def _register_round(w3, uri: str, s, first: int, count: int, amount: int) -> Non
                + [("anvil_setBalance", [a, hex(10**20)]) for a in addrs])
     try:
         nonce = w3.eth.get_transaction_count(owner, "pending")
-        mine(_rpc_batch(uri, [tx(owner, token, data("mint(address,uint256)", ["address", "uint256"], [a, amount]),
-                                 nonce + k, 120_000) for k, a in enumerate(addrs)]))
+        mine(_rpc_batch(uri, [tx(owner, faucet, data("drip(address,uint256)", ["address", "uint256"], [a, amount]),
+                                 nonce + k, 150_000) for k, a in enumerate(addrs)]))
         calls = []
         for k, a in enumerate(addrs):
             i = first + k
@@ -471,6 +488,7 @@ def main() -> int:
     with networks.parse_network_choice("ethereum:local:foundry"):
         accs = accounts.test_accounts
         basics(rep, project, accs, chain)
+        governance(rep, project, accs, chain)
         lifecycle(rep, project, accs, chain)
         verification_fees(rep, project, accs, chain)
         optimistic_challenge(rep, project, accs, chain)

@@ -21,9 +21,10 @@ import click
 from verity.errors import VerityError
 from verity.submit import JobSpec, PotNotFunded, check_funds, plan_job, upload_job
 from verity.submit_modules import HELP as PARALLEL_HELP
+from verity.submit_network import HELP as NETWORK_HELP
 from verity.submit_options import HELP as OPTION_HELP, BadJobSpec, check_writable, parse_model_config, verification_fee_of
 
-HELP = {**OPTION_HELP, **PARALLEL_HELP}
+HELP = {**OPTION_HELP, **PARALLEL_HELP, **NETWORK_HELP}
 
 D = JobSpec()  # the defaults, shared with `verity job submit` and `verity data shard`
 DEVNET_NETWORK = "ethereum:local:foundry"
@@ -129,6 +130,8 @@ def _fund_pot(fees, token, job_id: int, prepared, sender) -> int:
 @click.option("--outer-lr", default=D.outer_lr, show_default=True, help=HELP["outer_lr"])
 @click.option("--outer-momentum", default=D.outer_momentum, show_default=True, help=HELP["outer_momentum"])
 @click.option("--step-budget-ms", default=D.step_budget_ms, show_default=True, help=HELP["step_budget_ms"])
+@click.option("--region", default=D.region, help=HELP["region"])
+@click.option("--min-bandwidth-mbps", default=D.min_bandwidth_mbps, show_default=True, help=HELP["min_bandwidth_mbps"])
 @click.option("--account", "alias", default=None, help="ape account alias to sign with (default: --test-account)")
 @click.option("--test-account", default=0, show_default=True, help="ape test account index (devnet only)")
 @click.option("--wait/--no-wait", default=False, help=HELP["wait"])
@@ -137,7 +140,7 @@ def _fund_pot(fees, token, job_id: int, prepared, sender) -> int:
 def cli(network, model, model_config, dataset, shards, rounds, steps, k, replication, payment, stake, aggregation,
         trim, batch_size, optimizer, lr, seed, eval_fraction, block, challenge_window, name, profile,
         verification_fee, checks_per_task, fee_sample_rate, no_verification_fee, modules, module_plan, outer_lr,
-        outer_momentum, step_budget_ms, alias, test_account, wait, timeout, out):
+        outer_momentum, step_budget_ms, region, min_bandwidth_mbps, alias, test_account, wait, timeout, out):
     """Post a training job (shards and manifest to IPFS, escrow on-chain)."""
     from verity.cli.common import settings
     from verity.storage import Storage
@@ -151,7 +154,7 @@ def cli(network, model, model_config, dataset, shards, rounds, steps, k, replica
                        name=name, profile=profile, verification_fee=verification_fee_of(payment, verification_fee, no_verification_fee),
                        checks_per_task=checks_per_task, fee_sample_rate=fee_sample_rate, modules=modules,
                        module_plan=module_plan, outer_lr=outer_lr, outer_momentum=outer_momentum,
-                       step_budget_ms=step_budget_ms)
+                       step_budget_ms=step_budget_ms, region=region, min_bandwidth_mbps=min_bandwidth_mbps)
         sender = _sender(alias, test_account)
         rpc_url = _devnet_rpc(network)
         prepared = plan_job(spec)

@@ -176,12 +176,15 @@ def _wait_for_nodes(rpc_url: str, procs, directory: Path):
 
 
 def _set_demo_windows(rpc_url: str) -> None:
-    """The owner (test account 0, the deployer) shortens the registry's default windows for this devnet."""
+    """The Timelock's admin (test account 0, the deployer) shortens the registry's default windows for this devnet,
+    through the Timelock (the devnet clock jumps past its delay; no node runs yet)."""
     from verity.chain.client import connect_chain, devnet_key
+    from verity.chain.governance import apply_parameter
 
     owner = connect_chain(rpc_url, devnet_key(0))
     w = DEMO_WINDOWS
-    owner.transact(owner.jobs.functions.setDefaultWindows(w["execution"], w["reveal"], w["challenge"]))
+    windows = owner.jobs.functions.setDefaultWindows(w["execution"], w["reveal"], w["challenge"])
+    apply_parameter(owner, owner.jobs, windows)
     console.print(f"devnet windows for the demo: challenge {w['challenge']} s, reveal (and challenge-reveal grace) "
                   f"{w['reveal']} s, execution {w['execution']} s")
 

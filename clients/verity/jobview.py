@@ -136,8 +136,9 @@ class JobReader:
                 node = c.call(reg.functions.nodeList(i))
                 facts.offline += int(facts.last_seen.setdefault(node, int(read(c, reg, "getNode", node).lastSeen))
                                      + facts.liveness_window < rep_now)
+                # the 8-argument overload: the job's region and bandwidth floor too (web3 picks it by arity)
                 if c.call(reg.functions.isEligible(node, ROLE_SOLVER, job.deviceClass, job.minMemoryMb, job.profileBit,
-                                                   job.stakePerReplica)):
+                                                   job.region, job.minBandwidthMbps, job.stakePerReplica)):
                     facts.eligible.append(node)
             for row in waiting:
                 if row.status == "open":

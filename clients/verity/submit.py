@@ -19,7 +19,7 @@ from typing import NamedTuple
 from eth_utils import keccak
 from web3.logs import DISCARD
 
-from verity.chain.protocol import BPS, DEVICE_CPU, DEVICE_CUDA, PROFILE_BITS, PostJobParams, escrow_for
+from verity.chain.protocol import BPS, DEVICE_CPU, DEVICE_CUDA, PROFILE_BITS, PostJobParams, escrow_for, region_code
 from verity.cid import cid_to_digest
 from verity.engine.checkpoint import initial_state
 from verity.engine.manifest import Manifest, load_manifest
@@ -27,6 +27,7 @@ from verity.errors import ManifestInvalid, VerityError
 from verity.storage import Storage, cid_of_bytes
 from verity.submit_data import load_job_data
 from verity.submit_modules import OPTION_OF, add_parallel, execution_window_for, smallest_task_mb
+from verity.submit_network import OPTION_OF as NETWORK_OPTION_OF, add_network
 from verity.submit_options import (BLOCK, CHECKS_PER_TASK, DATASET, EVAL_FRACTION, FEE_SAMPLE_RATE,
                                    MIN_CHALLENGE_WINDOW, PROFILE, SEED, SHARDS, BadJobSpec, fee_rate_bps, to_wei, validate_spec)
 
@@ -72,6 +73,9 @@ class JobSpec:
     outer_lr: float = 0.0               # 0 = plain aggregation
     outer_momentum: float = 0.9
     step_budget_ms: int = 0             # 0 = undeclared
+    # network requirements of the replica draws (submit_network.py)
+    region: str = ""                    # a name of protocol.REGIONS; '' = any region
+    min_bandwidth_mbps: int = 0         # 0 = any
 
 
 class FeeTerms(NamedTuple):
@@ -114,13 +118,16 @@ class PreparedJob:
         """PostJobParams in ABI field order (verity.chain.protocol; contracts/types/VerityTypes.sol).
         Replication 2 takes the registry's default challenge window (its agreement still waits one out)."""
         s = self.spec
+        hardware = self.manifest_doc.get("hardware", {})
         return PostJobParams(
             manifestCid=cid_to_digest(self.manifest_cid), manifestHash=keccak(self.manifest_bytes),
             initialStateHash=self.initial_hash, shards=s.shards, rounds=s.rounds, stepsPerRound=s.steps,
             checkpointInterval=s.k, paymentPerTask=int(s.payment * TOKEN), replication=s.replication,
             stakePerReplica=int(s.stake * TOKEN), deviceClass=DEVICE_CUDA if _device(s) == "cuda" else DEVICE_CPU,
             minMemoryMb=int(self.manifest_doc.get("hardware", {}).get("min_memory_mb", 1024)), profileBit=PROFILE_BITS[s.profile], executionWindow=execution_window_for(s), revealWindow=s.reveal_window,
-            challengeWindow=s.challenge_window if s.replication == 1 else 0)
+            challengeWindow=s.challenge_window if s.replication == 1 else 0,
+            # from the manifest only: a node declines a job whose on-chain filters differ from it (job_mismatches)
+            region=region_code(hardware.get("region")), minBandwidthMbps=int(hardware.get("min_bandwidth_mbps", 0)))
 
     def escrow(self) -> int:
         s = self.spec
@@ -175,7 +182,7 @@ def _default_model(spec: JobSpec, data: dict) -> dict:
 
 def _option_of(field_: str, spec: JobSpec) -> str:
     """Which option a manifest field came from."""
-    for prefix, option in OPTION_OF.items():
+    for prefix, option in {**OPTION_OF, **NETWORK_OPTION_OF}.items():
         if field_.startswith(prefix):
             return option
     if field_.startswith("model"):
@@ -228,6 +235,7 @@ def plan_job(spec: JobSpec) -> PreparedJob:
         "determinism": spec.profile, "hardware": {"device_class": _device(spec)},
     }
     add_parallel(doc, spec)
+    add_network(doc, spec)
     if eval_cid:
         doc["eval_shard"] = {"cid": eval_cid, "samples": data.eval_meta.samples}
     raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()

@@ -162,6 +162,8 @@ def validate_spec(spec: JobSpec) -> None:
     validate_fees(spec)
     from verity.submit_modules import validate_parallel  # its module imports this one
     validate_parallel(spec)
+    from verity.submit_network import validate_network
+    validate_network(spec)
 
 
 def verification_fee_of(payment: float, fee: float | None, no_fee: bool) -> float | None:

@@ -26,6 +26,8 @@ interface INodeRegistry {
         uint32 profiles,
         string multiaddr
     );
+    /// @notice A node declared its network (NodeRegistry.declareNetwork): region (0 = undeclared) and bandwidth.
+    event NetworkDeclared(address indexed node, uint8 region, uint32 bandwidthMbps);
     /// @notice A node added stake.
     event Staked(address indexed node, uint256 amount, uint256 totalStake);
     /// @notice A node started unbonding `amount`; withdrawable at `availableAt`.
@@ -77,6 +79,18 @@ interface INodeRegistry {
         uint8 deviceClass,
         uint32 minMemoryMb,
         uint32 profileBit,
+        uint256 minFreeStake,
+        address[] memory exclude
+    ) external view returns (address);
+    /// @notice drawSolver for a job that also asks for a region (0 = any) and a minimum bandwidth in Mbit/s (0 = any;
+    ///         rounded up to a bandwidth tier floor): only stake declared in that region and tier is weighed.
+    function drawSolver(
+        bytes32 seed,
+        uint8 deviceClass,
+        uint32 minMemoryMb,
+        uint32 profileBit,
+        uint8 region,
+        uint32 minBandwidthMbps,
         uint256 minFreeStake,
         address[] memory exclude
     ) external view returns (address);

@@ -21,6 +21,20 @@ uint32 constant PROFILE_PORTABLE_F32 = 4; // same bits on any CPU or GPU (docs/e
 
 uint256 constant BPS = 10_000;
 
+/// @dev Network regions a node may declare (NodeRegistry.declareNetwork) and a job may ask for (PostJobParams.region).
+///      0 = undeclared (a node) or any region (a job); a region job draws only nodes that declared that region.
+uint8 constant REGION_EUROPE = 1;
+uint8 constant REGION_NORTH_AMERICA = 2;
+uint8 constant REGION_SOUTH_AMERICA = 3;
+uint8 constant REGION_ASIA = 4;
+uint8 constant REGION_AFRICA = 5;
+uint8 constant REGION_OCEANIA = 6;
+uint8 constant MAX_REGION = 6;
+
+/// @dev Highest bandwidth tier floor, Mbit/s (NodeRegistry floors 0, 10, 100, 1 000, 10 000): the most a job may ask
+///      for (PostJobParams.minBandwidthMbps); a larger minimum would read no tier.
+uint32 constant MAX_BANDWIDTH_FLOOR_MBPS = 10_000;
+
 enum JobStatus {
     None,
     Active,
@@ -80,6 +94,8 @@ struct PostJobParams {
     uint64 executionWindow;
     uint64 revealWindow;
     uint64 challengeWindow;
+    uint8 region; // 0 = any; else only nodes that declared this region are drawn as replicas (REGION_*)
+    uint32 minBandwidthMbps; // 0 = any; rounds up to a bandwidth tier floor (NodeRegistry.bandwidthTier)
 }
 
 struct Job {
@@ -100,6 +116,8 @@ struct Job {
     uint64 revealWindow;
     uint64 challengeWindow;
     uint64 postedAt;
+    uint8 region; // PostJobParams.region: the replicas' draws read only this region's classes (0 = any)
+    uint32 minBandwidthMbps; // PostJobParams.minBandwidthMbps (0 = any)
     bytes32 manifestCid;
     bytes32 manifestHash;
     bytes32 roundInput;
@@ -185,6 +203,8 @@ struct Node {
     uint256 locked;
     uint256 pendingUnstake;
     string multiaddr;
+    uint8 region; // declared with NodeRegistry.declareNetwork (0 = undeclared)
+    uint32 bandwidthMbps; // declared with NodeRegistry.declareNetwork (0 = undeclared)
 }
 
 struct Reputation {

@@ -3,7 +3,8 @@
 Plain Python over ape objects: no pytest here, so the gas script can reuse it. Protocol facts (enums, role
 bits, commitment encodings, struct field order) come from verity.chain.protocol, never copied here.
 
-- `System`  — the eight contracts deployed and wired by an owner (scripts/deploy.py's wiring), token accounting.
+- `System`  — the contracts deployed and wired by an owner (scripts/deploy.py's wiring; the DevnetFaucet mints,
+              the owner keeps the setters: no Timelock here), token accounting.
 - `Nodes`   — funds, registers and stakes accounts with roles.
 - `Trace`   — a synthetic trace h_0..h_n (random 32-byte hashes) with its Merkle root and proofs.
 - `Poster`  — posts jobs (escrow approved to JobEscrow), fulfils draws (`assign` once the randomness is readable, P4),
@@ -154,11 +155,16 @@ class System:
     panel: object
     game: object
     fees: object
+    faucet: object
 
     @classmethod
     def deploy(cls, project, owner, liveness: int = 30 * 24 * 3600, randomness_delay: int = RANDOMNESS_DELAY) -> System:
-        """The eight contracts in protocol order, wired as scripts/deploy.py wires them (docs/protocol-v2.md)."""
-        token = owner.deploy(project.VerityToken)
+        """The contracts in protocol order, wired as scripts/deploy.py wires them (docs/protocol-v2.md): the
+        DevnetFaucet deploys the token (ape's anvil is chain 31337). Unlike the deployment, the owner keeps the
+        setters (no Timelock), so tests and the gas report set parameters directly; the Timelock path is covered
+        by tests/forge/Timelock.t.sol and tests/nodes/test_deployment_sealed.py."""
+        faucet = owner.deploy(project.DevnetFaucet)
+        token = project.VerityToken.at(faucet.token())
         registry = owner.deploy(project.NodeRegistry, token)
         randomness = owner.deploy(project.BlockhashRandomness, randomness_delay)
         escrow = owner.deploy(project.JobEscrow, token)
@@ -174,14 +180,18 @@ class System:
         registry.sealProtocols(sender=owner)
         # Tests move the clock by minutes; keep every node live unless a test says otherwise.
         registry.setLivenessWindow(liveness, sender=owner)
-        return cls(owner, token, registry, randomness, escrow, jobs, panel, game, fees)
+        return cls(owner, token, registry, randomness, escrow, jobs, panel, game, fees, faucet)
 
     @property
     def contracts(self) -> list:
         return [self.token, self.registry, self.randomness, self.escrow, self.jobs, self.panel, self.game, self.fees]
 
     def fund(self, account, amount: int) -> None:
-        self.token.mint(account, amount, sender=self.owner)
+        """Drips `amount` to `account` from the DevnetFaucet (the token's only minter), MAX_DRIP at a time."""
+        step = self.faucet.MAX_DRIP()
+        while amount > 0:
+            self.faucet.drip(account, min(amount, step), sender=self.owner)
+            amount -= step
 
     def conservation(self, holders) -> dict:
         """Token accounting: balances of every holder + contract, supply, minted, burned."""

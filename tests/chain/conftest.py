@@ -40,7 +40,7 @@ def extra_accounts(accounts):
 
 @pytest.fixture(scope="module")
 def system(project, owner) -> System:
-    """The eight contracts, deployed and wired (scripts/deploy.py's wiring), every node kept live."""
+    """The contracts, deployed and wired (scripts/deploy.py's wiring, no Timelock), every node kept live."""
     return System.deploy(project, owner)
 
 

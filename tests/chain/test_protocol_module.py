@@ -181,10 +181,10 @@ def test_escrow_for_matches_job_registry_succeeds(system):
 @pytest.mark.integration
 def test_post_job_params_tuple_accepted_by_contract_succeeds(system, accounts):
     """A PostJobParams (NamedTuple) goes to postJob as is; the job records the fields in the same order."""
-    owner, submitter = system.owner, accounts[1]
+    submitter = accounts[1]
     p = PostJobParams(keccak(b"m"), keccak(b"h"), keccak(b"i"), 2, 3, 8, 2, 10**18, 1, 5 * 10**18,
                       minMemoryMb=1 << 30)  # nobody is eligible: no draw needed
-    system.token.mint(submitter, p.escrow(), sender=owner)
+    system.fund(submitter, p.escrow())
     system.token.approve(system.escrow, p.escrow(), sender=submitter)
     system.jobs.postJob(p, sender=submitter)
     job_id = system.jobs.jobCount()
@@ -193,3 +193,37 @@ def test_post_job_params_tuple_accepted_by_contract_succeeds(system, accounts):
             j.stakePerReplica, j.minMemoryMb, j.profileBit) == (2, 3, 8, 2, 10**18, 1, 5 * 10**18, 1 << 30,
                                                                  protocol.PROFILE_CPU_F32_STRICT)
     assert system.escrow.escrowOf(job_id) == p.escrow()
+
+
+# ---------------------------------------------------------------- network requirements (issue 9 item 4)
+
+
+def test_region_table_and_bandwidth_tiers_match_verity_types_succeeds():
+    constants = _constants()
+    regions = {name: value for name, value in constants.items() if name.startswith("REGION_")}
+    assert sorted(protocol.REGIONS.values()) == sorted(regions.values()) == list(range(1, constants["MAX_REGION"] + 1))
+    for name, code in protocol.REGIONS.items():  # 'north-america' <-> REGION_NORTH_AMERICA
+        assert regions["REGION_" + name.upper().replace("-", "_")] == code
+    assert protocol.BANDWIDTH_TIER_FLOORS_MBPS[-1] == constants["MAX_BANDWIDTH_FLOOR_MBPS"]
+    assert list(PostJobParams._fields[-2:]) == ["region", "minBandwidthMbps"]  # appended: positional builders keep working
+    assert PostJobParams(b"", b"", b"", 1, 1, 1, 1, 1, 1, 1)[-2:] == (0, 0)  # any region, any bandwidth
+
+
+@pytest.mark.integration
+def test_bandwidth_tiers_match_node_registry_succeeds(system):
+    assert system.registry.BANDWIDTH_TIERS() == len(protocol.BANDWIDTH_TIER_FLOORS_MBPS)
+    for mbps in (0, 9, 10, 99, 100, 999, 1_000, 9_999, 10_000, 2**32 - 1):
+        assert system.registry.bandwidthTier(mbps) == protocol.bandwidth_tier(mbps), mbps
+
+
+@pytest.mark.integration
+def test_post_job_params_network_fields_recorded_succeeds(system, accounts):
+    """A region job posted from the NamedTuple records its network filters in the Job (nobody is eligible: no draw)."""
+    submitter = accounts[1]
+    p = PostJobParams(keccak(b"m2"), keccak(b"h2"), keccak(b"i2"), 1, 1, 8, 2, 10**18, 1, 5 * 10**18,
+                      region=protocol.REGION_OCEANIA, minBandwidthMbps=1_000)
+    system.fund(submitter, p.escrow())
+    system.token.approve(system.escrow, p.escrow(), sender=submitter)
+    system.jobs.postJob(p, sender=submitter)
+    j = system.jobs.getJob(system.jobs.jobCount())
+    assert (j.region, j.minBandwidthMbps) == (protocol.REGION_OCEANIA, 1_000)

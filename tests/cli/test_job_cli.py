@@ -7,6 +7,7 @@ from eth_account import Account
 
 from node_builders import SUBMITTER
 from verity.chain.client import devnet_key
+from verity.chain.governance import apply_parameter
 from verity.chain.protocol import DEVICE_CPU, POSTER_BOND, PROFILE_CPU_F32_STRICT, ROLE_SOLVER, escrow_for
 from verity.chain.views import JobStatus, read
 
@@ -107,7 +108,7 @@ def test_list_show_watch_and_cancel_an_unassigned_job_succeeds(net, verity):
 
 def test_cancel_waits_for_a_starved_slot_and_offline_late_replicas_show_succeeds(net, verity):
     owner, c = net.client(0), net.client()
-    owner.transact(owner.jobs.functions.setAssignmentTimeout(120))
+    apply_parameter(owner, owner.jobs, owner.jobs.functions.setAssignmentTimeout(120))  # through the Timelock
     solo = register_solver(net, 1)  # registered and staked, but no process runs it
     starved = net.post(**TINY, replication=2)                          # slot 1: solo; slot 2: nobody left
     waiting = net.post(**TINY, replication=1, execution_window=3600)   # solo, never runs

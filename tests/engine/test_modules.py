@@ -75,11 +75,13 @@ def test_manifest_bytes_unset_new_fields_left_out():
     doc = json.loads(manifest_bytes(m))
     assert "modules" not in doc and "module_plan" not in doc and "outer" not in doc["aggregation"]
     assert "step_budget_ms" not in doc["hardware"]
+    assert "region" not in doc["hardware"] and "min_bandwidth_mbps" not in doc["hardware"]
     old = m.model_dump(mode="json")
     for key in ("modules", "module_plan"):
         del old[key]
     del old["aggregation"]["outer"]
     del old["hardware"]["step_budget_ms"]
+    del old["hardware"]["region"], old["hardware"]["min_bandwidth_mbps"]  # network requirements (issue 9 item 4)
     assert manifest_bytes(m) == json.dumps(old, sort_keys=True, separators=(",", ":")).encode()
 
 

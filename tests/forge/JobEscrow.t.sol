@@ -19,7 +19,7 @@ contract JobEscrowTest is Test {
     address internal bob = address(0xB0B);
 
     function setUp() public {
-        token = new VerityToken();
+        token = new VerityToken(address(this)); // the test is the minter, as the deployer is for a genesis distribution
         escrow = new JobEscrow(IERC20(address(token)));
         escrow.setJobs(address(this));
         token.mint(submitter, token.MAX_SUPPLY());

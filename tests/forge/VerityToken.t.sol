@@ -3,31 +3,45 @@ pragma solidity 0.8.28;
 
 import {Test} from "./base/Test.sol";
 import {VerityToken} from "../../contracts/VerityToken.sol";
-import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
+import {ZeroAddress} from "../../contracts/errors/CommonErrors.sol";
+import {NotMinter, SupplyCapExceeded} from "../../contracts/errors/TokenErrors.sol";
 
+/// @notice The token as a non-devnet deployment builds it: the minter (this test, standing in for the deployer's
+///         genesis distribution) fixed in the constructor. The devnet's faucet minter: DevnetFaucet.t.sol.
 contract VerityTokenTest is Test {
     VerityToken internal token;
     address internal alice = address(0xA11CE);
 
     function setUp() public {
-        token = new VerityToken();
+        token = new VerityToken(address(this));
     }
 
     function test_metadata_is18Decimals_succeeds() public view {
         assertEq(token.decimals(), 18, "decimals");
         assertEq(keccak256(bytes(token.symbol())), keccak256("VRT"), "symbol");
+        assertEq(token.minter(), address(this), "minter");
     }
 
-    function test_mint_byOwner_succeeds() public {
+    function test_constructor_zeroMinter_reverts() public {
+        vm.expectRevert(abi.encodeWithSelector(ZeroAddress.selector, bytes32("minter")));
+        new VerityToken(address(0));
+    }
+
+    function test_mint_byMinter_succeeds() public {
         token.mint(alice, 5e18);
         assertEq(token.balanceOf(alice), 5e18, "balance");
         assertEq(token.totalMinted(), 5e18, "minted");
     }
 
-    function test_mint_notOwner_reverts() public {
+    /// @dev Issue 9: nobody but the minter fixed at construction mints, not even an account that deployed it.
+    function test_mint_notMinter_reverts() public {
         vm.prank(alice);
-        vm.expectRevert(abi.encodeWithSelector(Ownable.OwnableUnauthorizedAccount.selector, alice));
+        vm.expectRevert(abi.encodeWithSelector(NotMinter.selector, alice, address(this)));
         token.mint(alice, 1);
+        VerityToken other = new VerityToken(alice); // deployed by this test, minted by alice only
+        vm.expectRevert(abi.encodeWithSelector(NotMinter.selector, address(this), alice));
+        other.mint(address(this), 1);
+        assertEq(other.totalMinted(), 0, "nothing minted");
     }
 
     /// @dev Issue 9 (an owner who can mint without a cap): the tokens ever minted stop at MAX_SUPPLY, and burning
@@ -35,13 +49,13 @@ contract VerityTokenTest is Test {
     function test_mint_pastTheCap_reverts() public {
         uint256 cap = token.MAX_SUPPLY();
         token.mint(alice, cap - 1);
-        vm.expectRevert(abi.encodeWithSelector(VerityToken.SupplyCapExceeded.selector, uint256(2), uint256(1)));
+        vm.expectRevert(abi.encodeWithSelector(SupplyCapExceeded.selector, uint256(2), uint256(1)));
         token.mint(alice, 2);
         token.mint(alice, 1);
         assertEq(token.totalMinted(), cap, "minted up to the cap");
         vm.prank(alice);
         token.burn(5e18);
-        vm.expectRevert(abi.encodeWithSelector(VerityToken.SupplyCapExceeded.selector, uint256(1), uint256(0)));
+        vm.expectRevert(abi.encodeWithSelector(SupplyCapExceeded.selector, uint256(1), uint256(0)));
         token.mint(alice, 1);
     }
 

@@ -1,14 +1,17 @@
-"""Fixtures for node tests: a real devnet (anvil + ticker + js-ipfs via `verity.devnet.services`),
-a fresh deployment per test through `ape run deploy`, and real `verity node run` processes."""
+"""Fixtures for node tests: a real devnet (anvil + ticker + js-ipfs via `verity.devnet.services`), one
+`ape run deploy` per session that every test starts from (an anvil snapshot), and real `verity node run` processes."""
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
 from node_builders import Net
+from verity.chain.governance import apply_parameters
 from verity.devnet import services
 from verity.devnet.deploy import deploy
+from verity.devnet.ticker import rpc_call
 
 
 @pytest.fixture(scope="session")
@@ -19,21 +22,38 @@ def devnet(tmp_path_factory):
     services.down(directory)
 
 
-@pytest.fixture
-def net(devnet, tmp_path):
-    """A fresh deployment (owner: test account 0) with short devnet windows for tests."""
-    root = tmp_path
+@pytest.fixture(scope="session")
+def deployed(devnet, tmp_path_factory):
+    """One `ape run deploy` per test session (per xdist worker), with the tests' short windows applied through the
+    Timelock, kept as an anvil snapshot: each test reverts the chain to it (`net`), so every test starts from the
+    same fresh deployment without paying for the deploy and the governance calls again (about 10 s a test under
+    CI's load). tests/nodes/test_deployment_sealed.py still runs the deploy itself, and checks what it leaves."""
+    root = tmp_path_factory.mktemp("deployed")
     deploy(devnet["rpc_url"], root / "deployments", force=True)
+    owner = Net(devnet["rpc_url"], devnet["ipfs_api"], root, dict(os.environ)).client(0)
+    # The Timelock's admin: one devnet clock jump past the delay applies all four.
+    apply_parameters(owner, [
+        (owner.game, owner.game.functions.setClockAllowance(15)),
+        (owner.panel, owner.panel.functions.setWindows(15, 15)),                # commit, reveal
+        (owner.jobs, owner.jobs.functions.setDefaultWindows(120, 10, 10)),      # execution, reveal (= grace), challenge
+        (owner.jobs, owner.jobs.functions.setAssignmentTimeout(5)),
+    ])
+    state = {"dir": root / "deployments", "snapshot": rpc_call(devnet["rpc_url"], "evm_snapshot")}
+    yield state
+
+
+@pytest.fixture
+def net(devnet, deployed, tmp_path):
+    """A fresh deployment (owner: test account 0) with short devnet windows for tests: the chain is reverted to the
+    session's deployment snapshot (anvil consumes a snapshot on revert, so a new one is taken at once)."""
+    if not rpc_call(devnet["rpc_url"], "evm_revert", [deployed["snapshot"]]):
+        raise RuntimeError(f"anvil could not revert to the deployment snapshot {deployed['snapshot']}")
+    deployed["snapshot"] = rpc_call(devnet["rpc_url"], "evm_snapshot")
+    root = tmp_path
+    shutil.copytree(deployed["dir"], root / "deployments")
     env = dict(os.environ, VERITY_RPC_URL=devnet["rpc_url"], VERITY_IPFS_API=devnet["ipfs_api"],
                VERITY_DEPLOYMENTS_DIR=str(root / "deployments"), VERITY_STATE_DIR=str(root / "state"),
                VERITY_DEVNET_DIR=str(root / "no-devnet"), VERITY_IPFS_TIMEOUT="4", VERITY_IPFS_RETRIES="1")
     n = Net(devnet["rpc_url"], devnet["ipfs_api"], root, env)
-    owner = n.client(0)
-    owner.transact(owner.game.functions.setClockAllowance(15))
-    owner.transact(owner.panel.functions.setWindows(15, 15))                # commit, reveal
-    owner.transact(owner.jobs.functions.setDefaultWindows(120, 10, 10))      # execution, reveal (= grace), challenge
-    owner.transact(owner.jobs.functions.setAssignmentTimeout(5))
     yield n
     n.stop()
-
-

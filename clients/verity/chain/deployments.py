@@ -39,7 +39,8 @@ class DeploymentOutdated(VerityError, LookupError):
 
 class Deployments(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    version: int = 2  # 2: protocol v2 (docs/protocol-v2.md), eight contracts (VerificationFees since 2026-11-30)
+    version: int = 2  # 2: protocol v2 (docs/protocol-v2.md); VerificationFees since 2026-11-30, Timelock (and the
+    # devnet's DevnetFaucet) since 2026-12-01: missing_contracts tells an older file apart
     chain_id: int
     deployer: str
     contracts: dict[str, DeployedContract]
@@ -74,10 +75,12 @@ def load_deployments(chain_id: int, path: Path | None = None) -> Deployments:
 
 
 def missing_contracts(dep: Deployments) -> list[str]:
-    """The protocol's contracts (verity.chain.protocol.CONTRACTS) a deployments file does not list."""
-    from verity.chain.protocol import CONTRACTS
+    """The protocol's contracts (verity.chain.protocol.CONTRACTS) a deployments file does not list; the devnet-only
+    DevnetFaucet counts only on the devnet (no other chain can have one)."""
+    from verity.chain.protocol import CONTRACTS, DEVNET_CHAIN_ID, DEVNET_ONLY_CONTRACTS
 
-    return [n for n in CONTRACTS if n not in dep.contracts]
+    needed = [n for n in CONTRACTS if dep.chain_id == DEVNET_CHAIN_ID or n not in DEVNET_ONLY_CONTRACTS]
+    return [n for n in needed if n not in dep.contracts]
 
 
 class DeploymentOfAnotherChain(VerityError, LookupError):

@@ -17,9 +17,12 @@ __all__ = [
     "JobStatus", "TaskKind", "TaskStatus", "ReplicaStatus", "DisputePhase", "DisputeOutcome", "Verdict", "PanelPhase",
     "ROLE_SOLVER", "ROLE_VERIFIER", "ROLE_REFEREE", "DEVICE_CPU", "DEVICE_CUDA", "PROFILE_CPU_F32_STRICT",
     "PROFILE_CUDA_F32_STRICT", "PROFILE_PORTABLE_F32", "PROFILE_BITS", "BPS", "REFEREE_SLASH_REASONS",
+    "REGION_EUROPE", "REGION_NORTH_AMERICA", "REGION_SOUTH_AMERICA", "REGION_ASIA", "REGION_AFRICA", "REGION_OCEANIA",
+    "MAX_REGION", "REGIONS", "region_code", "region_name", "MAX_BANDWIDTH_FLOOR_MBPS", "BANDWIDTH_TIER_FLOORS_MBPS",
+    "bandwidth_tier",
     "replica_commitment", "challenge_commitment", "check_commitment", "fee_ticket", "fee_sampled",
     "vote_commitment", "escrow_for", "job_mismatches",
-    "PostJobParams", "PinpointProof", "CONTRACTS",
+    "PostJobParams", "PinpointProof", "CONTRACTS", "DEVNET_ONLY_CONTRACTS", "DEVNET_CHAIN_ID",
 ]
 
 # ---------------------------------------------------------------- constants (VerityTypes.sol)
@@ -39,12 +42,54 @@ PROFILE_BITS = {"cpu-f32-strict": PROFILE_CPU_F32_STRICT, "cuda-f32-strict": PRO
 
 BPS = 10_000
 
+# Network regions (NodeRegistry.declareNetwork, PostJobParams.region): 0 = undeclared (a node) / any (a job).
+REGION_EUROPE = 1
+REGION_NORTH_AMERICA = 2
+REGION_SOUTH_AMERICA = 3
+REGION_ASIA = 4
+REGION_AFRICA = 5
+REGION_OCEANIA = 6
+MAX_REGION = 6
+# The names a manifest's `hardware.region` and the `--region` options take.
+REGIONS = {"europe": REGION_EUROPE, "north-america": REGION_NORTH_AMERICA, "south-america": REGION_SOUTH_AMERICA,
+           "asia": REGION_ASIA, "africa": REGION_AFRICA, "oceania": REGION_OCEANIA}
+
+# Bandwidth tiers (NodeRegistry.bandwidthTier): a node sits in the tier of the largest floor its declared Mbit/s
+# reach; a job's minimum rounds UP to a floor (asking 50 draws only nodes of >= 100 Mbit/s), at most the top one.
+BANDWIDTH_TIER_FLOORS_MBPS = (0, 10, 100, 1_000, 10_000)
+MAX_BANDWIDTH_FLOOR_MBPS = 10_000
+
+
+def region_code(name: str | None) -> int:
+    """The on-chain code of a region name ('' or None: 0, any/undeclared); KeyError names the unknown one."""
+    if not name:
+        return 0
+    try:
+        return REGIONS[name]
+    except KeyError:
+        raise KeyError(f"{name!r} is not a region ({', '.join(REGIONS)})") from None
+
+
+def region_name(code: int) -> str:
+    """The name of an on-chain region code ('' for 0)."""
+    return next((n for n, c in REGIONS.items() if c == int(code)), "" if int(code) == 0 else f"region {int(code)}")
+
+
+def bandwidth_tier(mbps: int) -> int:
+    """The tier a node declaring `mbps` sits in (NodeRegistry.bandwidthTier)."""
+    return max(t for t, floor in enumerate(BANDWIDTH_TIER_FLOORS_MBPS) if int(mbps) >= floor)
+
 # IRefereePanel.RefereeSlashed `reason`
 REFEREE_SLASH_REASONS = {1: "did not commit", 2: "did not reveal", 3: "voted against the majority"}
 
-# The deployment's contracts, in deploy order (docs/protocol-v2.md), as the deployments file names them.
-CONTRACTS = ("VerityToken", "NodeRegistry", "BlockhashRandomness", "JobEscrow", "JobRegistry", "RefereePanel",
-             "DisputeGame", "VerificationFees")
+# The deployment's contracts, in deploy order (docs/protocol-v2.md), as the deployments file names them. On the
+# devnet the DevnetFaucet deploys the token (its only minter) in one transaction; the Timelock comes last and owns
+# every Ownable contract once the wiring is done (issue 9, governance).
+CONTRACTS = ("VerityToken", "DevnetFaucet", "NodeRegistry", "BlockhashRandomness", "JobEscrow", "JobRegistry",
+             "RefereePanel", "DisputeGame", "VerificationFees", "Timelock")
+# Deployed on the devnet (chain 31337) only: DevnetFaucet's constructor reverts on any other chain.
+DEVNET_ONLY_CONTRACTS = ("DevnetFaucet",)
+DEVNET_CHAIN_ID = 31337
 
 
 # ---------------------------------------------------------------- enums (value 0 = does not exist)
@@ -208,6 +253,8 @@ class PostJobParams(NamedTuple):
     executionWindow: int = 0
     revealWindow: int = 0
     challengeWindow: int = 0
+    region: int = 0  # REGION_*: the replicas come only from nodes that declared it (0 = any region)
+    minBandwidthMbps: int = 0  # rounded up to a bandwidth tier floor by the draw (0 = any)
 
     def escrow(self) -> int:
         return escrow_for(self.paymentPerTask, self.replication, self.shards, self.rounds)
@@ -250,6 +297,9 @@ def job_mismatches(job, manifest) -> list[str]:
         "profileBit": PROFILE_BITS.get(manifest.determinism, 0),  # 0: a profile with no on-chain bit
         "deviceClass": DEVICE_CUDA if manifest.hardware.device_class == "cuda" else DEVICE_CPU,
         "minMemoryMb": manifest.hardware.min_memory_mb,  # the draw's filter: a job must not admit smaller nodes
+        "region": REGIONS.get(manifest.hardware.region or "", 0),  # the draw's filters: where and how fast
+        "minBandwidthMbps": manifest.hardware.min_bandwidth_mbps or 0,
     }
-    return [f"{name}: job {int(getattr(job, name))}, manifest {want}"
-            for name, want in expected.items() if int(getattr(job, name)) != want]
+    # (a Job record without the network fields, e.g. a hand-built view, asks for none: any region, any bandwidth)
+    return [f"{name}: job {int(getattr(job, name, 0))}, manifest {want}"
+            for name, want in expected.items() if int(getattr(job, name, 0)) != want]

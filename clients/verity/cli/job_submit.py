@@ -16,9 +16,10 @@ import typer
 from verity.errors import VerityError
 from verity.submit import JobSpec
 from verity.submit_modules import HELP as PARALLEL_HELP
+from verity.submit_network import HELP as NETWORK_HELP
 from verity.submit_options import HELP as OPTION_HELP, BadJobSpec
 
-HELP = {**OPTION_HELP, **PARALLEL_HELP}
+HELP = {**OPTION_HELP, **PARALLEL_HELP, **NETWORK_HELP}
 
 D = JobSpec()  # the defaults, shared with `ape run submit` and `verity data shard`
 
@@ -80,6 +81,8 @@ def submit(
     outer_lr: Annotated[float, _opt("outer_lr")] = D.outer_lr,
     outer_momentum: Annotated[float, _opt("outer_momentum")] = D.outer_momentum,
     step_budget_ms: Annotated[int, _opt("step_budget_ms")] = D.step_budget_ms,
+    region: Annotated[str, _opt("region")] = D.region,
+    min_bandwidth_mbps: Annotated[int, _opt("min_bandwidth_mbps")] = D.min_bandwidth_mbps,
     account: Annotated[Optional[int], typer.Option(
         "--account", "-a", help="devnet test-account index to sign with (default 0)")] = None,
     key_file: Annotated[Optional[Path], typer.Option(
@@ -107,7 +110,7 @@ def submit(
                        name=name, profile=profile, verification_fee=verification_fee_of(payment, verification_fee, no_verification_fee),
                        checks_per_task=checks_per_task, fee_sample_rate=fee_sample_rate, modules=modules,
                        module_plan=module_plan, outer_lr=outer_lr, outer_momentum=outer_momentum,
-                       step_budget_ms=step_budget_ms)
+                       step_budget_ms=step_budget_ms, region=region, min_bandwidth_mbps=min_bandwidth_mbps)
         chain = connect_chain(s.rpc_url, signer_key(account, key_file, s.devnet_accounts))
         with console.status("checking the job, building shards and manifest…"):
             prepared = plan_job(spec)

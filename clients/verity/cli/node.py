@@ -29,6 +29,13 @@ MemoryMb = Annotated[int, typer.Option(
     "--memory-mb", min=64, max=1 << 22,
     help="memory this node declares (MB): a job asking for more is never drawn here, and a task estimated above it "
          "is declined (docs/nodes.md, feasible windows)")]
+Region = Annotated[Optional[str], typer.Option(
+    "--region", help="region this node declares (europe, north-america, south-america, asia, africa, oceania; none "
+                     "= undeclared): a job asking for a region draws only its nodes (default: keep the declared one)")]
+BandwidthMbps = Annotated[Optional[int], typer.Option(
+    "--bandwidth-mbps", min=0, max=2**32 - 1,
+    help="bandwidth this node declares (Mbit/s): a job asking for more (rounded up to 10, 100, 1000 or 10000) is "
+         "never drawn here (default: keep the declared one)")]
 # TEST ONLY: the --fault switches exist for tests and the demo; they are hidden and refused unless this is set
 FAULTS_ENABLED = os.environ.get("VERITY_ENABLE_FAULTS") == "1"
 
@@ -54,10 +61,13 @@ class BadNodeOption(VerityError, ValueError):
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
-def _check_options(name: str, account, key_file, stake: float, roles: str, s) -> None:
+def _check_options(name: str, account, key_file, stake: float, roles: str, s, region: str | None = None) -> None:
     """Refuse bad options before anything touches the disk or the chain."""
+    from verity.chain.protocol import REGIONS
     from verity.node.app import role_mask
 
+    if region is not None and region != "none" and region not in REGIONS:
+        raise BadNodeOption("--region", f"{region!r} is not a region ({', '.join(REGIONS)}, or none)")
     if not NAME_RE.fullmatch(name) or ".." in name:
         raise BadNodeOption("--name", f"{name!r} must be 1-64 letters, digits, '.', '_' or '-', starting with a "
                                       "letter or digit (it names a folder under <state dir>/nodes/)")
@@ -83,27 +93,30 @@ def _served_profiles(vectors: Path | None) -> tuple[int, dict]:
 
 
 def _config(name, account, roles="solver,verifier,referee", stake=1000.0, faults=None, sample_rate=1.0, key_file=None,
-            memory_mb=4096):
+            memory_mb=4096, region=None, bandwidth_mbps=None):
     from verity.node.app import NodeConfig
     from verity.node.keyfile import read_key_file
 
     s = settings()
-    _check_options(name, account, key_file, stake, roles, s)
+    _check_options(name, account, key_file, stake, roles, s, region)
     return NodeConfig(name=name, roles=roles, account=account, stake=int(stake * 10**18),
                       private_key=read_key_file(key_file) if key_file else None,
-                      faults=list(faults or []), sample_rate=sample_rate, settings=s, memory_mb=memory_mb)
+                      faults=list(faults or []), sample_rate=sample_rate, settings=s, memory_mb=memory_mb,
+                      region=region, bandwidth_mbps=bandwidth_mbps)
 
 
 @app.command()
 def register(name: Name, account: Account = None, roles: Roles = "solver,verifier,referee", stake: Stake = 1000.0,
-             key_file: KeyFile = None, vectors: Vectors = None, memory_mb: MemoryMb = 4096) -> None:
-    """Register the node (or update its roles and profiles) and top up its stake."""
+             key_file: KeyFile = None, vectors: Vectors = None, memory_mb: MemoryMb = 4096, region: Region = None,
+             bandwidth_mbps: BandwidthMbps = None) -> None:
+    """Register the node (or update its roles and profiles), declare its network if asked, top up its stake."""
     from verity.chain.views import read
     from verity.node.app import check_name, connect, ensure_registered, serve_profiles
     from verity.node.status import vrt
 
     try:
-        cfg = _config(name, account, roles, stake, key_file=key_file, memory_mb=memory_mb)
+        cfg = _config(name, account, roles, stake, key_file=key_file, memory_mb=memory_mb, region=region,
+                      bandwidth_mbps=bandwidth_mbps)
         ctx = connect(cfg)
         check_name(ctx, cfg)
         serve_profiles(ctx, cfg, *_served_profiles(vectors))
@@ -134,6 +147,8 @@ def run(
     key_file: KeyFile = None,
     vectors: Vectors = None,
     memory_mb: MemoryMb = 4096,
+    region: Region = None,
+    bandwidth_mbps: BandwidthMbps = None,
 ) -> None:
     """Run the node: check its profiles (doctor, cached), register/stake if needed, then work until stopped."""
     from verity.node.app import build_loop, claim_state_dir, connect, ensure_registered, serve_profiles
@@ -142,7 +157,7 @@ def run(
     try:
         if fault and not FAULTS_ENABLED:
             raise FaultsDisabled()
-        cfg = _config(name, account, roles, stake, fault, sample_rate, key_file, memory_mb)
+        cfg = _config(name, account, roles, stake, fault, sample_rate, key_file, memory_mb, region, bandwidth_mbps)
         cfg.workers = workers
     except VerityError as exc:
         fail(exc)

@@ -1,7 +1,9 @@
 """`verity devnet faucet`: VRT (and ETH) for any devnet account.
 
-VRT is minted by the token's owner, which on the devnet is a test account of
-the dev mnemonic (the deployer, account 0); ETH is added with anvil's
+VRT comes from the DevnetFaucet contract, the devnet token's only minter: anyone
+may call its `drip`, at most MAX_DRIP per call (larger amounts take several
+drips), within the token's MAX_SUPPLY. The drip is sent from test account 0 of
+the dev mnemonic, which only pays the gas. ETH is added with anvil's
 `anvil_setBalance`, so it works for any address and costs nobody anything.
 """
 from __future__ import annotations
@@ -48,7 +50,9 @@ def devnet_address(index: int) -> str:
 
 def fund(rpc_url: str, deployments_file: Path, to: str, *, vrt_wei: int, eth_wei: int,
          accounts: int = 20) -> dict[str, Any]:
-    """Mint `vrt_wei` VRT to `to` and add `eth_wei` ETH; returns `to`'s balances afterwards."""
+    """Drip `vrt_wei` VRT to `to` and add `eth_wei` ETH; returns `to`'s balances afterwards.
+
+    (`accounts` is kept for callers: any account may drip, so none has to be found among the devnet's.)"""
     from web3 import Web3
 
     from verity.chain.client import ChainClient, devnet_key
@@ -64,14 +68,21 @@ def fund(rpc_url: str, deployments_file: Path, to: str, *, vrt_wei: int, eth_wei
         from verity.chain.client import ChainUnreachable
 
         raise ChainUnreachable(rpc_url) from None
-    reader = ChainClient(rpc_url, None, load_deployments(chain_id, deployments_file))
-    owner = reader.call(reader.token.functions.owner())
-    index = next((i for i in range(accounts) if devnet_address(i) == owner), None)
-    if index is None:
-        raise FaucetRefused("faucet", f"the token owner {owner} is not one of the {accounts} devnet accounts")
-    client = ChainClient(rpc_url, devnet_key(index), reader.deployments)
-    if vrt_wei:
-        client.transact(client.token.functions.mint(to, vrt_wei))
+    client = ChainClient(rpc_url, devnet_key(0), load_deployments(chain_id, deployments_file))
+    faucet = client.contracts.get("DevnetFaucet")
+    if faucet is None:
+        raise FaucetRefused("faucet", f"the deployment of chain {chain_id} has no DevnetFaucet (only a devnet has one)")
+    token = client.token
+    room = int(client.call(token.functions.MAX_SUPPLY())) - int(client.call(token.functions.totalMinted()))
+    if vrt_wei > room:
+        raise FaucetRefused("--amount", f"{vrt_wei / WEI:,.0f} VRT is more than the supply cap leaves "
+                                        f"({room / WEI:,.0f})")
+    max_drip = int(client.call(faucet.functions.MAX_DRIP()))
+    left = vrt_wei
+    while left:
+        step = min(left, max_drip)
+        client.transact(faucet.functions.drip(to, step))
+        left -= step
     if eth_wei:
         balance = client.w3.eth.get_balance(to)
         try:

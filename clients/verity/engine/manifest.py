@@ -12,7 +12,7 @@ import json
 import math
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.functional_validators import AfterValidator
 
 from verity.errors import ManifestInvalid
@@ -117,6 +117,22 @@ class Hardware(_Strict):
     # The poster's declared milliseconds per training step on this hardware class: nodes decline (as invalid
     # inputs) a job whose execution window is shorter than steps_per_round x this (node/feasibility.py).
     step_budget_ms: int | None = Field(default=None, ge=1, le=3_600_000)
+    # Network requirements of the job's replica draws (NodeRegistry "network classes"): only nodes that declared this
+    # region (a name of verity.chain.protocol.REGIONS) and at least this bandwidth, rounded up to a tier floor.
+    region: str | None = Field(default=None, description="replicas only from nodes that declared this region: a "
+                                                          "name of verity.chain.protocol.REGIONS")
+    min_bandwidth_mbps: int | None = Field(default=None, ge=1, le=10_000,  # protocol.MAX_BANDWIDTH_FLOOR_MBPS
+                                           description="replicas only from nodes declaring at least this many Mbit/s "
+                                                       "(rounded up to a tier floor: 10, 100, 1000, 10000)")
+
+    @field_validator("region")
+    @classmethod
+    def _known_region(cls, value: str | None) -> str | None:
+        from verity.chain.protocol import REGIONS
+
+        if value is not None and value not in REGIONS:
+            raise ValueError(f"{value!r} is not a region ({', '.join(REGIONS)})")
+        return value
 
 
 Dim = Annotated[int, Field(ge=1, le=65536)]
@@ -311,7 +327,8 @@ def validate_manifest(manifest: Manifest) -> Manifest:
 
 # Optional fields added after manifests were in use: left out of the canonical bytes while
 # unset, so every earlier manifest keeps its bytes, CID and hash.
-_OMIT_WHEN_UNSET = (("modules",), ("module_plan",), ("aggregation", "outer"), ("hardware", "step_budget_ms"))
+_OMIT_WHEN_UNSET = (("modules",), ("module_plan",), ("aggregation", "outer"), ("hardware", "step_budget_ms"),
+                    ("hardware", "region"), ("hardware", "min_bandwidth_mbps"))
 
 
 def manifest_bytes(manifest: Manifest) -> bytes:

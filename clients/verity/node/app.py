@@ -13,7 +13,7 @@ import torch
 from verity.chain import EventCursor
 from verity.chain.client import connect_chain, devnet_key
 from verity.chain.identity import chain_identity
-from verity.chain.protocol import PROFILE_BITS, ROLE_REFEREE, ROLE_SOLVER, ROLE_VERIFIER
+from verity.chain.protocol import PROFILE_BITS, ROLE_REFEREE, ROLE_SOLVER, ROLE_VERIFIER, region_code, region_name
 from verity.chain.views import read
 from verity.errors import ProfileUnsupported, VerityError
 from verity.node.auditor import AuditorRole
@@ -61,6 +61,10 @@ class NodeConfig:
     private_key: str | None = None      # elsewhere: from an ape account / key file (never logged)
     stake: int = 1_000 * 10**18
     memory_mb: int = 4096
+    # network declaration (NodeRegistry.declareNetwork; a region job draws only its region's nodes): None = leave what
+    # the chain holds; region is a name of protocol.REGIONS or "none" (undeclared)
+    region: str | None = None
+    bandwidth_mbps: int | None = None
     sample_rate: float = 1.0
     workers: int = 2                    # concurrent training / re-execution jobs (plus one urgent lane)
     faults: list[str] = field(default_factory=list)
@@ -176,10 +180,29 @@ def ensure_registered(ctx: NodeContext, cfg: NodeConfig) -> None:
         c.transact(c.registry.functions.updateNode(mask, device, cfg.memory_mb, 100, profiles, addr))
         log.info("%s updated: roles %s, profiles %s", ctx.me, cfg.roles, ", ".join(profile_names(profiles)))
     node = read(c, c.registry, "getNode", ctx.me)
+    declare_network(ctx, cfg, node)
     need = max(0, cfg.stake - node.stake)  # what register did not already pull
     if need > 0:
         c.transact(c.registry.functions.stake(need))
         log.info("%s staked %g VRT", ctx.me, need / 1e18)
+
+
+def network_declaration(cfg: NodeConfig, node) -> tuple[int, int] | None:
+    """The (region code, Mbit/s) to declare, or None when the chain already holds what was asked (an option not
+    given keeps the declared value)."""
+    if cfg.region is None and cfg.bandwidth_mbps is None:
+        return None
+    region = int(node.region) if cfg.region is None else (0 if cfg.region == "none" else region_code(cfg.region))
+    bandwidth = int(node.bandwidthMbps) if cfg.bandwidth_mbps is None else int(cfg.bandwidth_mbps)
+    return None if (region, bandwidth) == (int(node.region), int(node.bandwidthMbps)) else (region, bandwidth)
+
+
+def declare_network(ctx: NodeContext, cfg: NodeConfig, node) -> None:
+    """declareNetwork when the options ask for another region or bandwidth than the chain holds (idempotent)."""
+    want = network_declaration(cfg, node)
+    if want is not None:
+        ctx.chain.transact(ctx.chain.registry.functions.declareNetwork(*want))
+        log.info("%s declared region %s, %d Mbit/s", ctx.me, region_name(want[0]) or "none", want[1])
 
 
 def drop_workdirs(state_dir: Path) -> None:

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from types import SimpleNamespace
 
 from verity.chain import ChainClient, EventCursor
-from verity.chain.protocol import ROLE_REFEREE, ROLE_SOLVER, ROLE_VERIFIER
+from verity.chain.protocol import ROLE_REFEREE, ROLE_SOLVER, ROLE_VERIFIER, region_name
 from verity.chain.views import read
 from verity.errors import VerityError
 from verity.units import duration, vrt
@@ -66,6 +66,9 @@ class NodeStatus:
             rows.append(("unbonding", f"{vrt(n.pendingUnstake)}, " + (f"withdrawable in {age(left)}" if left > 0
                                                                       else "withdrawable now (unstake --withdraw)")))
         rows.append(("device / memory", f"{'gpu' if n.deviceClass else 'cpu'} / {n.memoryMb} MB"))
+        region = region_name(getattr(n, "region", 0)) or "undeclared"
+        rows.append(("region / bandwidth", f"{region} / {int(getattr(n, 'bandwidthMbps', 0))} Mbit/s "
+                                           "(verity node register --region --bandwidth-mbps)"))
         if self.selection is not None:
             ws, wr, rep, prompt = self.selection
             rows.append(("selection weight", f"{vrt(ws)} as solver, {vrt(wr)} as referee (stake x reputation "

@@ -53,7 +53,7 @@ abstract contract Fixture is Test {
 
     function setUp() public virtual {
         vm.warp(1_700_000_000);
-        token = new VerityToken();
+        token = new VerityToken(address(this)); // the test is the minter, as the deployer is for a genesis distribution
         registry = new NodeRegistry(IERC20(address(token)));
         randomness = new BlockhashRandomness(2);
         escrow = new JobEscrow(IERC20(address(token)));

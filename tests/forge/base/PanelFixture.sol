@@ -48,7 +48,7 @@ abstract contract PanelFixture is Test {
     function setUp() public virtual {
         vm.warp(1_700_000_000);
         vm.roll(1_000);
-        token = new VerityToken();
+        token = new VerityToken(address(this)); // the test is the minter, as the deployer is for a genesis distribution
         registry = new NodeRegistry(IERC20(address(token)));
         randomness = new BlockhashRandomness(DELAY);
         panel = new RefereePanel(

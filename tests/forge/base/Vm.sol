@@ -8,6 +8,7 @@ interface Vm {
     function stopPrank() external;
     function warp(uint256 timestamp) external;
     function roll(uint256 blockNumber) external;
+    function chainId(uint256 newChainId) external;
     function prevrandao(bytes32 value) external;
     function expectRevert(bytes calldata revertData) external;
     function expectRevert(bytes4 selector) external;
