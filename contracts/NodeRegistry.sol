@@ -8,7 +8,7 @@ import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 
 import {INodeRegistry} from "./interfaces/INodeRegistry.sol";
-import {SumTree} from "./lib/SumTree.sol";
+import {PackedSumTree} from "./lib/PackedSumTree.sol";
 import {
     Node,
     Reputation,
@@ -51,7 +51,7 @@ import "./errors/NodeRegistryErrors.sol";
 ///      alone (the free-stake filter at draw time handles busy nodes), which keeps the task lifecycle cheap.
 contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     using SafeERC20 for IERC20;
-    using SumTree for SumTree.Tree;
+    using PackedSumTree for PackedSumTree.Tree;
     using SafeCast for uint256;
 
     /// @dev Storage form of a node (getNode / reputationOf rebuild the public Node and Reputation structs).
@@ -109,6 +109,9 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     /// @notice Memory tiers: a node sits in the tier of the largest floor (MB) its declared memory reaches; a draw
     ///         reads the tiers whose floor is at least the job's minimum (rounding the requirement up to a floor).
     uint256 public constant MEMORY_TIERS = 11;
+    /// @notice Selection weights are kept in whole gwei of weighted stake (the trees' 64-bit lanes hold any sum: the
+    ///         10^9 VRT supply cap is 10^18 gwei < 2^64); the weight views return them in wei (multiples of this).
+    uint256 public constant WEIGHT_UNIT = 1e9;
     /// @notice Bandwidth tiers (floors 0, 10, 100, 1 000, 10 000 Mbit/s): a node sits in the tier of the largest floor
     ///         its declared bandwidth reaches; a draw reads the tiers whose floor is at least the job's minimum.
     uint256 public constant BANDWIDTH_TIERS = 5;
@@ -133,7 +136,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
 
     mapping(address => NodeRecord) internal _nodes;
     /// @dev One tree per eligibility class (_classKey); a node's weight for a role is the same in each of its trees.
-    mapping(uint256 => SumTree.Tree) internal _trees;
+    mapping(uint256 => PackedSumTree.Tree) internal _trees;
     /// @dev Each node's current weight per role (by slot: solver, referee), and their sums (views, invariants).
     mapping(uint256 => uint256[2]) internal _weights;
     uint256[2] internal _totals;
@@ -424,18 +427,6 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint8 deviceClass,
         uint32 minMemoryMb,
         uint32 profileBit,
-        uint256 minFreeStake,
-        address[] memory exclude
-    ) external view returns (address) {
-        return _draw(seed, Requirements(ROLE_SOLVER, deviceClass, minMemoryMb, profileBit, 0, 0, minFreeStake), exclude);
-    }
-
-    /// @inheritdoc INodeRegistry
-    function drawSolver(
-        bytes32 seed,
-        uint8 deviceClass,
-        uint32 minMemoryMb,
-        uint32 profileBit,
         uint8 region,
         uint32 minBandwidthMbps,
         uint256 minFreeStake,
@@ -458,18 +449,6 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         address[] memory exclude
     ) external view returns (address) {
         return _draw(seed, Requirements(ROLE_REFEREE, deviceClass, minMemoryMb, profileBit, 0, 0, minFreeStake), exclude);
-    }
-
-    /// @notice True iff `node` passes every hard filter of a draw for `role` with no region or bandwidth requirement.
-    function isEligible(
-        address node,
-        uint8 role,
-        uint8 deviceClass,
-        uint32 minMemoryMb,
-        uint32 profileBit,
-        uint256 minFreeStake
-    ) external view returns (bool) {
-        return _eligible(node, Requirements(role, deviceClass, minMemoryMb, profileBit, 0, 0, minFreeStake));
     }
 
     /// @notice True iff `node` passes every hard filter of a draw for `role`, region (0 = any) and minimum bandwidth
@@ -561,19 +540,15 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
             _trees[_classKey(ROLE_REFEREE, 0, profileBit, cudaOnly, tier)].capacity());
     }
 
-    /// @notice Total weight of one eligibility class's tree in the region-any family (`tier`: the cell, memory tier +
-    ///         MEMORY_TIERS * bandwidth tier; a node that declared no bandwidth is in cell = its memory tier).
-    function classWeight(uint8 role, uint32 profileBit, bool cudaOnly, uint256 tier) external view returns (uint256) {
-        return _trees[_classKey(role, 0, profileBit, cudaOnly, tier)].total;
-    }
-
-    /// @notice Total weight of one eligibility class's tree in `region`'s family (0: the region-any family).
-    function regionClassWeight(uint8 role, uint8 region, uint32 profileBit, bool cudaOnly, uint256 cell)
+    /// @notice Total weight (wei, floored to whole gwei) of one eligibility class's tree in `region`'s family (0: the
+    ///         region-any family; `cell`: memory tier + MEMORY_TIERS * bandwidth tier, a node that declared no
+    ///         bandwidth is in cell = its memory tier).
+    function classWeight(uint8 role, uint8 region, uint32 profileBit, bool cudaOnly, uint256 cell)
         external
         view
         returns (uint256)
     {
-        return _trees[_classKey(role, region, profileBit, cudaOnly, cell)].total;
+        return uint256(_trees[_classKey(role, region, profileBit, cudaOnly, cell)].total) * WEIGHT_UNIT;
     }
 
     /// @notice The memory tier of `memoryMb`: the largest tier whose floor it reaches.
@@ -605,15 +580,16 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         return BPS - uint256(_nodes[node].usedWindowBps) / 2;
     }
 
-    /// @notice Current selection weights of `node` as a solver and as a referee (the same in each of its trees).
+    /// @notice Current selection weights of `node` as a solver and as a referee (the same in each of its trees), in wei
+    ///         of weighted stake floored to whole gwei (WEIGHT_UNIT).
     function weightsOf(address node) external view returns (uint256 solverWeight, uint256 refereeWeight) {
         uint256[2] storage w = _weights[_nodes[node].slot];
-        return (w[0], w[1]);
+        return (w[0] * WEIGHT_UNIT, w[1] * WEIGHT_UNIT);
     }
 
     /// @notice Sums of every node's solver and referee weight (each node counted once per role).
     function totalWeights() external view returns (uint256 solverTotal, uint256 refereeTotal) {
-        return (_totals[0], _totals[1]);
+        return (_totals[0] * WEIGHT_UNIT, _totals[1] * WEIGHT_UNIT);
     }
 
     // ---------------------------------------------------------------- internals
@@ -690,7 +666,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         NodeRecord storage n = _nodes[node];
         if (n.slot == 0) return;
         uint256 w = ((uint256(n.stake) - n.pendingUnstake) * reputationFactorBps(node) * promptnessFactorBps(node))
-            / (BPS * BPS);
+            / (BPS * BPS * WEIGHT_UNIT);
         if (block.timestamp > uint256(n.lastSeen) + livenessWindow) w = 0; // offline: out until its next heartbeat
         _setWeights(n, (n.roles & ROLE_SOLVER) != 0 ? w : 0, (n.roles & ROLE_REFEREE) != 0 ? w : 0);
     }
@@ -706,7 +682,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
             w[r] = next[r];
             uint256[] memory keys = _classKeys(n, r == 0 ? ROLE_SOLVER : ROLE_REFEREE);
             for (uint256 k = 0; k < keys.length; ++k) {
-                SumTree.Tree storage tree = _trees[keys[k]];
+                PackedSumTree.Tree storage tree = _trees[keys[k]];
                 bool had = tree.total != 0;
                 tree.set(slot, next[r]);
                 if (had != (tree.total != 0)) _tiersWithWeight[keys[k] >> 8] ^= 1 << (keys[k] & 0xff);
@@ -876,7 +852,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
             uint256 key = family | _cell(x);
             for (uint256 k = 0; k < len; ++k) {
                 if (st.keys[k] != key) continue;
-                if (_trees[key].weight[slot] != 0) _rejectIn(st, k, slot);
+                if (_trees[key].weightOf(slot) != 0) _rejectIn(st, k, slot);
                 break;
             }
         }
@@ -903,7 +879,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
 
     /// @dev Inserts `slot` into the sorted rejected list (no duplicates), allocating the lists (`cap` entries) at the
     ///      tree's first rejection.
-    function _reject(SumTree.Tree storage tree, Rejected memory rej, uint256 slot, uint256 cap) internal view {
+    function _reject(PackedSumTree.Tree storage tree, Rejected memory rej, uint256 slot, uint256 cap) internal view {
         if (rej.slots.length == 0) {
             rej.starts = new uint256[](cap);
             rej.weights = new uint256[](cap);
@@ -923,7 +899,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
             rej.weights[j] = rej.weights[j - 1];
             rej.slots[j] = rej.slots[j - 1];
         }
-        uint256 w = tree.weight[slot];
+        uint256 w = tree.weightOf(slot);
         rej.starts[pos] = tree.prefix(slot - 1);
         rej.weights[pos] = w;
         rej.slots[pos] = slot;

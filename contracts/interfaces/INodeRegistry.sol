@@ -73,17 +73,9 @@ interface INodeRegistry {
     /// @notice Counts a dispute outcome (protocol only).
     function recordDispute(address node, bool won) external;
 
-    /// @notice Stake-weighted draw of an eligible solver; address(0) if none found within MAX_DRAWS.
-    function drawSolver(
-        bytes32 seed,
-        uint8 deviceClass,
-        uint32 minMemoryMb,
-        uint32 profileBit,
-        uint256 minFreeStake,
-        address[] memory exclude
-    ) external view returns (address);
-    /// @notice drawSolver for a job that also asks for a region (0 = any) and a minimum bandwidth in Mbit/s (0 = any;
-    ///         rounded up to a bandwidth tier floor): only stake declared in that region and tier is weighed.
+    /// @notice Stake-weighted draw of an eligible solver for a job's requirements, region (0 = any) and minimum
+    ///         bandwidth in Mbit/s (0 = any; rounded up to a bandwidth tier floor) included: only stake declared in that
+    ///         region and tier is weighed. address(0) if none found within MAX_DRAWS.
     function drawSolver(
         bytes32 seed,
         uint8 deviceClass,

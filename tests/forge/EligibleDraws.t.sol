@@ -27,10 +27,11 @@ contract EligibleDrawsTest is Fixture {
         return uint160(node) >= 0x5B0000 && uint160(node) < 0x5C0000;
     }
 
-    /// @dev The attack of the issue: 16 huge ineligible identities of each kind, 4 honest nodes, 20 jobs. Every
-    ///      task gets both replicas, every one of them honest.
+    /// @dev The attack of the issue: 16 huge ineligible identities of each kind, 8 honest nodes, 20 jobs. Every
+    ///      task gets both replicas, every one of them honest. (The 40 replicas lock 100 VRT each and stay locked: 8
+    ///      honest nodes of 1,000 VRT hold them with room whatever the draws; 4 would be exactly full.)
     function test_draw_ineligibleHeavyIdentities_absorbNothing_succeeds() public {
-        _addNodes(4);
+        _addNodes(8);
         for (uint256 i = 0; i < 16; ++i) {
             _sybil(i, 0, 0, 1); // 0 MB memory
             _sybil(100 + i, 0, 16_000, 4); // another profile (portable-f32)
@@ -56,7 +57,7 @@ contract EligibleDrawsTest is Fixture {
         }
         address gpu = _sybil(50, 1, 80_000, 2);
         for (uint256 s = 0; s < 30; ++s) {
-            address drawn = registry.drawSolver(bytes32(s), 1, 1_000, 2, 1, new address[](0));
+            address drawn = registry.drawSolver(bytes32(s), 1, 1_000, 2, 0, 0, 1, new address[](0));
             assertEq(drawn, gpu, "the only CUDA node");
         }
     }
@@ -69,11 +70,11 @@ contract EligibleDrawsTest is Fixture {
         assertEq(registry.memoryTier(6_000), 3, "4 GiB tier");
         assertEq(registry.memoryTier(9_000), 4, "8 GiB tier");
         for (uint256 s = 0; s < 20; ++s) {
-            assertEq(registry.drawSolver(bytes32(s), 0, 5_000, 1, 1, new address[](0)), big, "5,000 MB: 8 GiB tier up");
+            assertEq(registry.drawSolver(bytes32(s), 0, 5_000, 1, 0, 0, 1, new address[](0)), big, "5,000 MB: 8 GiB tier up");
         }
         uint256 seen;
         for (uint256 s = 0; s < 20; ++s) {
-            if (registry.drawSolver(bytes32(s), 0, 4_000, 1, 1, new address[](0)) == small) ++seen;
+            if (registry.drawSolver(bytes32(s), 0, 4_000, 1, 0, 0, 1, new address[](0)) == small) ++seen;
         }
         assertGt(seen, 0, "4,000 MB: both tiers");
     }
@@ -87,11 +88,11 @@ contract EligibleDrawsTest is Fixture {
         registry.evictOffline(node);
         (uint256 s, uint256 r) = registry.weightsOf(node);
         assertEq(s + r, 0, "weightless");
-        assertEq(registry.classWeight(ROLE_SOLVER, 1, false, registry.memoryTier(16_000)), 0, "out of its tree");
+        assertEq(registry.classWeight(ROLE_SOLVER, 0, 1, false, registry.memoryTier(16_000)), 0, "out of its tree");
         vm.prank(node);
         registry.heartbeat();
         (s,) = registry.weightsOf(node);
-        assertEq(registry.classWeight(ROLE_SOLVER, 1, false, registry.memoryTier(16_000)), s, "back");
+        assertEq(registry.classWeight(ROLE_SOLVER, 0, 1, false, registry.memoryTier(16_000)), s, "back");
         assertGt(s, 0, "weighted again");
     }
 
@@ -100,14 +101,14 @@ contract EligibleDrawsTest is Fixture {
         address node = _sybil(1, 0, 16_000, 1);
         uint256 tier = registry.memoryTier(16_000);
         (uint256 w,) = registry.weightsOf(node);
-        assertEq(registry.classWeight(ROLE_SOLVER, 1, false, tier), w, "cpu-f32-strict class");
+        assertEq(registry.classWeight(ROLE_SOLVER, 0, 1, false, tier), w, "cpu-f32-strict class");
         vm.prank(node);
         registry.updateNode(ROLE_SOLVER, 1, 64_000, 1, 4, MULTIADDR); // now a CUDA node serving portable-f32
         uint256 newTier = registry.memoryTier(64_000);
-        assertEq(registry.classWeight(ROLE_SOLVER, 1, false, tier), 0, "left the old class");
-        assertEq(registry.classWeight(ROLE_REFEREE, 1, false, tier), 0, "and the old referee class");
-        assertEq(registry.classWeight(ROLE_SOLVER, 4, false, newTier), w, "any-device portable class");
-        assertEq(registry.classWeight(ROLE_SOLVER, 4, true, newTier), w, "CUDA-only portable class");
-        assertEq(registry.classWeight(ROLE_REFEREE, 4, false, newTier), 0, "no longer a referee");
+        assertEq(registry.classWeight(ROLE_SOLVER, 0, 1, false, tier), 0, "left the old class");
+        assertEq(registry.classWeight(ROLE_REFEREE, 0, 1, false, tier), 0, "and the old referee class");
+        assertEq(registry.classWeight(ROLE_SOLVER, 0, 4, false, newTier), w, "any-device portable class");
+        assertEq(registry.classWeight(ROLE_SOLVER, 0, 4, true, newTier), w, "CUDA-only portable class");
+        assertEq(registry.classWeight(ROLE_REFEREE, 0, 4, false, newTier), 0, "no longer a referee");
     }
 }

@@ -153,8 +153,9 @@ contract JobDrawsTest is Fixture {
     function _sybilSlots(address[3] memory sybils, uint256 nudge) internal returns (uint256 count) {
         uint256 snap = vmx.snapshotState();
         if (nudge > 0) {
+            uint256 unit = registry.WEIGHT_UNIT(); // read before the prank, which binds the next call
             vm.prank(sybils[0]);
-            registry.requestUnstake(nudge * 10); // on probation a weight is stake / 10: 10 wei move it by one
+            registry.requestUnstake(nudge * 10 * unit); // on probation weight = stake / 10, in gwei
         }
         jobs.assign(1);
         for (uint8 slot = 0; slot < 2; ++slot) {

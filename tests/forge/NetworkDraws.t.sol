@@ -96,19 +96,19 @@ contract NetworkDrawsTest is Fixture {
         uint256 plain = _cell(MEMORY, 0);
         uint256 fast = _cell(MEMORY, 1_000);
         _declare(node, REGION_EUROPE, 1_000);
-        assertEq(registry.regionClassWeight(ROLE_SOLVER, REGION_EUROPE, 1, false, fast), w, "in Europe's family");
-        assertEq(registry.regionClassWeight(ROLE_REFEREE, REGION_EUROPE, 1, false, fast), rw, "both roles");
-        assertEq(registry.classWeight(ROLE_SOLVER, 1, false, fast), w, "and in the region-any family");
-        assertEq(registry.classWeight(ROLE_SOLVER, 1, false, plain), 0, "left its undeclared cell");
+        assertEq(registry.classWeight(ROLE_SOLVER, REGION_EUROPE, 1, false, fast), w, "in Europe's family");
+        assertEq(registry.classWeight(ROLE_REFEREE, REGION_EUROPE, 1, false, fast), rw, "both roles");
+        assertEq(registry.classWeight(ROLE_SOLVER, 0, 1, false, fast), w, "and in the region-any family");
+        assertEq(registry.classWeight(ROLE_SOLVER, 0, 1, false, plain), 0, "left its undeclared cell");
         _declare(node, REGION_NORTH_AMERICA, 50);
         uint256 slow = _cell(MEMORY, 50);
-        assertEq(registry.regionClassWeight(ROLE_SOLVER, REGION_EUROPE, 1, false, fast), 0, "left Europe");
-        assertEq(registry.regionClassWeight(ROLE_SOLVER, REGION_NORTH_AMERICA, 1, false, slow), w, "in North America");
-        assertEq(registry.classWeight(ROLE_SOLVER, 1, false, fast), 0, "left the 1 Gbit/s cell");
-        assertEq(registry.classWeight(ROLE_SOLVER, 1, false, slow), w, "in the 10 Mbit/s cell");
+        assertEq(registry.classWeight(ROLE_SOLVER, REGION_EUROPE, 1, false, fast), 0, "left Europe");
+        assertEq(registry.classWeight(ROLE_SOLVER, REGION_NORTH_AMERICA, 1, false, slow), w, "in North America");
+        assertEq(registry.classWeight(ROLE_SOLVER, 0, 1, false, fast), 0, "left the 1 Gbit/s cell");
+        assertEq(registry.classWeight(ROLE_SOLVER, 0, 1, false, slow), w, "in the 10 Mbit/s cell");
         _declare(node, 0, 0);
-        assertEq(registry.regionClassWeight(ROLE_SOLVER, REGION_NORTH_AMERICA, 1, false, slow), 0, "undeclared");
-        assertEq(registry.classWeight(ROLE_SOLVER, 1, false, plain), w, "back where it started");
+        assertEq(registry.classWeight(ROLE_SOLVER, REGION_NORTH_AMERICA, 1, false, slow), 0, "undeclared");
+        assertEq(registry.classWeight(ROLE_SOLVER, 0, 1, false, plain), w, "back where it started");
         (uint256 w2,) = registry.weightsOf(node);
         assertEq(w2, w, "the weight itself never changed");
     }
@@ -121,9 +121,9 @@ contract NetworkDrawsTest is Fixture {
         (uint256 w,) = registry.weightsOf(node);
         vm.prank(node);
         registry.updateNode(ROLE_SOLVER, 0, 64_000, 1, 1, MULTIADDR);
-        assertEq(registry.regionClassWeight(ROLE_SOLVER, REGION_ASIA, 1, false, _cell(MEMORY, 100)), 0, "old cell");
-        assertEq(registry.regionClassWeight(ROLE_SOLVER, REGION_ASIA, 1, false, _cell(64_000, 100)), w, "new cell");
-        assertEq(registry.regionClassWeight(ROLE_SOLVER, 0, 1, false, _cell(64_000, 100)), w, "region-any too");
+        assertEq(registry.classWeight(ROLE_SOLVER, REGION_ASIA, 1, false, _cell(MEMORY, 100)), 0, "old cell");
+        assertEq(registry.classWeight(ROLE_SOLVER, REGION_ASIA, 1, false, _cell(64_000, 100)), w, "new cell");
+        assertEq(registry.classWeight(ROLE_SOLVER, 0, 1, false, _cell(64_000, 100)), w, "region-any too");
     }
 
     /// @dev A node that leaves and registers again starts undeclared: its old region holds none of its weight.
@@ -138,7 +138,7 @@ contract NetworkDrawsTest is Fixture {
         registry.register(ROLE_SOLVER, 0, MEMORY, 1, 1, MULTIADDR);
         vm.stopPrank();
         assertEq(registry.getNode(node).region, 0, "undeclared");
-        assertEq(registry.regionClassWeight(ROLE_SOLVER, REGION_EUROPE, 1, false, _cell(MEMORY, 100)), 0, "Europe empty");
+        assertEq(registry.classWeight(ROLE_SOLVER, REGION_EUROPE, 1, false, _cell(MEMORY, 100)), 0, "Europe empty");
     }
 
     // ---------------------------------------------------------------- draws
@@ -215,19 +215,18 @@ contract NetworkDrawsTest is Fixture {
         assertTrue(registry.isEligible(mid, ROLE_SOLVER, 0, 1_000, 1, 0, 0, 1), "a job with no network requirement");
     }
 
-    /// @dev A job with no network requirement draws exactly as before: the 6-argument draw, the 8-argument one with
-    ///      (0, 0), whatever the nodes declared.
+    /// @dev A job with no network requirement (region 0, bandwidth 0) draws somebody whatever the nodes declared, and
+    ///      its family (region-any) holds every node's weight exactly once.
     function testFuzz_draw_noNetworkRequirement_unchanged_succeeds(bytes32 seed, uint8 r, uint32 bw) public {
         _addNodes(4);
         _declare(nodes[1], uint8(bound(r, 0, MAX_REGION)), bw);
         _declare(nodes[2], REGION_EUROPE, 0);
-        address a = registry.drawSolver(seed, 0, 1_000, 1, 1, new address[](0));
-        assertEq(registry.drawSolver(seed, 0, 1_000, 1, 0, 0, 1, new address[](0)), a, "same node");
+        address a = registry.drawSolver(seed, 0, 1_000, 1, 0, 0, 1, new address[](0));
         assertTrue(a != address(0), "somebody");
         (uint256 solverTotal,) = registry.totalWeights();
         uint256 sum;
         for (uint256 c = 0; c < registry.MEMORY_TIERS() * registry.BANDWIDTH_TIERS(); ++c) {
-            sum += registry.classWeight(ROLE_SOLVER, 1, false, c);
+            sum += registry.classWeight(ROLE_SOLVER, 0, 1, false, c);
         }
         assertEq(sum, solverTotal, "the region-any family holds every node's weight once");
     }
@@ -293,7 +292,7 @@ contract NetworkDrawsTest is Fixture {
         emit log_named_uint("declareNetwork (4 trees out, 8 in)", g - gasleft());
         _cool();
         g = gasleft();
-        address a = registry.drawSolver("gas", 0, 1_000, 1, 1, new address[](0));
+        address a = registry.drawSolver("gas", 0, 1_000, 1, 0, 0, 1, new address[](0));
         emit log_named_uint("drawSolver, no region (9 nodes' family, 1 cell)", g - gasleft());
         _cool();
         g = gasleft();
@@ -366,7 +365,7 @@ contract NetworkDrawsTest is Fixture {
         }
         uint256 sum;
         for (uint256 c = 0; c < 55; ++c) {
-            sum += registry.regionClassWeight(ROLE_SOLVER, region, bit, cuda, c);
+            sum += registry.classWeight(ROLE_SOLVER, region, bit, cuda, c);
         }
         assertEq(sum, expected, "family total == eligible weight");
     }

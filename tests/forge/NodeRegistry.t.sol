@@ -143,10 +143,10 @@ contract NodeRegistryTest is Fixture {
 
     function test_heartbeat_refreshesLiveness_succeeds() public {
         vm.warp(block.timestamp + 1_000);
-        assertFalse(registry.isEligible(alice, ROLE_SOLVER, 0, 1, 1, 1), "stale");
+        assertFalse(registry.isEligible(alice, ROLE_SOLVER, 0, 1, 1, 0, 0, 1), "stale");
         vm.prank(alice);
         registry.heartbeat();
-        assertTrue(registry.isEligible(alice, ROLE_SOLVER, 0, 1, 1, 1), "live");
+        assertTrue(registry.isEligible(alice, ROLE_SOLVER, 0, 1, 1, 0, 0, 1), "live");
     }
 
     function test_heartbeat_unregistered_reverts() public {
@@ -307,7 +307,8 @@ contract NodeRegistryTest is Fixture {
         assertEq(registry.freeStake(alice), total - locked - pending, "free");
         assertEq(token.balanceOf(address(registry)), n.stake, "registry holds stake");
         (uint256 w,) = registry.weightsOf(alice);
-        assertEq(w, ((n.stake - pending) * registry.MIN_REPUTATION_BPS()) / 10_000, "weight = (stake - pending) x probation");
+        uint256 unit = registry.WEIGHT_UNIT(); // weights are kept in whole gwei
+        assertEq(w, ((n.stake - pending) * registry.MIN_REPUTATION_BPS()) / 10_000 / unit * unit, "weight = (stake - pending) x probation");
         if (pending > 0) {
             vm.warp(block.timestamp + registry.unbondingPeriod());
             vm.prank(alice);

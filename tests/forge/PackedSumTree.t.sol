@@ -85,9 +85,9 @@ contract PackedSumTreeTest is Test {
     }
 
     function test_set_beyondCapacity_growsAsOftenAsNeeded_succeeds() public {
-        assertEq(h.capacity(), 1_024, "initial");
+        assertEq(h.capacity(), 4_096, "initial");
         h.set(3, 5);
-        h.set(10_000, 7); // 1024 -> 16384 in two new levels
+        h.set(10_000, 7); // 4096 -> 16384: one new level
         assertEq(h.capacity(), 16_384, "grown");
         assertEq(h.prefix(9_999), 5, "prefix below");
         assertEq(h.prefix(10_000), 12, "prefix at");

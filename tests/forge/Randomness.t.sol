@@ -264,8 +264,9 @@ contract PanelRandomnessTest is PanelFixture {
     function _sybilSeats(address[3] memory sybils, uint256 nudge) internal returns (uint256 count) {
         uint256 snap = vmx.snapshotState();
         if (nudge > 0) {
+            uint256 unit = registry.WEIGHT_UNIT(); // read before the prank, which binds the next call
             vm.prank(sybils[0]);
-            registry.requestUnstake(nudge * 10); // on probation a weight is stake / 10: 10 wei move it by one
+            registry.requestUnstake(nudge * 10 * unit); // on probation weight = stake / 10, in gwei
         }
         panel.seat(ID);
         address[] memory seats = _panel(ID).seats;

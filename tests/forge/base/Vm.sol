@@ -9,6 +9,8 @@ interface Vm {
     function warp(uint256 timestamp) external;
     function roll(uint256 blockNumber) external;
     function chainId(uint256 newChainId) external;
+    function pauseGasMetering() external;
+    function resumeGasMetering() external;
     function prevrandao(bytes32 value) external;
     function expectRevert(bytes calldata revertData) external;
     function expectRevert(bytes4 selector) external;

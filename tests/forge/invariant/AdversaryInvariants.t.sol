@@ -110,10 +110,10 @@ contract AdversaryInvariantsTest is InvariantSetup {
             for (uint256 p = 0; p < 3; ++p) {
                 uint32 bit = uint32(1 << p);
                 assertEq(
-                    registry.classWeight(ROLE_SOLVER, bit, false, _tiers[t]), expected[t][p][0], "solver class tree"
+                    registry.classWeight(ROLE_SOLVER, 0, bit, false, _tiers[t]), expected[t][p][0], "solver class tree"
                 );
                 assertEq(
-                    registry.classWeight(ROLE_REFEREE, bit, false, _tiers[t]), expected[t][p][1], "referee class tree"
+                    registry.classWeight(ROLE_REFEREE, 0, bit, false, _tiers[t]), expected[t][p][1], "referee class tree"
                 );
             }
         }
@@ -142,8 +142,8 @@ contract AdversaryInvariantsTest is InvariantSetup {
     function checkIneligibleStaysIneligible() public view {
         for (uint256 i = 0; i < ineligibleNodes.length; ++i) {
             address node = ineligibleNodes[i];
-            assertFalse(registry.isEligible(node, ROLE_SOLVER, 0, JOB_MEMORY_MB, 1, 1), "ineligible node eligible");
-            assertFalse(registry.isEligible(node, ROLE_REFEREE, 0, JOB_MEMORY_MB, 1, 1), "ineligible node eligible");
+            assertFalse(registry.isEligible(node, ROLE_SOLVER, 0, JOB_MEMORY_MB, 1, 0, 0, 1), "ineligible node eligible");
+            assertFalse(registry.isEligible(node, ROLE_REFEREE, 0, JOB_MEMORY_MB, 1, 0, 0, 1), "ineligible node eligible");
         }
     }
 

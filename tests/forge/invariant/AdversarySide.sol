@@ -210,12 +210,15 @@ abstract contract AdversarySide is HonestSide {
     /// @dev Sabotage 4: the registry's solver total drifts from its weights (a registry bug the invariant must catch).
     function _corruptSolverTotal() internal {
         (uint256 total,) = registry.totalWeights();
-        _corruptRegistryWord(total, 1, this.solverTotal);
+        // The registry keeps weights in whole gwei (WEIGHT_UNIT) and its view returns wei: probe for the stored units.
+        _corruptRegistryWord(total / registry.WEIGHT_UNIT(), 1, this.solverTotal);
     }
 
     /// @notice The registry's solver total (the view the sabotage-4 mutation probes for).
+    /// @dev The solver total in the registry's stored unit (gwei of weighted stake).
     function solverTotal() external view returns (uint256 total) {
         (total,) = registry.totalWeights();
+        total /= registry.WEIGHT_UNIT();
     }
 
     // ---------------------------------------------------------------- ineligible stake
