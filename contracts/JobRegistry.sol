@@ -126,6 +126,8 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         job.postedAt = uint64(block.timestamp);
         job.region = p.region;
         job.minBandwidthMbps = p.minBandwidthMbps;
+        // INVARIANT: a node is late-slashed at the rate in force when it could see the job, never at a later one.
+        job.lateSlashBps = uint16(lateSlashBps); // <= BPS (setLateSlashBps)
         job.manifestCid = p.manifestCid;
         job.manifestHash = p.manifestHash;
         job.roundInput = p.initialStateHash;

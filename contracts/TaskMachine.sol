@@ -200,8 +200,9 @@ contract TaskMachine is JobRegistryBase {
         }
     }
 
-    /// @notice Reports a replica past its commit/submit/reveal deadline (anyone): burns `lateSlashBps` of its task
-    ///         stake, unlocks the rest, counts late++, and requests a new draw for the slot. If another replica already revealed,
+    /// @notice Reports a replica past its commit/submit/reveal deadline (anyone): burns the job's `lateSlashBps` (the
+    ///         rate when the job was posted) of its task stake, unlocks the rest, counts late++, and requests a new
+    ///         draw for the slot. If another replica already revealed,
     ///         that result becomes the candidate and waits out a challenge window instead (so a newcomer can't copy
     ///         it).
     function reportLate(uint256 taskId, uint8 slot) external onlyDelegated {
@@ -217,7 +218,7 @@ contract TaskMachine is JobRegistryBase {
             revert SlotNotLate(taskId, slot, r.status, r.deadline);
         }
         address node = r.node;
-        uint256 slashed = (job.stakePerReplica * lateSlashBps) / BPS;
+        uint256 slashed = (job.stakePerReplica * job.lateSlashBps) / BPS;
         r.status = ReplicaStatus.Late;
         r.deadline = 0;
         _ban(taskId, node);

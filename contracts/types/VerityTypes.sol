@@ -118,6 +118,7 @@ struct Job {
     uint64 postedAt;
     uint8 region; // PostJobParams.region: the replicas' draws read only this region's classes (0 = any)
     uint32 minBandwidthMbps; // PostJobParams.minBandwidthMbps (0 = any)
+    uint16 lateSlashBps; // JobRegistry.lateSlashBps when posted: a later owner change never reaches this job's nodes
     bytes32 manifestCid;
     bytes32 manifestHash;
     bytes32 roundInput;

@@ -396,6 +396,26 @@ contract JobRegistryTest is Fixture {
         jobs.reportLate(1, 0);
     }
 
+    /// @dev Issue 9 (governance): the owner raises the late slash to 100 % after a node accepted a job at 10 %; the
+    ///      node is late and loses the job's 10 %, not the new rate (the rate is the job's, fixed when it was posted).
+    function test_reportLate_afterLateSlashRaised_usesTheJobsRate_succeeds() public {
+        uint256 atPosting = jobs.lateSlashBps();
+        _post(_params(1, 1, 2));
+        assertEq(jobs.getJob(1).lateSlashBps, atPosting, "snapshotted at posting");
+        jobs.setLateSlashBps(10_000);
+        address late = _replica(1, 0).node;
+        _commit(1, _replica(1, 1).node, _honest(INPUT, 4));
+        vm.warp(_replica(1, 0).deadline + 1);
+        _heartbeatAll();
+        uint256 slash = (TASK_STAKE * atPosting) / 10_000;
+        vm.expectEmit(true, true, false, true, address(jobs));
+        emit IJobRegistry.ReplicaLate(1, late, 0, slash);
+        jobs.reportLate(1, 0);
+        assertEq(registry.getNode(late).stake, NODE_STAKE - slash, "slashed at the job's rate");
+        _post(_params(1, 1, 2));
+        assertEq(jobs.getJob(2).lateSlashBps, 10_000, "a later job takes the new rate");
+    }
+
     function test_reportLate_invalidSlot_reverts() public {
         _post(_params(1, 1, 1));
         vm.expectRevert(abi.encodeWithSelector(InvalidSlot.selector, 1, uint8(1)));
