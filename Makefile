@@ -34,7 +34,7 @@ test-forge:
 
 # Two workers: most integration tests wait on chain clocks and node processes, not the CPU.
 test-py:
-	$(BIN)/pytest -n 2 --dist load
+	$(BIN)/pytest -n 2 --dist worksteal
 
 demo: setup
 	$(BIN)/verity demo

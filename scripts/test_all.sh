@@ -15,7 +15,9 @@ scripts/forge_test.sh > "$forge_log" 2>&1 &
 forge_pid=$!
 # ape compiles the contracts once here: two workers compiling into one .build/ at the same time could race.
 "$BIN/ape" compile > .build/ape-compile.log 2>&1 || { cat .build/ape-compile.log; echo "ape compile failed"; }
-"$BIN/pytest" -n 2 --dist load "$@"
+# worksteal, not load: the node tests take 60-180 s each, and an idle worker takes queued ones from the busy one
+# instead of waiting out the other's queue at the end.
+"$BIN/pytest" -n 2 --dist worksteal "$@"
 py_rc=$?
 wait "$forge_pid"
 forge_rc=$?
