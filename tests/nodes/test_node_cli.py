@@ -87,3 +87,24 @@ def test_stake_top_up_while_running_then_status_and_ctrl_c_succeeds(net):
     assert time.monotonic() - t0 < 10 and a.proc.returncode == 0
     a.killed = True
     assert "SIGINT: stopping; finishing" in a.text() and "stopped; snapshot saved" in a.text()
+
+
+def test_register_declares_region_and_bandwidth_and_a_region_job_is_eligible_only_for_it_succeeds(net):
+    """Issue 9 item 4 through the user's path: `verity node register --region --bandwidth-mbps` on the real devnet
+    sends declareNetwork; the registry then counts the node for a Europe job with 100 Mbit/s and not for Asia, and
+    `node status` shows what the chain holds."""
+    from verity.chain.protocol import REGIONS, ROLE_SOLVER
+
+    done = _verity(net, "node", "register", "--name", "eu-1", "--account", "4", "--roles", "solver",
+                   "--region", "europe", "--bandwidth-mbps", "250")
+    assert done.returncode == 0, _one_line(done)
+    c = net.client()
+    address = net.client(4).address
+    node = read(c, c.registry, "getNode", address)
+    assert (node.region, node.bandwidthMbps) == (REGIONS["europe"], 250)
+    eligible = lambda region, mbps: c.call(c.registry.functions.isEligible(  # noqa: E731
+        address, ROLE_SOLVER, 0, 0, 1, region, mbps, 1))
+    assert eligible(REGIONS["europe"], 100) and eligible(0, 0)
+    assert not eligible(REGIONS["asia"], 0) and not eligible(REGIONS["europe"], 1000)
+    status = _verity(net, "node", "status", "--name", "eu-1", "--account", "4")
+    assert status.returncode == 0 and re.search(r"europe.*250 Mbit/s", _one_line(status), re.I), _one_line(status)
