@@ -22,6 +22,12 @@ import {
 ///         state consistency, soundness (no wrong result is ever accepted) and honest stake (nobody acting honestly
 ///         is ever slashed or counted late, whatever the griefing poster, the sybils or the owner do). The issue-9
 ///         adversaries' own invariants are in AdversaryInvariants.t.sol (same actors, InvariantSetup).
+/// @dev forge's state snapshots (not in tests/forge/base/Vm.sol).
+interface VmSnapshots {
+    function snapshotState() external returns (uint256 snapshotId);
+    function revertToState(uint256 snapshotId) external returns (bool success);
+}
+
 contract InvariantsTest is InvariantSetup {
     // ---------------------------------------------------------------- conservation
 
@@ -278,10 +284,26 @@ contract InvariantsTest is InvariantSetup {
     /// @notice A scripted pseudo-random drive of the handler reaches every path the invariants are about: disputes,
     ///         seated panels, P1 sybil challenges, honest challenges and candidate replacements (so the suite cannot
     ///         silently test nothing), and the invariants hold at the end.
+    /// @dev Which paths one script reaches depends on who the registry draws (it caps at 4 jobs, so the seed fixes
+    ///      the job mix), and every change to the draws moves that: seed 1 lost its pinpoint when the class trees
+    ///      came, seed 3 its sybil challenge when the trees became 4-ary in gwei. So the test tries the first
+    ///      COVERAGE_SEEDS scripts, each from the same start (a state snapshot), and checks the invariants at the end
+    ///      of the first that reaches every path; it fails if none does.
     function test_handler_coversEveryPath_succeeds() public {
-        // Any seed whose script reaches every path will do (it caps at 4 jobs, so the seed fixes the job mix): seed 1
-        // stopped reaching a contest's pinpoint when the registry's class-tree draws changed who is drawn.
-        _driveMany(CORE_MIX, 3, 600);
+        for (uint256 seed = 1; seed <= COVERAGE_SEEDS; ++seed) {
+            uint256 start = VmSnapshots(address(vm)).snapshotState();
+            _driveMany(CORE_MIX, seed, 600);
+            if (_everyPathReached()) {
+                invariant_tokensConserved();
+                invariant_lockedMatchesWork();
+                invariant_statesConsistent();
+                invariant_soundness();
+                invariant_honestNeverSlashed();
+                return;
+            }
+            VmSnapshots(address(vm)).revertToState(start);
+        }
+        _driveMany(CORE_MIX, 1, 600); // none did: name the first path seed 1 misses
         assertGt(handler.ghostDisputes(), 0, "no dispute");
         assertGt(handler.ghostPanelsSeated(), 0, "no panel seated");
         assertGt(handler.ghostVerdicts(), 0, "no verdict");
@@ -290,11 +312,15 @@ contract InvariantsTest is InvariantSetup {
         assertGt(handler.ghostCandidateReplaced(), 0, "no candidate replaced");
         assertGt(handler.ghostAccepted(), 0, "nothing accepted");
         assertGt(handler.ghostPinpoints(), 0, "no pinpoint");
-        invariant_tokensConserved();
-        invariant_lockedMatchesWork();
-        invariant_statesConsistent();
-        invariant_soundness();
-        invariant_honestNeverSlashed();
+        fail("no coverage seed reaches every path");
+    }
+
+    uint256 internal constant COVERAGE_SEEDS = 6;
+
+    function _everyPathReached() internal view returns (bool) {
+        return handler.ghostDisputes() > 0 && handler.ghostPanelsSeated() > 0 && handler.ghostVerdicts() > 0
+            && handler.ghostSybilChallenges() > 0 && handler.ghostHonestChallenges() > 0
+            && handler.ghostCandidateReplaced() > 0 && handler.ghostAccepted() > 0 && handler.ghostPinpoints() > 0;
     }
 
     /// @notice Mutation check: when honest verifiers stop looking, wrong results are accepted and invariant_soundness
