@@ -45,7 +45,8 @@ import "./errors/NodeRegistryErrors.sol";
 ///      (region 0). A job with no region reads the region-any family (what every draw read before regions
 ///      existed); a region job reads only its region's family, so stake declared elsewhere, or not declared, absorbs
 ///      none of its draws. A bandwidth requirement rounds up to a tier floor, as memory does.
-/// @dev Selection weight = (stake - pendingUnstake) * reputationFactor / BPS. The weight is linear in stake,
+/// @dev Selection weight = (stake - pendingUnstake) * reputationFactor * promptnessFactor / BPS^2, kept in whole gwei
+///      (WEIGHT_UNIT) so the packed trees' 64-bit lanes hold every sum. The weight is linear in stake,
 ///      so splitting a stake over many identities never raises the chance of being drawn. Weights change only on
 ///      stake, unstake, slash, heartbeat, declaration updates and reputation penalties; lock/unlock leave them
 ///      alone (the free-stake filter at draw time handles busy nodes), which keeps the task lifecycle cheap.
@@ -529,8 +530,8 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     }
 
     /// @notice Current capacities of the solver and referee trees of one eligibility class of the region-any family
-    ///         (`tier`: the cell, memory tier + MEMORY_TIERS * bandwidth tier; each tree doubles when a weighted slot
-    ///         needs it).
+    ///         (`tier`: the cell, memory tier + MEMORY_TIERS * bandwidth tier; a tree grows a level, x4, when a
+    ///         weighted slot needs it).
     function treeCapacities(uint32 profileBit, bool cudaOnly, uint256 tier)
         external
         view

@@ -124,7 +124,7 @@ class PreparedJob:
             initialStateHash=self.initial_hash, shards=s.shards, rounds=s.rounds, stepsPerRound=s.steps,
             checkpointInterval=s.k, paymentPerTask=int(s.payment * TOKEN), replication=s.replication,
             stakePerReplica=int(s.stake * TOKEN), deviceClass=DEVICE_CUDA if _device(s) == "cuda" else DEVICE_CPU,
-            minMemoryMb=int(self.manifest_doc.get("hardware", {}).get("min_memory_mb", 1024)), profileBit=PROFILE_BITS[s.profile], executionWindow=execution_window_for(s), revealWindow=s.reveal_window,
+            minMemoryMb=int(hardware.get("min_memory_mb", 1024)), profileBit=PROFILE_BITS[s.profile], executionWindow=execution_window_for(s), revealWindow=s.reveal_window,
             challengeWindow=s.challenge_window if s.replication == 1 else 0,
             # from the manifest only: a node declines a job whose on-chain filters differ from it (job_mismatches)
             region=region_code(hardware.get("region")), minBandwidthMbps=int(hardware.get("min_bandwidth_mbps", 0)))

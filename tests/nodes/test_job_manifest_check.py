@@ -19,7 +19,8 @@ def _job(prepared, **changes):
     """The Job struct fields the check reads, as the submit path posts them (ABI field names)."""
     p = prepared.post_params()
     fields = dict(shards=p.shards, rounds=p.rounds, stepsPerRound=p.stepsPerRound, checkpointInterval=p.checkpointInterval,
-                  replication=p.replication, profileBit=p.profileBit, deviceClass=p.deviceClass, minMemoryMb=p.minMemoryMb)
+                  replication=p.replication, profileBit=p.profileBit, deviceClass=p.deviceClass, minMemoryMb=p.minMemoryMb,
+                  region=p.region, minBandwidthMbps=p.minBandwidthMbps)
     fields.update(changes)
     return SimpleNamespace(**fields)
 
@@ -30,7 +31,8 @@ def test_job_mismatches_submitted_job_matches_its_manifest_succeeds(prepared):
 
 @pytest.mark.parametrize("field, value", [("shards", 3), ("rounds", 1), ("stepsPerRound", 40), ("checkpointInterval", 5),
                                           ("replication", 1), ("profileBit", 2), ("deviceClass", 1),
-                                          ("minMemoryMb", 1)])  # a smaller minimum would draw nodes too small for it
+                                          ("minMemoryMb", 1),  # a smaller minimum would draw nodes too small for it
+                                          ("region", 1), ("minBandwidthMbps", 100)])  # the draw's network filters
 def test_job_mismatches_each_differing_parameter_named(prepared, field, value):
     wrong = job_mismatches(_job(prepared, **{field: value}), load_manifest(prepared.manifest_bytes))
     assert len(wrong) == 1 and wrong[0].startswith(f"{field}: job {value}, manifest ")

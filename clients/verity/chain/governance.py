@@ -103,30 +103,28 @@ def advance_devnet_clock(owner, seconds: int) -> None:
 def apply_parameters(owner, changes: list[tuple], *, allow_with_nodes: bool = False) -> list[dict]:
     """Apply owner calls [(contract, call), ...] through the Timelock: queue each, then execute each once ready.
 
-    On the devnet (chain 31337) the clock is moved past the longest delay once for all of them (refused while
-    nodes are registered, unless `allow_with_nodes`); elsewhere nothing executes until every change is ready:
-    ParameterChangeQueued says when. Returns the execute receipts, in order."""
+    On the devnet (chain 31337) the clock is moved past a change's delay when it is not ready yet (the first jump
+    covers every change queued with it; refused while nodes are registered, unless `allow_with_nodes`); elsewhere
+    nothing executes until every change is ready: ParameterChangeQueued says when. Returns the execute receipts, in
+    order."""
     from verity.chain.protocol import DEVNET_CHAIN_ID
 
     queued = [queue_change(owner, contract, call) for contract, call in changes]
     devnet = owner.w3.eth.chain_id == DEVNET_CHAIN_ID
     now = owner.now()
     waiting = [q for q in queued if q.ready_at > now]
-    if waiting:
-        if not devnet:
-            raise ParameterChangeQueued(waiting, now)
-        seconds = max(q.ready_at for q in waiting) - now
-        nodes = int(owner.call(owner.contracts["NodeRegistry"].functions.nodeCount()))
-        if nodes and not allow_with_nodes:
-            raise ClockJumpRefused(nodes, seconds)
-        advance_devnet_clock(owner, seconds)
+    if waiting and not devnet:
+        raise ParameterChangeQueued(waiting, now)
     receipts = []
     for q in queued:
-        # a change earlier in the list may have raised the unbonding period, and with it this one's delay
+        # re-read: a change earlier in the list may have raised the unbonding period, and with it this one's delay
         ready_at, now = int(owner.call(owner.contracts["Timelock"].functions.readyAt(q.id))), owner.now()
         if ready_at > now:
             if not devnet:
                 raise ParameterChangeQueued([QueuedChange(q.what, q.target, q.data, q.id, ready_at)], now)
+            nodes = int(owner.call(owner.contracts["NodeRegistry"].functions.nodeCount()))
+            if nodes and not allow_with_nodes:
+                raise ClockJumpRefused(nodes, ready_at - now)
             advance_devnet_clock(owner, ready_at - now)
         receipts.append(execute_change(owner, q))
     return receipts

@@ -300,6 +300,5 @@ def job_mismatches(job, manifest) -> list[str]:
         "region": REGIONS.get(manifest.hardware.region or "", 0),  # the draw's filters: where and how fast
         "minBandwidthMbps": manifest.hardware.min_bandwidth_mbps or 0,
     }
-    # (a Job record without the network fields, e.g. a hand-built view, asks for none: any region, any bandwidth)
-    return [f"{name}: job {int(getattr(job, name, 0))}, manifest {want}"
-            for name, want in expected.items() if int(getattr(job, name, 0)) != want]
+    return [f"{name}: job {int(getattr(job, name))}, manifest {want}"
+            for name, want in expected.items() if int(getattr(job, name)) != want]

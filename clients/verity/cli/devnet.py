@@ -120,7 +120,7 @@ def faucet(
         to = devnet_address(account) if account is not None else address
         chain_id = int(record.get("chain", {}).get("chain_id", s.chain_id))
         result = fund(record["rpc_url"], deployments_dir(directory) / f"{chain_id}.json", to,
-                      vrt_wei=vrt, eth_wei=wei, accounts=s.devnet_accounts)
+                      vrt_wei=vrt, eth_wei=wei)
     except VerityError as exc:
         fail(exc)
     who = f"account {account} ({result['address']})" if account is not None else result["address"]

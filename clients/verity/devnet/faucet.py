@@ -48,11 +48,8 @@ def devnet_address(index: int) -> str:
     return Account.from_key(devnet_key(index)).address
 
 
-def fund(rpc_url: str, deployments_file: Path, to: str, *, vrt_wei: int, eth_wei: int,
-         accounts: int = 20) -> dict[str, Any]:
-    """Drip `vrt_wei` VRT to `to` and add `eth_wei` ETH; returns `to`'s balances afterwards.
-
-    (`accounts` is kept for callers: any account may drip, so none has to be found among the devnet's.)"""
+def fund(rpc_url: str, deployments_file: Path, to: str, *, vrt_wei: int, eth_wei: int) -> dict[str, Any]:
+    """Drip `vrt_wei` VRT to `to` and add `eth_wei` ETH; returns `to`'s balances afterwards."""
     from web3 import Web3
 
     from verity.chain.client import ChainClient, devnet_key

@@ -66,8 +66,8 @@ class NodeStatus:
             rows.append(("unbonding", f"{vrt(n.pendingUnstake)}, " + (f"withdrawable in {age(left)}" if left > 0
                                                                       else "withdrawable now (unstake --withdraw)")))
         rows.append(("device / memory", f"{'gpu' if n.deviceClass else 'cpu'} / {n.memoryMb} MB"))
-        region = region_name(getattr(n, "region", 0)) or "undeclared"
-        rows.append(("region / bandwidth", f"{region} / {int(getattr(n, 'bandwidthMbps', 0))} Mbit/s "
+        region = region_name(n.region) or "undeclared"
+        rows.append(("region / bandwidth", f"{region} / {int(n.bandwidthMbps)} Mbit/s "
                                            "(verity node register --region --bandwidth-mbps)"))
         if self.selection is not None:
             ws, wr, rep, prompt = self.selection
