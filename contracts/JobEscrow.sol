@@ -7,12 +7,14 @@ import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 
 import {IJobEscrow} from "./interfaces/IJobEscrow.sol";
+import {IVerityToken} from "./interfaces/IVerityToken.sol";
 import {ZeroAddress, NothingToWithdraw} from "./errors/CommonErrors.sol";
 import {NotJobs, JobsAlreadySet, InsufficientEscrow, DepositMismatch} from "./errors/JobEscrowErrors.sol";
 
 /// @title JobEscrow
 /// @notice The job side's only token holder: every job's escrow and every payment credit. The JobRegistry decides,
-///         the escrow moves tokens: deposits on postJob, credits on acceptance, refunds on cancel or reclaim;
+///         the escrow moves tokens: deposits on postJob, credits once an accepted
+///         result's consumer found it available (P10), burns of forfeited payments, refunds on cancel or reclaim;
 ///         payees pull their credits with withdraw().
 /// @dev Conservation: token.balanceOf(this) == totalEscrow + totalCredits (tokens sent here directly are the only
 ///      excess, and they are never paid out).
@@ -77,6 +79,17 @@ contract JobEscrow is IJobEscrow, Ownable, ReentrancyGuard {
         credits[to] += amount;
         totalCredits += amount;
         emit PaymentCredited(jobId, to, amount);
+    }
+
+    /// @inheritdoc IJobEscrow
+    function burn(uint256 jobId, uint256 amount) external onlyJobs {
+        uint256 available = escrowOf[jobId];
+        // INVARIANT: a job burns only from its own escrow; the books shrink by exactly what is burned.
+        if (amount > available) revert InsufficientEscrow(jobId, available, amount);
+        escrowOf[jobId] = available - amount;
+        totalEscrow -= amount;
+        emit EscrowBurned(jobId, amount);
+        IVerityToken(address(token)).burn(amount);
     }
 
     /// @inheritdoc IJobEscrow

@@ -25,7 +25,7 @@ import {
     MAX_BANDWIDTH_FLOOR_MBPS,
     BPS
 } from "./types/VerityTypes.sol";
-import {ZeroAddress, ParameterOutOfRange} from "./errors/CommonErrors.sol";
+import {ZeroAddress, ParameterOutOfRange, NothingToWithdraw} from "./errors/CommonErrors.sol";
 import {
     InvalidJobParameter,
     UnexpectedTaskStatus,
@@ -33,7 +33,11 @@ import {
     DrawPending,
     TaskIndexNotFound,
     TaskNotFound,
-    DisputeGameAlreadySet
+    DisputeGameAlreadySet,
+    NoSuchInput,
+    NotReplica,
+    JobNotCompleted,
+    NotSubmitter
 } from "./errors/JobRegistryErrors.sol";
 import {ITaskMachineErrors} from "./errors/TaskMachineErrors.sol";
 
@@ -144,10 +148,14 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         _run();
     }
 
-    /// @notice Returns the unspent escrow of a completed job to its submitter (TaskMachine.reclaimEscrow).
+    /// @notice Returns the unspent escrow of a completed job to its submitter.
     function reclaimEscrow(uint256 jobId) external {
-        jobId;
-        _run();
+        Job storage job = _jobs[jobId];
+        if (job.status != JobStatus.Completed) revert JobNotCompleted(jobId, job.status);
+        if (msg.sender != job.submitter) revert NotSubmitter(jobId, msg.sender);
+        uint256 amount = escrow.refund(jobId, msg.sender);
+        if (amount == 0) revert NothingToWithdraw(msg.sender);
+        emit EscrowReclaimed(jobId, amount);
     }
 
     // ---------------------------------------------------------------- solvers
@@ -223,6 +231,24 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
     function withdrawCommitted(uint256 taskId) external {
         taskId;
         _run();
+    }
+
+    /// @notice P10: the caller, holding a slot of consumer task `taskId` that has not yet given its result, found input
+    ///         `index` unavailable: no accepted replica's bundle could be fetched and checked, so it recomputed it.
+    ///         Inputs: an AGGREGATE's are its round's shard tasks (index = shard); a later round's TRAIN task has one,
+    ///         the previous AGGREGATE (index 0). An input's payment is burned when every accepted holder of its
+    ///         consumer reported it (every consumer task, for an AGGREGATE): see _settleInputs.
+    function reportUnavailable(uint256 taskId, uint32 index) external {
+        Task storage t = _activeTask(taskId);
+        Job storage job = _jobs[t.jobId];
+        uint32 inputs = t.kind == TaskKind.Aggregate ? job.shards : (t.round > 0 ? 1 : 0);
+        if (index >= inputs) revert NoSuchInput(taskId, index, inputs);
+        // INVARIANT (P10): only a holder whose result is still to come reports, so it speaks before its result counts.
+        uint8 slot = _holderSlot(taskId, job.replication);
+        uint256 rec = _unavailable[taskId][slot];
+        uint256 mask = address(uint160(rec >> 32)) == msg.sender ? uint32(rec) : 0;
+        _unavailable[taskId][slot] = (uint256(uint160(msg.sender)) << 32) | mask | (uint256(1) << index);
+        emit InputUnavailable(taskId, msg.sender, slot, index);
     }
 
     /// @notice Reports a replica past its deadline (TaskMachine.reportLate).
@@ -506,5 +532,15 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         ReplicaRecord storage r = _replicas[taskId][s];
         ReplicaRecord storage tr = _traceOf(taskId, s);
         return Replica(r.node, r.status, r.deadline, r.commitment, tr.root, tr.finalHash, _cidOf(taskId, s));
+    }
+
+    /// @dev The slot the caller holds with its result still to come (Assigned or Committed).
+    function _holderSlot(uint256 taskId, uint8 replication) internal view returns (uint8) {
+        for (uint8 s = 0; s < replication; ++s) {
+            ReplicaRecord storage r = _replicas[taskId][s];
+            if (r.node != msg.sender) continue;
+            if (r.status == ReplicaStatus.Assigned || r.status == ReplicaStatus.Committed) return s;
+        }
+        revert NotReplica(taskId, msg.sender, ReplicaStatus.Assigned);
     }
 }

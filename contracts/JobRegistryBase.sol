@@ -104,9 +104,22 @@ abstract contract JobRegistryBase is Ownable {
     mapping(uint256 => mapping(address => bool)) internal _everBanned;
     /// @dev The distinct nodes that declined a task for invalid inputs (at most FAIL_DECLINES: the job fails then).
     mapping(uint256 => address[]) internal _invalidDecliners;
+    /// @dev P10: what a consumer task's slot holder reported unavailable (reportUnavailable), per slot:
+    ///      uint160(reporter) << 32 | bitmask of input indices. The reporter is stored so a report never outlives its
+    ///      holder: a redrawn slot's new node starts from an empty mask.
+    mapping(uint256 => uint256[MAX_REPLICATION]) internal _unavailable;
+    /// @dev P10: the inputs a consumer task's accepted result found unavailable (AND of its accepted holders' masks;
+    ///      written only when nonzero).
+    mapping(uint256 => uint32) internal _inputVerdict;
 
     /// @notice The number of live disputes against the task's candidate at `epoch` changed to `openDisputes`.
     event OpenDisputesChanged(uint256 indexed taskId, uint32 epoch, uint32 openDisputes);
+    /// @notice P10: `node`, holding slot `slot` of consumer task `taskId`, found input `input` unavailable (no
+    ///         accepted replica's bundle could be fetched and checked; it recomputed the input).
+    event InputUnavailable(uint256 indexed taskId, address indexed node, uint8 slot, uint32 input);
+    /// @notice P10: `node`'s payment for accepted task `taskId` was burned: every accepted holder of the task that
+    ///         consumed it reported its bundle unavailable.
+    event PaymentForfeited(uint256 indexed taskId, address indexed node, uint256 amount);
 
     constructor(IVerityToken token_, INodeRegistry registry_, IJobEscrow escrow_, IRandomness randomness_)
         Ownable(msg.sender)

@@ -10,7 +10,7 @@ import {IRandomness} from "./interfaces/IRandomness.sol";
 import {JobRegistryBase} from "./JobRegistryBase.sol";
 import {Merkle} from "./lib/Merkle.sol";
 import {Job, JobStatus, Task, TaskKind, TaskStatus, ReplicaStatus, DisputeOutcome, BPS} from "./types/VerityTypes.sol";
-import {ZeroAddress, NothingToWithdraw} from "./errors/CommonErrors.sol";
+import {ZeroAddress} from "./errors/CommonErrors.sol";
 import "./errors/JobRegistryErrors.sol";
 
 /// @title TaskMachine
@@ -58,16 +58,6 @@ contract TaskMachine is JobRegistryBase {
         _endRound(job, jobId, JobStatus.Cancelled);
         uint256 refund = escrow.refund(jobId, job.submitter);
         emit IJobRegistry.JobCancelled(jobId, refund);
-    }
-
-    /// @notice Returns the unspent escrow of a completed job to its submitter.
-    function reclaimEscrow(uint256 jobId) external onlyDelegated {
-        Job storage job = _jobs[jobId];
-        if (job.status != JobStatus.Completed) revert JobNotCompleted(jobId, job.status);
-        if (msg.sender != job.submitter) revert NotSubmitter(jobId, msg.sender);
-        uint256 amount = escrow.refund(jobId, msg.sender);
-        if (amount == 0) revert NothingToWithdraw(msg.sender);
-        emit IJobRegistry.EscrowReclaimed(jobId, amount);
     }
 
     // ---------------------------------------------------------------- solvers
@@ -395,22 +385,44 @@ contract TaskMachine is JobRegistryBase {
         emit IJobRegistry.TaskAccepted(taskId, finalHash, resultCid);
         address candidate = t.candidate;
         if (candidate != address(0)) {
-            // The game left the winning challenger's task stake locked for the registry to release.
-            _pay(job, t.jobId, candidate);
+            // The game left the winning challenger's task stake locked for the registry to release. A candidate
+            // reports nothing (it re-executed from inputs it obtained): its result finds every input available.
+            registry.unlockCompleted(candidate, job.stakePerReplica);
         } else {
+            uint256 verdict = type(uint32).max;
             for (uint8 s = 0; s < job.replication; ++s) {
                 ReplicaRecord storage r = _replicas[taskId][s];
                 if (r.status != ReplicaStatus.Revealed || _traceOf(taskId, s).finalHash != finalHash) continue;
                 r.status = ReplicaStatus.Accepted;
-                _pay(job, t.jobId, r.node);
+                registry.unlockCompleted(r.node, job.stakePerReplica);
+                uint256 rec = _unavailable[taskId][s];
+                verdict &= address(uint160(rec >> 32)) == r.node ? uint32(rec) : 0;
             }
+            if (verdict != 0) _inputVerdict[taskId] = uint32(verdict);
         }
-        _advance(t, finalHash, resultCid);
+        _advance(t, taskId, finalHash, resultCid);
     }
 
-    function _pay(Job storage job, uint256 jobId, address node) internal {
-        escrow.pay(jobId, node, job.paymentPerTask);
-        registry.unlockCompleted(node, job.stakePerReplica);
+    /// @dev P10: pays an accepted task's payees (its candidate, or its Accepted replicas) once its consumer has been
+    ///      accepted, or burns their payments when that consumer found its bundle unavailable. Each accepted task
+    ///      is settled exactly once: by its consumer's acceptance (_advance), or when the job ends first (_endRound).
+    function _settle(Job storage job, uint256 jobId, uint256 taskId, bool forfeit) internal {
+        address candidate = _tasks[taskId].candidate;
+        for (uint8 s = 0; s < job.replication; ++s) {
+            address node = candidate;
+            if (node == address(0)) {
+                ReplicaRecord storage r = _replicas[taskId][s];
+                if (r.status != ReplicaStatus.Accepted) continue;
+                node = r.node;
+            }
+            if (forfeit) {
+                emit PaymentForfeited(taskId, node, job.paymentPerTask);
+                escrow.burn(jobId, job.paymentPerTask);
+            } else {
+                escrow.pay(jobId, node, job.paymentPerTask);
+            }
+            if (candidate != address(0)) return;
+        }
     }
 
     // ---------------------------------------------------------------- internals: dispute outcomes
@@ -551,8 +563,13 @@ contract TaskMachine is JobRegistryBase {
         uint32 round = job.currentRound;
         for (uint32 i = 0; i <= job.shards; ++i) {
             uint256 taskId = _taskIds[jobId][round][i];
-            if (taskId == 0 || _tasks[taskId].status == TaskStatus.Accepted) continue;
+            if (taskId == 0) continue;
             Task storage t = _tasks[taskId];
+            if (t.status == TaskStatus.Accepted) {
+                // Accepted but its consumer never will be: paid without an availability verdict (P10).
+                _settle(job, jobId, taskId, false);
+                continue;
+            }
             t.status = TaskStatus.Cancelled;
             // Disputes still running in the game (all stale) stay no-ops for good.
             ++t.epoch;
@@ -560,6 +577,8 @@ contract TaskMachine is JobRegistryBase {
             // INVARIANT: a candidate's task stake is released once: here, on acceptance, or slashed by the game.
             if (t.candidate != address(0)) registry.unlock(t.candidate, job.stakePerReplica);
         }
+        // The previous AGGREGATE is settled when this round completes; a round ended before that pays it here.
+        if (round > 0 && job.acceptedInRound < job.shards) _settle(job, jobId, _taskIds[jobId][round - 1][job.shards], false);
         job.status = status;
     }
 
@@ -599,18 +618,31 @@ contract TaskMachine is JobRegistryBase {
 
     /// @dev Called on every acceptance: completes a round's shards into an AGGREGATE, or an AGGREGATE into the next
     ///      round or the job's end.
-    function _advance(Task storage t, bytes32 finalHash, bytes32 resultCid) internal {
+    function _advance(Task storage t, uint256 taskId, bytes32 finalHash, bytes32 resultCid) internal {
         uint256 jobId = t.jobId;
         Job storage job = _jobs[jobId];
+        uint32 round = t.round;
         if (t.kind == TaskKind.Train) {
             if (++job.acceptedInRound < job.shards) return;
             bytes32[] memory finals = new bytes32[](job.shards);
+            bool unavailable = round > 0;
             for (uint32 i = 0; i < job.shards; ++i) {
-                (finals[i],) = _taskResult(_taskIds[jobId][t.round][i]);
+                uint256 id = _taskIds[jobId][round][i];
+                (finals[i],) = _taskResult(id);
+                // The previous AGGREGATE was this round's one input: burned only if every task found it unavailable.
+                unavailable = unavailable && _inputVerdict[id] & 1 != 0;
             }
-            _createTask(jobId, t.round, job.shards, TaskKind.Aggregate, keccak256(abi.encode(finals)), 1);
+            if (round > 0) _settle(job, jobId, _taskIds[jobId][round - 1][job.shards], unavailable);
+            _createTask(jobId, round, job.shards, TaskKind.Aggregate, keccak256(abi.encode(finals)), 1);
             return;
         }
+        // An AGGREGATE's inputs are its round's shard tasks: each paid, or burned where this result found it unavailable.
+        uint32 verdict = _inputVerdict[taskId];
+        for (uint32 i = 0; i < job.shards; ++i) {
+            _settle(job, jobId, _taskIds[jobId][round][i], (verdict >> i) & 1 != 0);
+        }
+        // The last AGGREGATE has no consumer: paid at once (docs/protocol-v2.md "P10").
+        if (round + 1 >= job.rounds) _settle(job, jobId, taskId, false);
         if (t.round + 1 < job.rounds) {
             job.currentRound = t.round + 1;
             job.acceptedInRound = 0;

@@ -32,8 +32,8 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from chain_builders import (  # noqa: E402
-    E18, ROLE_REFEREE, ROLE_SOLVER, ROLE_VERIFIER, DisputePhase, Nodes, Poster, System, Trace, commit_challenge,
-    contest, finalize_after_window, h32, opened, rand32, reveal_challenge, seat_panel, seats, vote,
+    E18, ROLE_REFEREE, ROLE_SOLVER, ROLE_VERIFIER, DisputePhase, Nodes, Poster, System, Trace, accept_aggregate,
+    commit_challenge, contest, finalize_after_window, h32, opened, rand32, reveal_challenge, seat_panel, seats, vote,
 )
 
 STAKE = 100 * E18
@@ -111,7 +111,8 @@ def governance(rep: Report, project, accounts, chain):
 
 # As v1 defined it (docs/gas.md): a replica's own transactions and shares, not the task's creation (postJob's
 # marginal cost per shard, reported above, which v1 did not count either).
-PER_REPLICA = "task lifecycle per replica (draw share + commit + reveal + finalize share + withdraw)"
+PER_REPLICA = ("task lifecycle per replica (draw share + commit + reveal + finalize share + payment share"
+               " + withdraw)")
 
 def lifecycle(rep: Report, project, accounts, chain):
     s, nodes, poster = fresh(project, accounts)
@@ -144,13 +145,9 @@ def lifecycle(rep: Report, project, accounts, chain):
     rep.add("commit (last, opens reveal)", c1)
     rep.add("reveal (first)", r0, f"2 Merkle proofs of depth {len(H.proof(0))}")
     rep.add("reveal (last, agreement: opens the challenge window)", r1)
-    f = rep.add("finalize (replicated, after the window: 2 credits + unlocks)",
+    f = rep.add("finalize (replicated, after the window: 2 unlocks; payment deferred, P10)",
                 finalize_after_window(s, chain, tid, poster.account).gas_used)
     node = poster.node_of(tid, 0)
-    w = rep.add("withdraw (JobEscrow credits)", s.escrow.withdraw(sender=node).gas_used)
-    per_replica = per_slot + (c0 + c1) / 2 + (r0 + r1) / 2 + f / 2 + w
-    rep.add(PER_REPLICA, per_replica,
-            "target <= 300k")
 
     # Second shard accepted -> AGGREGATE created (its draw requested) in the same tx.
     tid1 = jobs.taskOf(job.id, 0, 1)
@@ -158,6 +155,32 @@ def lifecycle(rep: Report, project, accounts, chain):
     poster.run_replicated(tid1, [H1, H1])
     rep.add("finalize (last shard: accepts + creates AGGREGATE + requests its draw)",
             finalize_after_window(s, chain, tid1, poster.account).gas_used)
+    # P10: the shards are paid when the AGGREGATE that consumed them is accepted. A replica's payment share is what
+    # settling 2 more replicas adds to the AGGREGATE's finalize (2 shards against 1, both 1-round jobs).
+    poster.draw(jobs.taskOf(job.id, 0, 2))
+    f2 = accept_aggregate(s, chain, poster, job.id)[0].gas_used
+    one = poster.post(shards=1, replication=2, stake=STAKE)
+    only = jobs.taskOf(one.id, 0, 0)
+    H2 = Trace.random(h32(jobs.getTask(only).inputHash), one.n)
+    poster.run_replicated(only, [H2, H2])
+    finalize_after_window(s, chain, only, poster.account)
+    agg1 = jobs.taskOf(one.id, 0, 1)
+    poster.draw(agg1)
+    f1 = accept_aggregate(s, chain, poster, one.id)[0].gas_used
+    # A report (P10), on a third job's AGGREGATE so the two finalizes above stay comparable.
+    three = poster.post(shards=1, replication=2, stake=STAKE)
+    only = jobs.taskOf(three.id, 0, 0)
+    poster.run_replicated(only, [Trace.random(h32(jobs.getTask(only).inputHash), three.n)] * 2)
+    finalize_after_window(s, chain, only, poster.account)
+    agg3 = jobs.taskOf(three.id, 0, 1)
+    rep.add("reportUnavailable (P10: a consumer's holder flags an input)",
+            jobs.reportUnavailable(agg3, 0, sender=poster.node_of(agg3, 0)).gas_used, "only when a bundle is missing")
+    rep.add("finalize (last AGGREGATE, 2 shards: pays 4 shard replicas + its own 2)", f2)
+    pay = rep.add("payment per replica (AGGREGATE finalize share)", (f2 - f1) / 2, "2 shards against 1: 2 credits")
+    w = rep.add("withdraw (JobEscrow credits)", s.escrow.withdraw(sender=node).gas_used)
+    per_replica = per_slot + (c0 + c1) / 2 + (r0 + r1) / 2 + f / 2 + pay + w
+    rep.add(PER_REPLICA, per_replica,
+            "target <= 300k")
 
     # Optimistic.
     job = poster.post(shards=2, replication=1, stake=STAKE)

@@ -23,6 +23,7 @@ class Ledger:
     chain: object
     names: dict                      # address -> name
     paid: dict = field(default_factory=lambda: defaultdict(int))
+    forfeited: dict = field(default_factory=lambda: defaultdict(int))  # pay burned: bundle unavailable (P10)
     rewards: dict = field(default_factory=lambda: defaultdict(int))
     slashed: dict = field(default_factory=lambda: defaultdict(int))
     late: dict = field(default_factory=lambda: defaultdict(int))
@@ -45,6 +46,8 @@ class Ledger:
             self.holders.update(x for x in (a["from"], a["to"]) if x != ZERO)
         elif ev.name == "PaymentCredited" and ev.contract == "JobEscrow":  # the escrow credits every task payment
             self.paid[a["to"]] += a["amount"]
+        elif ev.name == "PaymentForfeited":  # every accepted consumer found the result's bundle unavailable (P10)
+            self.forfeited[a["node"]] += a["amount"]
         elif ev.name == "Credited":  # DisputeGame (winner share, bond back) and RefereePanel (referee rewards)
             self.rewards[a["to"]] += a["amount"]
         elif ev.name == "StakeSlashed":
@@ -81,12 +84,14 @@ class Ledger:
     def nodes_table(self) -> Table:
         c = self.chain
         t = Table(title="nodes: payments and slashes (VRT)")
-        for col in ("node", "paid for tasks", "dispute rewards", "slashed", "late", "stake now", "done/won/lost"):
+        for col in ("node", "paid for tasks", "pay forfeited", "dispute rewards", "slashed", "late", "stake now",
+                    "done/won/lost"):
             t.add_column(col)
         for addr, name in self.names.items():
             n, r = read(c, c.registry, "getNode", addr), read(c, c.registry, "reputationOf", addr)
-            t.add_row(name, _vrt(self.paid[addr]), _vrt(self.rewards[addr]), _vrt(self.slashed[addr]), str(self.late[addr]),
-                      _vrt(n.stake), f"{r.tasksCompleted}/{r.disputesWon}/{r.disputesLost}")
+            t.add_row(name, _vrt(self.paid[addr]), _vrt(self.forfeited[addr]), _vrt(self.rewards[addr]),
+                      _vrt(self.slashed[addr]), str(self.late[addr]), _vrt(n.stake),
+                      f"{r.tasksCompleted}/{r.disputesWon}/{r.disputesLost}")
         return t
 
     def balances(self) -> dict:
@@ -111,7 +116,7 @@ class Ledger:
         rows = self.balances()
         for k, v in sorted(rows.items()):
             t.add_row(k, _vrt(v))
-        t.add_row("burned (slashes)", _vrt(self.burned))
+        t.add_row("burned (slashes, forfeited pay)", _vrt(self.burned))
         t.add_row("[bold]sum[/bold]", _vrt(sum(rows.values()) + self.burned))
         t.add_row("minted", _vrt(self.minted))
         ok = sum(rows.values()) == supply and self.minted - self.burned == supply

@@ -98,3 +98,6 @@ error PartnerNotStarved(uint256 taskId, TaskStatus status, uint256 releasableAft
 
 /// @notice decline: the decline grace (the first DECLINE_GRACE_BPS of the slot's execution window) has passed.
 error DeclineTooLate(uint256 taskId, uint8 slot, uint256 graceEnd);
+
+/// @notice reportUnavailable: the task has no input `index` (AGGREGATE: one per shard; a later round's TRAIN: one).
+error NoSuchInput(uint256 taskId, uint32 index, uint32 inputs);

@@ -12,6 +12,8 @@ interface IJobEscrow {
     event PaymentCredited(uint256 indexed jobId, address indexed to, uint256 amount);
     /// @notice The rest of job `jobId`'s escrow, `amount`, went back to `to`.
     event EscrowRefunded(uint256 indexed jobId, address indexed to, uint256 amount);
+    /// @notice `amount` of job `jobId`'s escrow was burned (a payment forfeited for unavailable data, P10).
+    event EscrowBurned(uint256 indexed jobId, uint256 amount);
     /// @notice `to` withdrew its credits.
     event PaymentWithdrawn(address indexed to, uint256 amount);
     /// @notice The owner wired the JobRegistry (once).
@@ -21,6 +23,8 @@ interface IJobEscrow {
     function deposit(uint256 jobId, address from, uint256 amount) external;
     /// @notice Credits `amount` of job `jobId`'s escrow to `to` (JobRegistry only).
     function pay(uint256 jobId, address to, uint256 amount) external;
+    /// @notice Burns `amount` of job `jobId`'s escrow (JobRegistry only).
+    function burn(uint256 jobId, uint256 amount) external;
     /// @notice Sends what is left of job `jobId`'s escrow to `to`; returns it (JobRegistry only).
     function refund(uint256 jobId, address to) external returns (uint256 amount);
     /// @notice Withdraws the caller's credits.

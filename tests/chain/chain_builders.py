@@ -397,6 +397,23 @@ def finalize_after_window(system: System, chain, task_id: int, sender):
     return system.jobs.finalize(task_id, sender=sender)
 
 
+def accept_aggregate(system: System, chain, poster: Poster, job_id: int, rnd: int = 0):
+    """Runs round `rnd`'s AGGREGATE honestly to acceptance (drawn, submitted or committed and revealed by every slot,
+    finalized after its window). P10: accepting it settles its shards' payments. Returns (finalize receipt, the
+    nodes credited for the shards in credit order: the last AGGREGATE's own replicas, paid after them, left out)."""
+    job = system.jobs.getJob(job_id)
+    agg = system.jobs.taskOf(job_id, rnd, job.shards)
+    trace = Trace([h32(system.jobs.getTask(agg).inputHash), rand32()])
+    if job.replication == 1:
+        poster.submit(agg, trace)
+    else:
+        poster.run_replicated(agg, [trace] * job.replication)
+    receipt = finalize_after_window(system, chain, agg, poster.account)
+    credited = [e.to for e in receipt.events.filter(system.escrow.PaymentCredited)]
+    own = job.replication if rnd + 1 == job.rounds else 0
+    return receipt, credited[:len(credited) - own]
+
+
 @dataclass
 class Challenge:
     """A committed optimistic challenge: what `challengeOptimistic` must reveal."""

@@ -14,7 +14,8 @@ from ape import reverts
 
 from chain_builders import (
     E18, ROLE_REFEREE, ROLE_SOLVER, ROLE_VERIFIER, DisputeOutcome, DisputePhase, PanelPhase, ReplicaStatus,
-    TaskStatus, Verdict, contest, escrow_for, finalize_after_window, h32, mine_past, opened, rand32, seat_panel, seats, vote,
+    TaskStatus, Verdict, accept_aggregate, contest, escrow_for, finalize_after_window, h32, mine_past, opened, rand32,
+    seat_panel, seats, vote,
 )
 
 pytestmark = pytest.mark.integration
@@ -134,16 +135,18 @@ def test_honest_wins_public_trace_path_with_bisection(system, contested, referee
     _winner_is_candidate(system, chain, c, c.honest, submitter)
     t = jobs.getTask(c.task_id)
     assert t.status == TaskStatus.ACCEPTED and h32(t.finalHash) == c.H.final
-    assert escrow.credits(c.honest) == c.job.params.paymentPerTask and escrow.credits(c.cheater) == 0
+    assert escrow.credits(c.honest) == 0  # P10: paid once the AGGREGATE that consumes it is accepted
     assert registry.getNode(c.cheater).locked == STAKE * _held(jobs, c, c.cheater)
     # The honest node's task lock is released (it may hold a new lock if drawn for the AGGREGATE task).
     assert registry.getNode(c.honest).locked == STAKE * _held(jobs, c, c.honest)
     _game_backed(system)
 
-    before = token.balanceOf(c.honest)
+    assert accept_aggregate(system, chain, c.poster, c.job.id)[1] == [c.honest.address]  # not the cheater
+    before, earned = token.balanceOf(c.honest), escrow.credits(c.honest)  # + the AGGREGATE's pay if drawn for it
+    assert earned >= c.job.params.paymentPerTask
     game.withdraw(sender=c.honest)
     escrow.withdraw(sender=c.honest)
-    assert token.balanceOf(c.honest) == before + win + c.job.params.paymentPerTask
+    assert token.balanceOf(c.honest) == before + win + earned
     for ref in referees:
         panel.withdraw(sender=ref)
     _game_backed(system)

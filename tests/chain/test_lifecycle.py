@@ -24,8 +24,10 @@ def eight_nodes(nodes, accounts):
     return nodes.add(accounts[2:10])
 
 
-def _run_task(poster, system, chain, task_id: int, trace: Trace, cid: bytes):
-    """Both replicas commit and reveal the same trace; the task waits out its window, then finalize accepts it."""
+def _run_task(poster, system, chain, task_id: int, trace: Trace, cid: bytes, paid: list[str]):
+    """Both replicas commit and reveal the same trace; the task waits out its window, then finalize accepts it.
+    `paid`: the nodes this acceptance credits. P10: a task is paid once its consumer is accepted (a shard by its
+    round's AGGREGATE, an AGGREGATE by the next round's last shard), the last AGGREGATE at once."""
     jobs, escrow = system.jobs, system.escrow
     assigned = {s: poster.node_of(task_id, s).address for s in range(2)}
     assert assigned[0] != assigned[1]
@@ -38,7 +40,7 @@ def _run_task(poster, system, chain, task_id: int, trace: Trace, cid: bytes):
     accepted = list(last.events.filter(jobs.TaskAccepted))
     assert [(e.taskId, h32(e.finalHash), h32(e.resultCid)) for e in accepted][:1] == [(task_id, trace.final, cid)]
     credited = [e.to for e in last.events.filter(escrow.PaymentCredited)]
-    assert sorted(credited) == sorted(assigned.values())
+    assert sorted(credited) == sorted(paid)
     t = jobs.getTask(task_id)
     assert t.status == TaskStatus.ACCEPTED and h32(t.finalHash) == trace.final
     assert [r.status for r in jobs.getReplicas(task_id)] == [ReplicaStatus.ACCEPTED] * 2
@@ -61,6 +63,7 @@ def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter,
     receipt = job.receipt
     draws = job.draws
     credits_expected: dict[str, int] = {}
+    prev_agg: list[str] = []  # the previous AGGREGATE's replicas: paid when this round's last shard is accepted
     for rnd in range(2):
         created = {e.index: e for e in receipt.events.filter(jobs.TaskCreated)}
         assert sorted(created) == [0, 1]
@@ -79,11 +82,13 @@ def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter,
 
         finals = []
         last = None
-        for tid in shard_ids:
+        for i, tid in enumerate(shard_ids):
             trace = Trace.random(round_input, 4)
             for node in assigned[tid].values():
                 credits_expected[node] = credits_expected.get(node, 0) + PAYMENT
-            last = _run_task(poster, system, chain, tid, trace, rand32())
+            last = _run_task(poster, system, chain, tid, trace, rand32(), prev_agg if i == 1 else [])
+            for node in assigned[tid].values():
+                assert escrow_c.credits(node) < credits_expected[node]  # deferred until the AGGREGATE is accepted
             finals.append(trace.final)
 
         # The second shard's acceptance creates the AGGREGATE task over the finals in shard order.
@@ -99,7 +104,11 @@ def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter,
             credits_expected[node] = credits_expected.get(node, 0) + PAYMENT
 
         model_state, model_cid = rand32(), rand32()
-        receipt = _run_task(poster, system, chain, agg_id, Trace([agg_in, model_state]), model_cid)
+        shard_nodes = [node for tid in shard_ids for node in assigned[tid].values()]
+        own = list(agg_assigned.values())
+        receipt = _run_task(poster, system, chain, agg_id, Trace([agg_in, model_state]), model_cid,
+                            shard_nodes + (own if rnd == 1 else []))
+        prev_agg = own
         if rnd == 0:
             adv = list(receipt.events.filter(jobs.RoundAdvanced))
             assert [(e.jobId, e.round, h32(e.inputHash)) for e in adv] == [(job.id, 1, model_state)]

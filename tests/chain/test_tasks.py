@@ -12,8 +12,8 @@ from ape import reverts
 from verity.chain.protocol import POSTER_BOND
 
 from chain_builders import (
-    E18, DisputeOutcome, JobStatus, ReplicaStatus, TaskStatus, Trace, aggregate_input, challenge, commit_challenge,
-    finalize_after_window, h32, mine_past, opened, rand32, reveal_challenge, seat_panel, seats, vote,
+    E18, DisputeOutcome, JobStatus, ReplicaStatus, TaskStatus, Trace, accept_aggregate, aggregate_input, challenge,
+    commit_challenge, finalize_after_window, h32, mine_past, opened, rand32, reveal_challenge, seat_panel, seats, vote,
 )
 
 pytestmark = pytest.mark.integration
@@ -61,8 +61,9 @@ def test_optimistic_job_challenge_window_then_finalize(system, workers, poster, 
     with reverts(jobs.ChallengeWindowOpen):
         jobs.finalize(tid, sender=poster.account)
     r = finalize_after_window(system, chain, tid, poster.account)
-    assert jobs.getTask(tid).status == TaskStatus.ACCEPTED and escrow.credits(solver) == PAYMENT
-    assert [e.to for e in r.events.filter(escrow.PaymentCredited)] == [solver.address]
+    # P10: accepted and released, but paid only once its consumer (the AGGREGATE) is accepted.
+    assert jobs.getTask(tid).status == TaskStatus.ACCEPTED and escrow.credits(solver) == 0
+    assert not list(r.events.filter(escrow.PaymentCredited))
     assert jobs.getReplica(tid, 0).status == ReplicaStatus.ACCEPTED
     # The AGGREGATE task follows the same optimistic path and completes the job.
     agg = jobs.taskOf(job.id, 0, 1)
@@ -71,6 +72,8 @@ def test_optimistic_job_challenge_window_then_finalize(system, workers, poster, 
     poster.submit(agg, model, cid=b"\x11" * 32)
     r = finalize_after_window(system, chain, agg, poster.account)
     assert [h32(e.modelHash) for e in r.events.filter(jobs.JobCompleted)] == [model.final]
+    agg_solver = jobs.getReplica(agg, 0).node
+    assert [e.to for e in r.events.filter(escrow.PaymentCredited)] == [solver.address, agg_solver]
     assert jobs.getJob(job.id).status == JobStatus.COMPLETED and escrow.escrowOf(job.id) == POSTER_BOND  # reclaimable
     assert system.registry.getNode(solver).locked == STAKE * sum(
         1 for x in jobs.getReplicas(agg) if x.node == solver.address and x.status == ReplicaStatus.ASSIGNED)
@@ -161,7 +164,8 @@ def test_challengeOptimistic_two_concurrent_challenges_both_lose_then_finalize_s
         assert registry.getNode(v).locked == 0 and registry.getNode(v).stake == NODE_STAKE - STAKE
     assert game.totalBonds() == 0
     finalize_after_window(system, chain, tid, poster.account)
-    assert jobs.getTask(tid).status == TaskStatus.ACCEPTED and escrow.credits(solver) == PAYMENT
+    assert jobs.getTask(tid).status == TaskStatus.ACCEPTED and escrow.credits(solver) == 0  # P10: deferred
+    assert accept_aggregate(system, chain, poster, job.id)[1] == [solver.address]
     assert token.balanceOf(game) == game.totalCredits() + game.totalBonds()
     conserved()
 
@@ -228,12 +232,13 @@ def test_challengeOptimistic_winner_becomes_candidate_and_stale_dispute_abandone
     with reverts(jobs.ChallengeWindowOpen):
         jobs.finalize(tid, sender=poster.account)
     finalize_after_window(system, chain, tid, poster.account)
-    assert jobs.getTask(tid).status == TaskStatus.ACCEPTED
-    assert escrow.credits(honest) == PAYMENT and escrow.credits(solver) == 0  # the challenger did the work
+    assert jobs.getTask(tid).status == TaskStatus.ACCEPTED and escrow.credits(honest) == 0  # P10: deferred
+    assert accept_aggregate(system, chain, poster, job.id)[1] == [honest.address]  # the challenger did the work
     assert game.totalBonds() == 0
+    earned = escrow.credits(honest)  # PAYMENT, plus the AGGREGATE's if it was drawn for it
     game.withdraw(sender=honest)
     escrow.withdraw(sender=honest)
-    assert token.balanceOf(honest) == bal0 + win + PAYMENT  # bond returned too
+    assert token.balanceOf(honest) == bal0 + win + earned  # bond returned too
     for p in referees:
         panel.withdraw(sender=p)
     system.panel_backed()
@@ -278,7 +283,7 @@ def test_challengeOptimistic_colluding_replicas_agreement_is_not_final_succeeds(
     assert statuses[defender.address] == ReplicaStatus.SLASHED
     assert statuses[claim.coDefender] in (ReplicaStatus.SLASHED, ReplicaStatus.VOIDED)
     finalize_after_window(system, chain, tid, poster.account)
-    assert escrow.credits(verifier) == PAYMENT and escrow.credits(a) == 0 and escrow.credits(b) == 0
+    assert accept_aggregate(system, chain, poster, job.id)[1] == [verifier.address]  # neither a nor b
     system.escrow_backed()
     conserved()
 
@@ -314,7 +319,8 @@ def test_late_replica_reported_and_slot_redrawn(system, workers, poster, chain, 
     assert jobs.getTask(tid).status == TaskStatus.REVEALED
     finalize_after_window(system, chain, tid, poster.account)
     assert jobs.getTask(tid).status == TaskStatus.ACCEPTED
-    assert escrow.credits(first) == PAYMENT and escrow.credits(redrawn[0][1]) == PAYMENT and escrow.credits(late) == 0
+    paid = accept_aggregate(system, chain, poster, job.id)[1]
+    assert sorted(paid) == sorted([first.address, redrawn[0][1]]) and late.address not in paid
     conserved()
 
 

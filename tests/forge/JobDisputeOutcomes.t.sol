@@ -120,7 +120,7 @@ contract JobDisputeOutcomesTest is Fixture {
     }
 
     function test_onChallenge_p1EveryChallengeCounts_succeeds() public {
-        (, uint256 taskId, address solver) = _optimisticTask();
+        (uint256 jobId, uint256 taskId, address solver) = _optimisticTask();
         address c1 = _outsider(solver, address(0), address(0));
         address c2 = _outsider(solver, c1, address(0));
         _openChallenge(taskId, c1);
@@ -142,7 +142,9 @@ contract JobDisputeOutcomesTest is Fixture {
         _settle(taskId, DisputeOutcome.Voided, c2, new address[](0), h);
         assertEq(jobs.getTask(taskId).openDisputes, 0, "none open");
         jobs.finalize(taskId);
-        assertEq(escrow.credits(solver), PAYMENT, "the claim stood");
+        assertEq(escrow.credits(solver), 0, "P10: paid only once the AGGREGATE is accepted");
+        uint256 agg = _acceptAggregate(jobId, 0);
+        assertEq(_creditBesides(solver, agg), PAYMENT, "the claim stood");
         _assertConserved();
     }
 
@@ -238,7 +240,7 @@ contract JobDisputeOutcomesTest is Fixture {
         _finalizeAfterWindow(taskId);
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "accepted");
         assertEq(jobs.getTask(taskId).resultCid, keccak256(abi.encode("cid", h[4])), "candidate's cid");
-        assertEq(escrow.credits(c), PAYMENT, "candidate paid");
+        assertEq(escrow.credits(c), 0, "P10: paid only once the AGGREGATE is accepted");
         assertEq(escrow.credits(solver), 0, "defender unpaid");
         assertEq(registry.reputationOf(c).tasksCompleted, 1, "completed++");
         uint256 agg = jobs.taskOf(jobId, 0, 1);
@@ -246,6 +248,10 @@ contract JobDisputeOutcomesTest is Fixture {
         for (uint256 i = 0; i < nodes.length; ++i) {
             if (nodes[i] != _replica(agg, 0).node) assertEq(registry.getNode(nodes[i]).locked, 0, "locked = work");
         }
+        _assertConserved();
+        _acceptAggregate(jobId, 0);
+        assertEq(_creditBesides(c, agg), PAYMENT, "candidate paid");
+        assertEq(_creditBesides(solver, agg), 0, "defender unpaid");
         _assertConserved();
     }
 
@@ -279,7 +285,7 @@ contract JobDisputeOutcomesTest is Fixture {
     }
 
     function test_onDisputeSettled_p3CandidateReplacedByNext_succeeds() public {
-        (, uint256 taskId, address solver) = _optimisticTask();
+        (uint256 jobId, uint256 taskId, address solver) = _optimisticTask();
         address c = _outsider(solver, address(0), address(0));
         address d = _outsider(solver, c, address(0));
         _openChallenge(taskId, c);
@@ -292,8 +298,10 @@ contract JobDisputeOutcomesTest is Fixture {
         assertEq(t.epoch, 2, "epoch 2");
         assertTrue(_isBanned(taskId, c), "previous candidate banned");
         _finalizeAfterWindow(taskId);
-        assertEq(escrow.credits(d), PAYMENT, "last candidate paid");
-        assertEq(escrow.credits(c), 0, "overturned candidate unpaid");
+        assertEq(escrow.credits(d), 0, "P10: paid only once the AGGREGATE is accepted");
+        uint256 agg = _acceptAggregate(jobId, 0);
+        assertEq(_creditBesides(d, agg), PAYMENT, "last candidate paid");
+        assertEq(_creditBesides(c, agg), 0, "overturned candidate unpaid");
         assertEq(registry.getNode(c).locked, 0, "its stake went with its loss");
         _assertConserved();
     }
@@ -316,9 +324,14 @@ contract JobDisputeOutcomesTest is Fixture {
         assertTrue(_isBanned(taskId, a) && _isBanned(taskId, b), "both banned");
         assertEq(_replica(taskId, 1).finalHash, wrong[4], "the sharer's view keeps its value");
         _finalizeAfterWindow(taskId);
-        assertEq(escrow.credits(c), PAYMENT, "challenger paid once");
-        assertEq(escrow.credits(a) + escrow.credits(b), 0, "sybils unpaid");
-        assertEq(escrow.escrowOf(jobId), PAYMENT * 3 + jobs.POSTER_BOND(), "one replica payment of the shard stays in escrow");
+        assertEq(escrow.credits(c), 0, "P10: paid only once the AGGREGATE is accepted");
+        assertEq(escrow.escrowOf(jobId), PAYMENT * 4 + jobs.POSTER_BOND(), "nothing paid before the AGGREGATE");
+        uint256 agg = _acceptAggregate(jobId, 0);
+        assertEq(_creditBesides(c, agg), PAYMENT, "challenger paid once");
+        assertEq(_creditBesides(a, agg) + _creditBesides(b, agg), 0, "sybils unpaid");
+        assertEq(
+            escrow.escrowOf(jobId), PAYMENT + jobs.POSTER_BOND(), "one replica payment of the shard stays in escrow"
+        );
         _assertConserved();
     }
 
@@ -338,8 +351,10 @@ contract JobDisputeOutcomesTest is Fixture {
         assertEq(claim.defender, a, "winner defends");
         assertEq(claim.coDefender, address(0), "no co-defender");
         _finalizeAfterWindow(taskId);
-        assertEq(escrow.credits(a), PAYMENT, "winner paid");
-        assertEq(escrow.credits(b), 0, "loser unpaid");
+        assertEq(escrow.credits(a), 0, "P10: paid only once the AGGREGATE is accepted");
+        uint256 agg = _acceptAggregate(jobs.getTask(taskId).jobId, 0);
+        assertEq(_creditBesides(a, agg), PAYMENT, "winner paid");
+        assertEq(_creditBesides(b, agg), 0, "loser unpaid");
         _assertConserved();
     }
 
@@ -388,7 +403,7 @@ contract JobDisputeOutcomesTest is Fixture {
     }
 
     function test_onDisputeSettled_bothLoseAgainstCandidateReopens_succeeds() public {
-        (, uint256 taskId, address solver) = _optimisticTask();
+        (uint256 jobId, uint256 taskId, address solver) = _optimisticTask();
         address c = _outsider(solver, address(0), address(0));
         address d = _outsider(solver, c, address(0));
         _openChallenge(taskId, c);
@@ -407,7 +422,10 @@ contract JobDisputeOutcomesTest is Fixture {
         assertTrue(fresh != solver && fresh != c, "a fresh solver");
         _submit(taskId, fresh, _honest(INPUT, 4));
         _finalizeAfterWindow(taskId);
-        assertEq(escrow.credits(fresh), PAYMENT, "paid");
+        assertEq(escrow.credits(fresh), 0, "P10: paid only once the AGGREGATE is accepted");
+        uint256 agg = _acceptAggregate(jobId, 0);
+        assertEq(_creditBesides(fresh, agg), PAYMENT, "paid");
+        assertEq(_creditBesides(c, agg) + _creditBesides(d, agg), 0, "losers unpaid");
         _assertConserved();
     }
 

@@ -147,6 +147,75 @@ contract JobEscrowTest is Test {
         escrow.withdraw();
     }
 
+    // ---------------------------------------------------------------- burn (P10: forfeited payments)
+
+    function test_burn_notJobs_reverts() public {
+        escrow.deposit(1, submitter, 100e18);
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(NotJobs.selector, alice));
+        escrow.burn(1, 1);
+        vm.prank(submitter); // not even the payer of the escrow can burn it
+        vm.expectRevert(abi.encodeWithSelector(NotJobs.selector, submitter));
+        escrow.burn(1, 1);
+        assertEq(escrow.escrowOf(1), 100e18, "untouched");
+    }
+
+    function test_burn_unwired_reverts() public {
+        JobEscrow e = new JobEscrow(IERC20(address(token)));
+        vm.expectRevert(abi.encodeWithSelector(NotJobs.selector, address(this)));
+        e.burn(1, 0);
+    }
+
+    function test_burn_shrinksBooksAndSupply_succeeds() public {
+        escrow.deposit(1, submitter, 100e18);
+        escrow.pay(1, alice, 10e18);
+        uint256 supply = token.totalSupply();
+        uint256 burned = token.totalBurned();
+        vm.expectEmit(true, false, false, true, address(escrow));
+        emit IJobEscrow.EscrowBurned(1, 30e18);
+        escrow.burn(1, 30e18);
+        assertEq(escrow.escrowOf(1), 60e18, "job escrow");
+        assertEq(escrow.totalEscrow(), 60e18, "total escrow");
+        assertEq(escrow.credits(alice), 10e18, "credits untouched");
+        assertEq(escrow.totalCredits(), 10e18, "total credits untouched");
+        assertEq(supply - token.totalSupply(), 30e18, "supply fell by the burn");
+        assertEq(token.totalBurned() - burned, 30e18, "counted as burned");
+        assertEq(token.balanceOf(address(escrow)), 70e18, "held: escrow + credits");
+        _assertConserved();
+    }
+
+    function test_burn_moreThanJobEscrow_reverts() public {
+        escrow.deposit(1, submitter, 10e18);
+        escrow.deposit(2, submitter, 100e18);
+        vm.expectRevert(abi.encodeWithSelector(InsufficientEscrow.selector, 1, 10e18, 11e18));
+        escrow.burn(1, 11e18); // another job's escrow is never burned
+        escrow.pay(1, alice, 4e18);
+        vm.expectRevert(abi.encodeWithSelector(InsufficientEscrow.selector, 1, 6e18, 10e18));
+        escrow.burn(1, 10e18); // credits already paid out of the job are not its escrow any more
+        escrow.burn(1, 6e18);
+        assertEq(escrow.escrowOf(1), 0, "emptied");
+        assertEq(escrow.escrowOf(2), 100e18, "the other job untouched");
+        assertEq(escrow.refund(1, submitter), 0, "nothing left to refund");
+        _assertConserved();
+    }
+
+    function testFuzz_burn_neverExceedsJob_succeeds(uint96 depositedSeed, uint96 askedSeed) public {
+        uint256 deposited = bound(depositedSeed, 0, token.MAX_SUPPLY());
+        uint256 asked = bound(askedSeed, 0, 2 * token.MAX_SUPPLY());
+        escrow.deposit(1, submitter, deposited);
+        uint256 supply = token.totalSupply();
+        if (asked > deposited) {
+            vm.expectRevert(abi.encodeWithSelector(InsufficientEscrow.selector, 1, deposited, asked));
+            escrow.burn(1, asked);
+            assertEq(token.totalSupply(), supply, "nothing burned");
+        } else {
+            escrow.burn(1, asked);
+            assertEq(escrow.escrowOf(1), deposited - asked, "books");
+            assertEq(supply - token.totalSupply(), asked, "supply");
+        }
+        _assertConserved();
+    }
+
     // ---------------------------------------------------------------- fuzz
 
     /// @dev Any sequence of deposits, payments, refunds and withdrawals over three jobs and two payees keeps

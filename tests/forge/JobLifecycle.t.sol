@@ -102,8 +102,7 @@ contract JobLifecycleTest is Fixture {
         assertEq(jobs.claimOf(taskId).defender, a, "the revealed replica is the claim");
         assertEq(jobs.claimOf(taskId).coDefender, address(0), "alone");
         _finalizeAfterWindow(taskId);
-        assertEq(escrow.credits(a), PAYMENT, "revealer paid");
-        assertEq(escrow.credits(b), 0, "late not paid");
+        assertEq(escrow.credits(a), 0, "P10: paid only once the AGGREGATE is accepted");
         _heartbeatAll();
         uint256 agg = jobs.taskOf(jobId, 0, 1);
         bytes32[] memory ha = _honest(keccak256(abi.encode(_one(h[4]))), 1);
@@ -111,6 +110,8 @@ contract JobLifecycleTest is Fixture {
         _runReplicated(agg, ha, ha);
         _finalizeAfterWindow(agg);
         assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
+        assertEq(_creditBesides(a, agg), PAYMENT, "revealer paid");
+        assertEq(_creditBesides(b, agg), 0, "late not paid");
         uint256 before = token.balanceOf(submitter);
         vm.prank(submitter);
         jobs.reclaimEscrow(jobId);
@@ -131,7 +132,10 @@ contract JobLifecycleTest is Fixture {
         assertNotEq(fresh, late, "redrawn");
         _submit(taskId, fresh, _honest(INPUT, 4));
         _finalizeAfterWindow(taskId);
-        assertEq(escrow.credits(fresh), PAYMENT, "paid");
+        assertEq(escrow.credits(fresh), 0, "P10: paid only once the AGGREGATE is accepted");
+        uint256 agg = _acceptAggregate(jobId, 0);
+        assertEq(_creditBesides(fresh, agg), PAYMENT, "paid");
+        assertEq(_creditBesides(late, agg), 0, "late not paid");
         _assertConserved();
     }
 

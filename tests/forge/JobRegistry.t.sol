@@ -252,13 +252,15 @@ contract JobRegistryTest is Fixture {
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "accepted");
         assertEq(uint8(_replica(taskId, 0).status), uint8(ReplicaStatus.Accepted), "replica 0 accepted");
         assertEq(uint8(_replica(taskId, 1).status), uint8(ReplicaStatus.Accepted), "replica 1 accepted");
-        assertEq(escrow.credits(a), PAYMENT, "a paid");
-        assertEq(escrow.credits(b), PAYMENT, "b paid");
+        assertEq(escrow.credits(a) + escrow.credits(b), 0, "P10: paid only once the AGGREGATE is accepted");
         assertEq(registry.reputationOf(a).tasksCompleted, 1, "completed++");
         // Only the new AGGREGATE task's stake (if this node was drawn for it) stays locked.
         assertLe(registry.getNode(a).locked, TASK_STAKE, "unlocked");
         assertEq(jobs.getTask(taskId).finalHash, h[4], "result");
         assertEq(jobs.getTask(taskId + 1).inputHash, keccak256(abi.encode(_finals1(h[4]))), "aggregate input");
+        uint256 agg = _acceptAggregate(jobs.getTask(taskId).jobId, 0);
+        assertEq(_creditBesides(a, agg), PAYMENT, "a paid");
+        assertEq(_creditBesides(b, agg), PAYMENT, "b paid");
     }
 
     function test_reveal_p2EqualFinalsDifferentRoots_contests_succeeds() public {
@@ -342,7 +344,9 @@ contract JobRegistryTest is Fixture {
         assertEq(c.coDefender, address(0), "no co-defender");
         assertEq(c.finalHash, h[4], "final");
         _finalizeAfterWindow(1);
-        assertEq(escrow.credits(solver), PAYMENT, "paid");
+        assertEq(escrow.credits(solver), 0, "P10: paid only once the AGGREGATE is accepted");
+        uint256 agg = _acceptAggregate(1, 0);
+        assertEq(_creditBesides(solver, agg), PAYMENT, "paid");
         assertEq(registry.getNode(solver).locked, 0, "unlocked");
     }
 

@@ -72,7 +72,10 @@ contract OptimisticDisputeTest is DisputeFixture {
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "accepted");
         assertEq(jobs.getTask(taskId).finalHash, hH[4], "challenger's result");
         assertEq(jobs.getTask(taskId).resultCid, _cid(hH), "challenger's cid");
-        assertEq(escrow.credits(verifier), PAYMENT, "challenger paid for the task");
+        assertEq(escrow.credits(verifier), 0, "P10: paid only once the AGGREGATE is accepted");
+        uint256 agg = _acceptAggregate(jobId, 0);
+        assertEq(_creditBesides(verifier, agg), PAYMENT, "challenger paid for the task");
+        assertEq(_creditBesides(solver, agg), 0, "overturned solver unpaid");
     }
 
     function test_challengeOptimistic_wrongChallengerLosesBond_succeeds() public {
@@ -93,7 +96,10 @@ contract OptimisticDisputeTest is DisputeFixture {
         assertTrue(_conserved(), "conserved");
         assertTrue(_gameSolvent(), "solvent");
         _finalizeLater();
-        assertEq(escrow.credits(solver), PAYMENT, "solver paid");
+        assertEq(escrow.credits(solver), 0, "P10: paid only once the AGGREGATE is accepted");
+        uint256 agg = _acceptAggregate(jobId, 0);
+        assertEq(_creditBesides(solver, agg), PAYMENT, "solver paid");
+        assertEq(_creditBesides(verifier, agg), 0, "wrong challenger unpaid");
     }
 
     // ---------------------------------------------------------------- P6: commit-reveal
@@ -367,7 +373,10 @@ contract OptimisticDisputeTest is DisputeFixture {
         assertTrue(_gameSolvent(), "solvent");
         _finalizeLater();
         assertEq(jobs.getTask(taskId).finalHash, hH[4], "honest result accepted");
-        assertEq(escrow.credits(verifier), PAYMENT, "honest verifier paid");
+        assertEq(escrow.credits(verifier), 0, "P10: paid only once the AGGREGATE is accepted");
+        uint256 agg = _acceptAggregate(jobId, 0);
+        assertEq(_creditBesides(verifier, agg), PAYMENT, "honest verifier paid");
+        assertEq(_creditBesides(poisoned, agg), 0, "overturned candidate unpaid");
     }
 
     // ---------------------------------------------------------------- P2: co-defender
@@ -427,8 +436,10 @@ contract OptimisticDisputeTest is DisputeFixture {
         assertEq(registry.getNode(verifier).stake, NODE_STAKE - TASK_STAKE, "wrong challenger slashed");
         assertTrue(_conserved(), "conserved");
         _finalizeLater();
-        assertEq(escrow.credits(defender), PAYMENT, "defender paid");
-        assertEq(escrow.credits(co), PAYMENT, "co-defender paid");
+        assertEq(escrow.credits(defender) + escrow.credits(co), 0, "P10: paid only once the AGGREGATE is accepted");
+        uint256 agg = _acceptAggregate(jobId, 0);
+        assertEq(_creditBesides(defender, agg), PAYMENT, "defender paid");
+        assertEq(_creditBesides(co, agg), PAYMENT, "co-defender paid");
     }
 
     // ---------------------------------------------------------------- stale disputes

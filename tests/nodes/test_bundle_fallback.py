@@ -265,6 +265,33 @@ def test_all_bundles_missing_then_recompute_serves_and_is_remembered_succeeds(tm
     assert calls == [(3, "recover")] and len(storage.fetched) == 2  # our bundle, its checkpoint
 
 
+def test_recomputed_input_is_reported_unavailable_by_the_consumer_succeeds(tmp_path, job, monkeypatch):
+    """P10 on-chain: a consumer that had to recompute an input says so (JobRegistry.reportUnavailable, the input's
+    index) before its own result counts; inputs a network source served are not reported."""
+    from verity.node.solver import SolverRole
+
+    _fake_compute(monkeypatch, job.final, job.final_bytes, [])
+    blobs = dict(job.blobs)
+    lost, lost_root = _bundle(blobs, job.final, job.final_bytes, salt=1, store=False)  # the only replica withheld it
+    good, good_root = _bundle(blobs, job.final, job.final_bytes, salt=2)
+    ctx = Ctx(FakeStorage(blobs), tmp_path, job.m,
+              tasks={3: _task(job.final, lost), 5: _task(job.final, good, kind=TaskKind.AGGREGATE)},
+              replicas={3: [_replica(lost, lost_root, job.final)], 5: [_replica(good, good_root, job.final)]})
+    ctx.chain.task_ids.update({(JOB, 0, 0): 3, (JOB, 0, 1): 5})  # round 0: shard 0, then its AGGREGATE
+    aggregate = SimpleNamespace(jobId=JOB, round=0, index=1, kind=TaskKind.AGGREGATE)
+    next_train = SimpleNamespace(jobId=JOB, round=1, index=0, kind=TaskKind.TRAIN, inputHash=job.final)
+    first_train = SimpleNamespace(jobId=JOB, round=0, index=0, kind=TaskKind.TRAIN)
+
+    assert ctx.unavailable_inputs(aggregate) == []  # nothing fetched yet: nothing to report
+    ctx.shard_finals(aggregate)  # shard 0's bundle is withheld: recomputed
+    ctx.round_input(next_train)  # the AGGREGATE's bundle is served: fetched
+    assert ctx.unavailable_inputs(aggregate) == [0]
+    assert ctx.unavailable_inputs(next_train) == [] and ctx.unavailable_inputs(first_train) == []
+
+    SolverRole(ctx)._report_unavailable(9, aggregate)
+    assert ctx.chain.sent == [("reportUnavailable", (9, 0))]
+
+
 def test_recompute_with_another_final_hash_is_rejected_fails(tmp_path, job, monkeypatch):
     calls: list = []
     _fake_compute(monkeypatch, b"\x42" * 32, job.final_bytes, calls)  # not what the chain accepted

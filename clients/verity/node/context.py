@@ -13,7 +13,7 @@ from pathlib import Path
 from eth_utils import keccak
 
 from verity.chain import ChainClient
-from verity.chain.protocol import job_mismatches
+from verity.chain.protocol import TaskKind, job_mismatches
 from verity.chain.views import read
 from verity.cid import InvalidCid, cid_to_digest, digest_to_cid
 from verity.engine import merkle
@@ -73,6 +73,7 @@ class NodeContext:
     _manifests: dict = field(default_factory=dict)
     _shards: dict = field(default_factory=dict)
     _served: dict = field(default_factory=dict)  # (task id, finalHash) -> (cid digest, root) that served it last
+    _recomputed: set = field(default_factory=set)  # accepted task ids no network source yielded (P10: reported)
 
     @property
     def me(self) -> str:
@@ -205,9 +206,24 @@ class NodeContext:
                     final.hex()[:8])
         data, digest, root = self._recompute_final(task_id, task, final, manifest)
         self._served[key] = (digest, root)
+        self._recomputed.add(int(task_id))
         log.warning("task %s: final state served by our own recomputation (%s, now held by our node)", task_id,
                     digest_to_cid(digest))
         return data
+
+    def unavailable_inputs(self, task) -> list[int]:
+        """P10: the indices of `task`'s inputs whose accepted bundle no network source yielded, so that we recomputed
+        them (JobRegistry.reportUnavailable's numbering: an AGGREGATE's inputs are its round's shards; a later round's
+        TRAIN task has one, the previous AGGREGATE). An input is paid only if some accepted consumer found it."""
+        shards = len(self.manifest(task.jobId).shards)
+        task_of = self.chain.jobs.functions.taskOf
+        if TaskKind(task.kind) == TaskKind.AGGREGATE:
+            ids = [self.chain.call(task_of(task.jobId, task.round, i)) for i in range(shards)]
+        elif int(task.round) > 0:
+            ids = [self.chain.call(task_of(task.jobId, task.round - 1, shards))]
+        else:
+            ids = []
+        return [i for i, tid in enumerate(ids) if int(tid) in self._recomputed]
 
     def _bundle_sources(self, task_id: int, task, key) -> list[tuple[str, bytes, bytes | None]]:
         """(label, cid digest, root or None) of each distinct network source to try: at most replication + 1."""

@@ -92,6 +92,16 @@ class SolverRole:
                  fit.memory_bytes / (1 << 20), f", {fit.seconds:.0f} s of training" if fit.seconds else "")
         return {"memory_mb": round(fit.memory_bytes / (1 << 20)), "seconds": fit.seconds}
 
+    def _report_unavailable(self, task_id: int, task) -> None:
+        """P10: before our result counts, say which inputs no accepted replica's bundle yielded (we recomputed them).
+        The input's payment is burned when every accepted holder of this task says so. Idempotent on-chain (a bit
+        mask), so a retry after a crash repeats it harmlessly."""
+        c = self.ctx.chain
+        for index in self.ctx.unavailable_inputs(task):
+            c.transact(c.jobs.functions.reportUnavailable(task_id, index))
+            log.warning("task %d: reported input %d unavailable (no accepted bundle could be fetched; recomputed)",
+                        task_id, index)
+
     def advance(self, snap: Snapshot, item: WorkItem) -> None:
         ctx, c = self.ctx, self.ctx.chain
         task = ctx.task(item.task_id)
@@ -130,6 +140,8 @@ class SolverRole:
 
         cid = cid_to_digest(d["cid"])
         if item.phase == Phase.TRAINED:
+            if status == ReplicaStatus.ASSIGNED:
+                self._report_unavailable(item.task_id, task)
             if replication == 1:
                 if status == ReplicaStatus.ASSIGNED:
                     c.transact(c.jobs.functions.submitResult(item.task_id, root, final, n, cid,

@@ -292,10 +292,37 @@ abstract contract Fixture is Test {
             _finalizeAfterWindow(jobs.taskOf(jobId, round, i));
         }
         uint256 aggId = jobs.taskOf(jobId, round, job.shards);
-        _draw(aggId);
-        bytes32[] memory ha = _honest(keccak256(abi.encode(finals)), 1);
+        require(jobs.getTask(aggId).inputHash == keccak256(abi.encode(finals)), "aggregate input");
+        _acceptAggregate(jobId, round);
+    }
+
+    // ---------------------------------------------------------------- P10: deferred payment
+
+    /// @dev P10 defers a TRAIN task's payment to its consumer's acceptance: draws round `round`'s AGGREGATE (it exists
+    ///      once the round's last shard was accepted), runs it honestly (n = 1 from its input; no slot reports
+    ///      anything unavailable) and finalizes it after its window, which settles the round's shards. Every node
+    ///      heartbeats first: tests warp past the 600 s liveness window, and only live nodes are drawn.
+    function _acceptAggregate(uint256 jobId, uint32 round) internal returns (uint256 aggId) {
+        Job memory job = jobs.getJob(jobId);
+        aggId = jobs.taskOf(jobId, round, job.shards);
+        _heartbeatAll();
+        _drawIfOpen(aggId);
+        bytes32[] memory ha = _honest(jobs.getTask(aggId).inputHash, 1);
         if (job.replication == 1) _submit(aggId, _replica(aggId, 0).node, ha);
         else _runReplicated(aggId, ha, ha);
         _finalizeAfterWindow(aggId);
+    }
+
+    /// @dev `node`'s escrow credit, less what it earned as an Accepted replica of the job's last AGGREGATE `aggId`
+    ///      (paid at its own acceptance): a shard payee's credit then reads the same whichever nodes that draw took.
+    function _creditBesides(address node, uint256 aggId) internal view returns (uint256 credit) {
+        credit = escrow.credits(node);
+        Task memory agg = jobs.getTask(aggId);
+        Job memory job = jobs.getJob(agg.jobId);
+        if (agg.status != TaskStatus.Accepted || agg.round + 1 < job.rounds) return credit;
+        for (uint8 s = 0; s < job.replication; ++s) {
+            Replica memory r = _replica(aggId, s);
+            if (r.node == node && r.status == ReplicaStatus.Accepted) credit -= job.paymentPerTask;
+        }
     }
 }

@@ -9,7 +9,7 @@ import {IRefereePanel} from "../../../contracts/interfaces/IRefereePanel.sol";
 import {INodeRegistry} from "../../../contracts/interfaces/INodeRegistry.sol";
 import {IJobEscrow} from "../../../contracts/interfaces/IJobEscrow.sol";
 import {Merkle} from "../../../contracts/lib/Merkle.sol";
-import {DisputeOutcome} from "../../../contracts/types/VerityTypes.sol";
+import {DisputeOutcome, Job, Task, TaskStatus, Replica, ReplicaStatus} from "../../../contracts/types/VerityTypes.sol";
 
 /// @notice The log cheatcodes (not in the shared Vm interface).
 interface VmLogs {
@@ -111,6 +111,42 @@ abstract contract HandlerAudit is HandlerTraces {
         _violation(node, "slash to an unknown address");
     }
 
+    /// @dev After a job ended in its current round: how many payee credits that ending owed (P10: the round's accepted
+    ///      tasks, and the previous AGGREGATE when the round was incomplete).
+    function _unsettledPayees(uint256 jobId) internal view returns (uint256 count) {
+        Job memory job = jobs.getJob(jobId);
+        for (uint32 i = 0; i < job.shards; ++i) {
+            count += _payees(jobs.taskOf(jobId, job.currentRound, i), address(0));
+        }
+        if (job.currentRound > 0 && job.acceptedInRound < job.shards) {
+            count += _payees(jobs.taskOf(jobId, job.currentRound - 1, job.shards), address(0));
+        }
+    }
+
+    /// @dev Whether `node` is a payee of a task _unsettledPayees counts.
+    function _isUnsettledPayee(uint256 jobId, address node) internal view returns (bool) {
+        Job memory job = jobs.getJob(jobId);
+        for (uint32 i = 0; i < job.shards; ++i) {
+            if (_payees(jobs.taskOf(jobId, job.currentRound, i), node) > 0) return true;
+        }
+        if (job.currentRound > 0 && job.acceptedInRound < job.shards) {
+            return _payees(jobs.taskOf(jobId, job.currentRound - 1, job.shards), node) > 0;
+        }
+        return false;
+    }
+
+    /// @dev An Accepted task's payees (its candidate, or its Accepted replicas), or only `node`'s share of them when
+    ///      `node` is nonzero; 0 for a task not Accepted.
+    function _payees(uint256 taskId, address node) internal view returns (uint256 count) {
+        Task memory t = jobs.getTask(taskId);
+        if (t.status != TaskStatus.Accepted) return 0;
+        if (t.candidate != address(0)) return node == address(0) || node == t.candidate ? 1 : 0;
+        Replica[] memory reps = jobs.getReplicas(taskId);
+        for (uint256 s = 0; s < reps.length; ++s) {
+            if (reps[s].status == ReplicaStatus.Accepted && (node == address(0) || node == reps[s].node)) ++count;
+        }
+    }
+
     function _addr(bytes32 topic) internal pure returns (address) {
         return address(uint160(uint256(topic)));
     }
@@ -124,24 +160,45 @@ abstract contract HandlerAudit is HandlerTraces {
     }
 
     /// @dev A job failed for invalid inputs: its escrow is empty, its FAIL_DECLINES decliners (as the handler saw them
-    ///      decline) were each credited POSTER_BOND / FAIL_DECLINES, nobody else was paid, and the refund is booked.
+    ///      decline) were each credited POSTER_BOND / FAIL_DECLINES, and the refund is booked. Before the bond shares
+    ///      (the job's last credits) the only other credits are P10's settlements: paymentPerTask to each payee of
+    ///      the failed round's accepted tasks and of the previous AGGREGATE if that round was incomplete.
     function _auditFailure(VmLogs.Log[] memory logs, uint256 jobId, uint256 taskId, uint256 refund) internal {
         ++ghostFailedJobs;
         ghostRefunded += refund;
         address[] storage decliners = _invalidDecliners[taskId];
         uint256 share = jobs.POSTER_BOND() / jobs.FAIL_DECLINES();
+        uint256 credits;
+        for (uint256 i = 0; i < logs.length; ++i) {
+            VmLogs.Log memory l = logs[i];
+            if (l.emitter == address(escrow) && l.topics[0] == IJobEscrow.PaymentCredited.selector) {
+                if (uint256(l.topics[1]) == jobId) ++credits;
+            }
+        }
+        uint256 settlements = _unsettledPayees(jobId);
         uint256 paid;
+        uint256 settled;
         for (uint256 i = 0; i < logs.length; ++i) {
             VmLogs.Log memory l = logs[i];
             if (l.emitter != address(escrow) || l.topics[0] != IJobEscrow.PaymentCredited.selector) continue;
             if (uint256(l.topics[1]) != jobId) continue;
+            address to = _addr(l.topics[2]);
+            uint256 amount = abi.decode(l.data, (uint256));
+            if (settled < settlements) {
+                ++settled;
+                if (amount != jobs.getJob(jobId).paymentPerTask || !_isUnsettledPayee(jobId, to)) {
+                    _rule("settlement to a non-payee or of a wrong size");
+                }
+                continue;
+            }
             ++paid;
             bool listed;
             for (uint256 k = 0; k < decliners.length; ++k) {
-                if (decliners[k] == _addr(l.topics[2])) listed = true;
+                if (decliners[k] == to) listed = true;
             }
-            if (!listed || abi.decode(l.data, (uint256)) != share) _rule("bond share to a non-decliner or of a wrong size");
+            if (!listed || amount != share) _rule("bond share to a non-decliner or of a wrong size");
         }
+        if (credits != settlements + paid) _rule("credits uncounted");
         if (paid != jobs.FAIL_DECLINES() || decliners.length != paid) _rule("bond not split among the decliners");
         if (escrow.escrowOf(jobId) != 0) _rule("failed job kept escrow");
         if (sabotage == 6) {

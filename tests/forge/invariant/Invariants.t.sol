@@ -10,6 +10,7 @@ import {
     Job,
     JobStatus,
     Task,
+    TaskKind,
     TaskStatus,
     Replica,
     ReplicaStatus,
@@ -53,6 +54,7 @@ contract InvariantsTest is InvariantSetup {
             "escrow accounted"
         );
         uint256 earned;
+        uint256[] memory owed = new uint256[](jobs.jobCount() + 1); // accepted work not yet settled, per job
         for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
             Task memory t = jobs.getTask(id);
             if (t.status != TaskStatus.Accepted) continue;
@@ -62,7 +64,12 @@ contract InvariantsTest is InvariantSetup {
                 if (reps[s].status == ReplicaStatus.Accepted) ++payees;
             }
             assertGt(payees, 0, "accepted task paid nobody");
-            earned += payees * jobs.getJob(t.jobId).paymentPerTask;
+            // P10: paid when its consumer is accepted (or its job ends); until then the pay stays in escrow.
+            if (_settled(t)) earned += payees * jobs.getJob(t.jobId).paymentPerTask;
+            else owed[t.jobId] += payees * jobs.getJob(t.jobId).paymentPerTask;
+        }
+        for (uint256 jobId = 1; jobId <= jobs.jobCount(); ++jobId) {
+            assertLe(owed[jobId], escrow.escrowOf(jobId), "accepted work's deferred pay left the escrow");
         }
         // A job failed for invalid inputs paid its poster bond, split evenly, to its FAIL_DECLINES decliners.
         uint256 bondShares = jobs.FAIL_DECLINES() * (jobs.POSTER_BOND() / jobs.FAIL_DECLINES());
@@ -76,6 +83,17 @@ contract InvariantsTest is InvariantSetup {
             if (d.phase != DisputePhase.Resolved && d.optimistic) bonds += d.bond;
         }
         assertEq(game.totalBonds(), bonds, "open bonds");
+    }
+
+    /// @dev P10: whether an Accepted task's payees have been settled. A job that ended settled everything (completed:
+    ///      every consumer accepted; cancelled or failed: _endRound paid what was accepted). In an active job a TRAIN
+    ///      task waits for its round's AGGREGATE (accepted: the round advanced); an AGGREGATE waits for the next
+    ///      round's last shard (accepted: the next round's AGGREGATE exists, or the round after began).
+    function _settled(Task memory t) internal view returns (bool) {
+        Job memory job = jobs.getJob(t.jobId);
+        if (job.status != JobStatus.Active) return true;
+        if (t.kind == TaskKind.Train) return t.round < job.currentRound;
+        return t.round + 1 < job.currentRound || job.acceptedInRound >= job.shards;
     }
 
     // ---------------------------------------------------------------- stake
