@@ -44,15 +44,15 @@ CHEATERS = {name for name, _, _, faults in NODES if faults}  # nodes running a T
 # float32 result; under portable-f32 its bits are the others' (docs/engine.md, "Portable profile").
 NODE_ENV = {"solver-2": {"ATEN_CPU_CAPABILITY": "default"}}
 PROFILE = "portable-f32"
-JOB_ARGS = ["--shards", "4", "--rounds", "2", "--steps", "60", "-k", "10", "--replication", "2",
+JOB_ARGS = ["--shards", "4", "--rounds", "2", "--steps", "40", "-k", "10", "--replication", "2",
             "--payment", "1", "--stake", "10", "--lr", "0.01", "--profile", PROFILE]
 ACCURACY_GOAL, WALL_GOAL = 0.90, 90.0
 # Every accepted result waits out a challenge window, then the reveal grace (protocol v2: agreement is not finality).
 # Production windows are hours; the demo's devnet uses seconds so the whole job fits in WALL_GOAL.
-DEMO_WINDOWS = {"execution": 120, "reveal": 6, "challenge": 5}
+DEMO_WINDOWS = {"execution": 120, "reveal": 5, "challenge": 3}  # reveal: the contract minimum (MIN_REVEAL_WINDOW)
 # Every replica draw and referee panel waits for a block mined `delay` (2) blocks after its request (P4); an empty
-# block every half second keeps that wait near a second on an idle devnet.
-DEMO_BLOCK_INTERVAL = 0.5
+# block every quarter second keeps that wait near half a second on an idle devnet.
+DEMO_BLOCK_INTERVAL = 0.25
 
 
 @dataclass

@@ -84,7 +84,7 @@ class Net:
         c = self.client()
         deadline = time.monotonic() + timeout
         while c.call(c.registry.functions.nodeCount()) < count:
-            dead = [n.name for n in self.nodes if n.proc.poll() is not None]
+            dead = [n.name for n in self.nodes if not n.killed and n.proc.poll() is not None]
             assert not dead, f"node(s) {dead} exited:\n" + "\n".join(n.text()[-2000:] for n in self.nodes if n.name in dead)
             assert time.monotonic() < deadline, "nodes did not register in time"
             time.sleep(0.5)

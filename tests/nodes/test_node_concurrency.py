@@ -62,6 +62,9 @@ class _FakeCtx:
     def job(self, job_id):
         return SimpleNamespace(replication=2, executionWindow=120)
 
+    def unavailable_inputs(self, task):  # P10: every input was fetched (nothing to report before the result)
+        return []
+
     def manifest(self, job_id):  # what the solver checks before training (node/feasibility.py)
         from verity.engine.reference import build_manifest
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from node_builders import conserved, wait_for
-from verity.chain.protocol import TaskKind
+from verity.chain.protocol import ROLE_VERIFIER, TaskKind, TaskStatus
 from verity.chain.views import read
 
 pytestmark = pytest.mark.integration
@@ -21,11 +21,19 @@ def test_withheld_result_is_recomputed_reported_and_its_pay_burned_succeeds(net)
     c = net.client()
     stake0 = 1_000 * 10**18  # `verity node run`'s default --stake: registered with the minimum, then topped up
     wait_for(lambda: read(c, c.registry, "getNode", withholder.address).stake == stake0, 60, "the top-up")
-    # Only the withholder is registered when the shard is drawn, so it solves it; the honest node joins before the
-    # AGGREGATE is drawn (if the withholder is drawn for it, it cannot rebuild its own withheld input and declines).
-    job_id = net.post(shards=1, rounds=1, steps=20, k=10, replication=1, challenge_window=40, execution_window=120)
+    # Only the withholder is registered when the shard is drawn, so it solves it.
+    job_id = net.post(shards=1, rounds=1, steps=20, k=10, replication=1, challenge_window=15, execution_window=120)
     shard = c.call(c.jobs.functions.taskOf(job_id, 0, 0))
-    wait_for(lambda: read(c, c.jobs, "getReplica", shard, 0).node == withholder.address, 60, "the shard's draw")
+    wait_for(lambda: TaskStatus(read(c, c.jobs, "getTask", shard).status) == TaskStatus.REVEALED, 90,
+             "the withholder's result")
+    assert read(c, c.jobs, "getReplica", shard, 0).node == withholder.address
+    # Its operator stops it and takes the solver role away, so the AGGREGATE's solver is the honest node (the
+    # withholder holds the shard's state locally and would aggregate from it without any report).
+    withholder.kill()
+    n = read(c, c.registry, "getNode", withholder.address)
+    own = net.client(1)
+    own.transact(own.registry.functions.updateNode(ROLE_VERIFIER, n.deviceClass, n.memoryMb, n.throughput, n.profiles,
+                                                   n.multiaddr))
     honest = net.start_node("honest", 2, roles="solver")
     net.wait_registered(2)
     net.wait_job(job_id, timeout=300)
