@@ -6,6 +6,8 @@ recomputes the shard, reports it unavailable on-chain before submitting, and the
 stake is untouched: availability cannot be proven on-chain, so it only ever costs the pay."""
 from __future__ import annotations
 
+import secrets
+
 import pytest
 
 from node_builders import conserved, wait_for
@@ -21,8 +23,10 @@ def test_withheld_result_is_recomputed_reported_and_its_pay_burned_succeeds(net)
     c = net.client()
     stake0 = 1_000 * 10**18  # `verity node run`'s default --stake: registered with the minimum, then topped up
     wait_for(lambda: read(c, c.registry, "getNode", withholder.address).stake == stake0, 60, "the top-up")
-    # Only the withholder is registered when the shard is drawn, so it solves it.
-    job_id = net.post(shards=1, rounds=1, steps=20, k=10, replication=1, challenge_window=15, execution_window=120)
+    # Only the withholder is registered when the shard is drawn, so it solves it. A seed of its own: checkpoints are
+    # content-addressed, so the same job run honestly by another test on this IPFS node would serve the withheld bytes.
+    job_id = net.post(shards=1, rounds=1, steps=20, k=10, replication=1, challenge_window=15, execution_window=120,
+                      seed=secrets.randbelow(2**31))
     shard = c.call(c.jobs.functions.taskOf(job_id, 0, 0))
     wait_for(lambda: TaskStatus(read(c, c.jobs, "getTask", shard).status) == TaskStatus.REVEALED, 90,
              "the withholder's result")
