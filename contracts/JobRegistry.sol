@@ -237,7 +237,7 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
     ///         `index` unavailable: no accepted replica's bundle could be fetched and checked, so it recomputed it.
     ///         Inputs: an AGGREGATE's are its round's shard tasks (index = shard); a later round's TRAIN task has one,
     ///         the previous AGGREGATE (index 0). An input's payment is burned when every accepted holder of its
-    ///         consumer reported it (every consumer task, for an AGGREGATE): see _settleInputs.
+    ///         consumer reported it (every consumer task, for an AGGREGATE): see TaskMachine._advance.
     function reportUnavailable(uint256 taskId, uint32 index) external {
         Task storage t = _activeTask(taskId);
         Job storage job = _jobs[t.jobId];
@@ -245,9 +245,8 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         if (index >= inputs) revert NoSuchInput(taskId, index, inputs);
         // INVARIANT (P10): only a holder whose result is still to come reports, so it speaks before its result counts.
         uint8 slot = _holderSlot(taskId, job.replication);
-        uint256 rec = _unavailable[taskId][slot];
-        uint256 mask = address(uint160(rec >> 32)) == msg.sender ? uint32(rec) : 0;
-        _unavailable[taskId][slot] = (uint256(uint160(msg.sender)) << 32) | mask | (uint256(1) << index);
+        uint256 mask = _reportedBy(taskId, slot, msg.sender) | (uint256(1) << index);
+        _unavailable[taskId][slot] = (uint256(uint160(msg.sender)) << 32) | mask;
         emit InputUnavailable(taskId, msg.sender, slot, index);
     }
 

@@ -198,6 +198,13 @@ abstract contract JobRegistryBase is Ownable {
         emit IJobRegistry.DrawRequested(taskId, requestId);
     }
 
+    /// @dev P10: the inputs `node` reported unavailable while holding slot `s` of `taskId` (0 for a report by an
+    ///      earlier holder of the slot).
+    function _reportedBy(uint256 taskId, uint8 s, address node) internal view returns (uint32) {
+        uint256 rec = _unavailable[taskId][s];
+        return address(uint160(rec >> 32)) == node ? uint32(rec) : 0;
+    }
+
     // ---------------------------------------------------------------- results
 
     /// @dev The record that holds slot `s`'s revealed root and finalHash: its own, or the other slot's if shared.

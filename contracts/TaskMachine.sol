@@ -395,8 +395,7 @@ contract TaskMachine is JobRegistryBase {
                 if (r.status != ReplicaStatus.Revealed || _traceOf(taskId, s).finalHash != finalHash) continue;
                 r.status = ReplicaStatus.Accepted;
                 registry.unlockCompleted(r.node, job.stakePerReplica);
-                uint256 rec = _unavailable[taskId][s];
-                verdict &= address(uint160(rec >> 32)) == r.node ? uint32(rec) : 0;
+                verdict &= _reportedBy(taskId, s, r.node);
             }
             if (verdict != 0) _inputVerdict[taskId] = uint32(verdict);
         }
@@ -408,20 +407,19 @@ contract TaskMachine is JobRegistryBase {
     ///      is settled exactly once: by its consumer's acceptance (_advance), or when the job ends first (_endRound).
     function _settle(Job storage job, uint256 jobId, uint256 taskId, bool forfeit) internal {
         address candidate = _tasks[taskId].candidate;
+        if (candidate != address(0)) return _settleOne(job, jobId, taskId, candidate, forfeit);
         for (uint8 s = 0; s < job.replication; ++s) {
-            address node = candidate;
-            if (node == address(0)) {
-                ReplicaRecord storage r = _replicas[taskId][s];
-                if (r.status != ReplicaStatus.Accepted) continue;
-                node = r.node;
-            }
-            if (forfeit) {
-                emit PaymentForfeited(taskId, node, job.paymentPerTask);
-                escrow.burn(jobId, job.paymentPerTask);
-            } else {
-                escrow.pay(jobId, node, job.paymentPerTask);
-            }
-            if (candidate != address(0)) return;
+            ReplicaRecord storage r = _replicas[taskId][s];
+            if (r.status == ReplicaStatus.Accepted) _settleOne(job, jobId, taskId, r.node, forfeit);
+        }
+    }
+
+    function _settleOne(Job storage job, uint256 jobId, uint256 taskId, address node, bool forfeit) internal {
+        if (forfeit) {
+            emit PaymentForfeited(taskId, node, job.paymentPerTask);
+            escrow.burn(jobId, job.paymentPerTask);
+        } else {
+            escrow.pay(jobId, node, job.paymentPerTask);
         }
     }
 
@@ -578,7 +576,9 @@ contract TaskMachine is JobRegistryBase {
             if (t.candidate != address(0)) registry.unlock(t.candidate, job.stakePerReplica);
         }
         // The previous AGGREGATE is settled when this round completes; a round ended before that pays it here.
-        if (round > 0 && job.acceptedInRound < job.shards) _settle(job, jobId, _taskIds[jobId][round - 1][job.shards], false);
+        if (round > 0 && job.acceptedInRound < job.shards) {
+            _settle(job, jobId, _taskIds[jobId][round - 1][job.shards], false);
+        }
         job.status = status;
     }
 
@@ -641,15 +641,14 @@ contract TaskMachine is JobRegistryBase {
         for (uint32 i = 0; i < job.shards; ++i) {
             _settle(job, jobId, _taskIds[jobId][round][i], (verdict >> i) & 1 != 0);
         }
-        // The last AGGREGATE has no consumer: paid at once (docs/protocol-v2.md "P10").
-        if (round + 1 >= job.rounds) _settle(job, jobId, taskId, false);
-        if (t.round + 1 < job.rounds) {
-            job.currentRound = t.round + 1;
+        if (round + 1 < job.rounds) {
+            job.currentRound = round + 1;
             job.acceptedInRound = 0;
             job.roundInput = finalHash;
             emit IJobRegistry.RoundAdvanced(jobId, job.currentRound, finalHash);
             _createRoundTasks(jobId);
         } else {
+            _settle(job, jobId, taskId, false); // the last AGGREGATE has no consumer: paid at once (P10)
             job.status = JobStatus.Completed;
             job.modelHash = finalHash;
             job.modelCid = resultCid;
