@@ -178,25 +178,25 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         if (!full) _requestDraw(taskId);
     }
 
-    /// @notice Commits keccak256(abi.encode(root, finalHash, salt, msg.sender)) for a replicated task
+    /// @notice Commits keccak256(abi.encode(root, finalHash, resultCid, msg.sender)) for a replicated task
     ///         (TaskMachine.commit).
     function commit(uint256 taskId, bytes32 commitment) external {
         (taskId, commitment);
         _run();
     }
 
-    /// @notice Reveals a committed result (TaskMachine.reveal).
+    /// @notice Reveals a committed result, or the last replica's result in place of its commit; an agreeing
+    ///         partner's commitment is revealed with it (TaskMachine.reveal).
     function reveal(
         uint256 taskId,
         bytes32 root,
         bytes32 finalHash,
         uint32 n,
         bytes32 resultCid,
-        bytes32 salt,
         bytes32[] calldata proof0,
         bytes32[] calldata proofN
     ) external {
-        (taskId, root, finalHash, n, resultCid, salt, proof0, proofN);
+        (taskId, root, finalHash, n, resultCid, proof0, proofN);
         _run();
     }
 

@@ -787,14 +787,19 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint256 first = 0;
         while (first < MEMORY_TIERS && _tierFloor(first) < req.minMemoryMb) ++first;
         uint256 base = _classKey(req.role, req.region, bit, req.deviceClass == DEVICE_CUDA, 0);
-        uint256 mask = _tiersWithWeight[base >> 8];
+        // The cells a node may sit in (memory tier >= first, bandwidth tier >= the job's), those with weight only.
+        uint256 row = ((1 << MEMORY_TIERS) - 1) & ~((1 << first) - 1);
+        uint256 live = 0;
+        for (uint256 b = _firstBandwidthTier(req.minBandwidthMbps); b < BANDWIDTH_TIERS; ++b) {
+            live |= row << (MEMORY_TIERS * b);
+        }
+        live &= _tiersWithWeight[base >> 8];
         keys = new uint256[](MEMORY_TIERS * BANDWIDTH_TIERS);
         uint256 count = 0;
-        for (uint256 b = _firstBandwidthTier(req.minBandwidthMbps); b < BANDWIDTH_TIERS; ++b) {
-            for (uint256 t = first; t < MEMORY_TIERS; ++t) {
-                uint256 cell = t + MEMORY_TIERS * b;
-                if ((mask >> cell) & 1 != 0) keys[count++] = base | cell;
-            }
+        // Ascending cells (bandwidth tier, then memory tier): the order the sampling walks the trees in.
+        for (uint256 cell = 0; live != 0; ++cell) {
+            if (live & 1 != 0) keys[count++] = base | cell;
+            live >>= 1;
         }
         assembly ("memory-safe") {
             mstore(keys, count)

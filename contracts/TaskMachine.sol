@@ -62,7 +62,8 @@ contract TaskMachine is JobRegistryBase {
 
     // ---------------------------------------------------------------- solvers
 
-    /// @notice Commits keccak256(abi.encode(root, finalHash, salt, msg.sender)) for a replicated task.
+    /// @notice Commits keccak256(abi.encode(root, finalHash, resultCid, msg.sender)) for a replicated task. The last
+    ///         replica to commit may reveal instead (see reveal): nothing is left for it to copy.
     function commit(uint256 taskId, bytes32 commitment) external onlyDelegated {
         Task storage t = _activeTask(taskId);
         Job storage job = _jobs[t.jobId];
@@ -72,8 +73,7 @@ contract TaskMachine is JobRegistryBase {
         }
         uint8 slot = _slotOf(taskId, msg.sender, ReplicaStatus.Assigned, job.replication);
         ReplicaRecord storage r = _replicas[taskId][slot];
-        if (block.timestamp > r.deadline) revert DeadlinePassed(taskId, slot, r.deadline);
-        _recordPromptness(r.deadline, job.executionWindow);
+        _checkOnTime(taskId, slot, r.deadline, job.executionWindow);
         r.commitment = commitment;
         r.status = ReplicaStatus.Committed;
         r.deadline = 0;
@@ -127,22 +127,37 @@ contract TaskMachine is JobRegistryBase {
         registry.unlock(msg.sender, job.stakePerReplica);
     }
 
-    /// @notice Reveals a committed result once every replica has committed. Proves leaf 0 == the task's input hash
-    ///         and leaf n == finalHash. After the last reveal, equal (root, finalHash) wait out a challenge window
-    ///         (P2: agreement is not finality); anything else is Contested.
+    /// @notice Reveals a result. Proves leaf 0 == the task's input hash and leaf n == finalHash. The caller is a
+    ///         Committed replica whose reveal window is open (its commitment must match), or the last replica still
+    ///         to commit, once every other slot committed (its reveal is its commitment: every other result is fixed,
+    ///         so nothing is left to copy). A Committed partner whose commitment is this very result
+    ///         (keccak256(abi.encode(root, finalHash, resultCid, partner))) is revealed with it, so agreeing replicas
+    ///         need one reveal; otherwise the partner's reveal window opens (if not yet). Once both revealed, equal
+    ///         (root, finalHash) wait out a challenge window (P2: agreement is not finality); anything else is
+    ///         Contested.
     function reveal(
         uint256 taskId,
         bytes32 root,
         bytes32 finalHash,
         uint32 n,
         bytes32 resultCid,
-        bytes32 salt,
         bytes32[] calldata proof0,
         bytes32[] calldata proofN
     ) external onlyDelegated {
-        uint8 slot = _checkReveal(taskId, root, finalHash, salt);
+        (uint8 slot, uint64 revealWindow) = _checkReveal(taskId, _resultCommitment(root, finalHash, resultCid, msg.sender));
         _checkTrace(taskId, root, finalHash, n, proof0, proofN);
-        _recordResult(taskId, slot, root, finalHash, resultCid);
+        _recordResult(taskId, slot, msg.sender, root, finalHash, resultCid);
+        ReplicaRecord storage o = _replicas[taskId][slot ^ 1];
+        if (o.status == ReplicaStatus.Committed) {
+            address partner = o.node;
+            if (o.commitment == _resultCommitment(root, finalHash, resultCid, partner)) {
+                _recordResult(taskId, slot ^ 1, partner, root, finalHash, resultCid);
+            } else if (o.deadline == 0) {
+                uint64 deadline = uint64(block.timestamp) + revealWindow;
+                o.deadline = deadline;
+                emit IJobRegistry.RevealOpened(taskId, deadline);
+            }
+        }
         _settleReveals(taskId);
     }
 
@@ -164,10 +179,9 @@ contract TaskMachine is JobRegistryBase {
         if (r.node != msg.sender || r.status != ReplicaStatus.Assigned) {
             revert NotReplica(taskId, msg.sender, ReplicaStatus.Assigned);
         }
-        if (block.timestamp > r.deadline) revert DeadlinePassed(taskId, 0, r.deadline);
-        _recordPromptness(r.deadline, job.executionWindow);
+        _checkOnTime(taskId, 0, r.deadline, job.executionWindow);
         _checkTrace(taskId, root, finalHash, n, proof0, proofN);
-        _recordResult(taskId, 0, root, finalHash, resultCid);
+        _recordResult(taskId, 0, msg.sender, root, finalHash, resultCid);
         _openChallengeWindow(taskId, job.challengeWindow);
     }
 
@@ -279,21 +293,43 @@ contract TaskMachine is JobRegistryBase {
     // ---------------------------------------------------------------- internals: checks
 
     /// @dev Caller holds a Committed slot whose reveal window is open, and the commitment opens to these values.
-    function _checkReveal(uint256 taskId, bytes32 root, bytes32 finalHash, bytes32 salt)
-        internal
-        view
-        returns (uint8 slot)
-    {
+    /// @dev The revealing slot: Committed with its reveal window open and `commitment` its own, or Assigned as the
+    ///      last to commit, on time (its promptness recorded). Returns the job's reveal window.
+    function _checkReveal(uint256 taskId, bytes32 commitment) internal returns (uint8 slot, uint64 revealWindow) {
         Task storage t = _activeTask(taskId);
-        uint8 replication = _jobs[t.jobId].replication;
-        if (replication < 2) revert WrongVerificationMode(taskId, replication);
+        Job storage job = _jobs[t.jobId];
+        if (job.replication < 2) revert WrongVerificationMode(taskId, job.replication);
         if (t.status != TaskStatus.Assigned) revert UnexpectedTaskStatus(taskId, t.status);
-        slot = _slotOf(taskId, msg.sender, ReplicaStatus.Committed, replication);
+        revealWindow = job.revealWindow;
+        slot = _replicas[taskId][0].node == msg.sender ? 0 : 1;
         ReplicaRecord storage r = _replicas[taskId][slot];
+        if (r.node != msg.sender) revert NotReplica(taskId, msg.sender, ReplicaStatus.Committed);
+        if (r.status == ReplicaStatus.Assigned) {
+            // INVARIANT (commit-reveal): an uncommitted replica reveals only once every other result is committed.
+            if (_replicas[taskId][slot ^ 1].status != ReplicaStatus.Committed) revert RevealNotOpen(taskId);
+            _checkOnTime(taskId, slot, r.deadline, job.executionWindow);
+            return (slot, revealWindow);
+        }
+        if (r.status != ReplicaStatus.Committed) revert NotReplica(taskId, msg.sender, ReplicaStatus.Committed);
         if (r.deadline == 0) revert RevealNotOpen(taskId);
         if (block.timestamp > r.deadline) revert DeadlinePassed(taskId, slot, r.deadline);
-        bytes32 expected = keccak256(abi.encode(root, finalHash, salt, msg.sender));
-        if (expected != r.commitment) revert CommitmentMismatch(taskId, r.commitment, expected);
+        if (commitment != r.commitment) revert CommitmentMismatch(taskId, r.commitment, commitment);
+    }
+
+    /// @dev A replica's commitment to its result (protocol.replica_commitment).
+    function _resultCommitment(bytes32 root, bytes32 finalHash, bytes32 resultCid, address node)
+        internal
+        pure
+        returns (bytes32)
+    {
+        return keccak256(abi.encode(root, finalHash, resultCid, node));
+    }
+
+    /// @dev Reverts past the slot's execution deadline (deadline = assignment + window); else records, for
+    ///      scheduling by measured performance (issue 9), the share of its window the caller used.
+    function _checkOnTime(uint256 taskId, uint8 slot, uint64 deadline, uint64 window) internal {
+        if (block.timestamp > deadline) revert DeadlinePassed(taskId, slot, deadline);
+        registry.recordPromptness(msg.sender, ((block.timestamp + window - deadline) * BPS) / window);
     }
 
     function _checkTrace(
@@ -332,13 +368,20 @@ contract TaskMachine is JobRegistryBase {
 
     // ---------------------------------------------------------------- internals: results
 
-    function _recordResult(uint256 taskId, uint8 slot, bytes32 root, bytes32 finalHash, bytes32 resultCid) internal {
+    function _recordResult(
+        uint256 taskId,
+        uint8 slot,
+        address node,
+        bytes32 root,
+        bytes32 finalHash,
+        bytes32 resultCid
+    ) internal {
         ReplicaRecord storage r = _replicas[taskId][slot];
         // slot ^ 1 is the other slot (replication <= 2; with replication 1 it is never Revealed).
         _storeResult(r, _replicas[taskId][slot ^ 1], root, finalHash, resultCid);
         r.status = ReplicaStatus.Revealed;
         r.deadline = 0;
-        emit IJobRegistry.ResultRevealed(taskId, msg.sender, slot, root, finalHash, resultCid, _tasks[taskId].n);
+        emit IJobRegistry.ResultRevealed(taskId, node, slot, root, finalHash, resultCid, _tasks[taskId].n);
     }
 
     /// @dev Writes r's result, or only marks it shared where it equals that of the already revealed other slot `o`.
@@ -527,13 +570,6 @@ contract TaskMachine is JobRegistryBase {
         t.challengeDeadline = 0;
         emit IJobRegistry.TaskReopened(taskId);
         _requestDraw(taskId);
-    }
-
-    /// @dev Scheduling by measured performance (issue 9): the share of its execution window the caller used before
-    ///      committing (deadline = assignment + window; called before the deadline is cleared).
-    function _recordPromptness(uint64 deadline, uint64 window) internal {
-        uint256 used = block.timestamp + window - deadline; // <= window: the deadline has not passed
-        registry.recordPromptness(msg.sender, (used * BPS) / window);
     }
 
     // ---------------------------------------------------------------- internals: ending a job early

@@ -43,6 +43,11 @@ def h32(value) -> bytes:
     return bytes(value).rjust(32, b"\0")
 
 
+def trace_cid(trace: "Trace") -> bytes:
+    """A stand-in result CID for `trace`: equal traces get equal CIDs, as deterministic bundles do."""
+    return keccak(b"cid" + trace.final)
+
+
 def aggregate_input(finals: list[bytes]) -> bytes:
     """h_0 of a round's AGGREGATE task (verity.engine.aggregate's encoding)."""
     from verity.engine.aggregate import aggregate_input_hash
@@ -259,7 +264,7 @@ class Poster:
         self.s = system
         self.account = account
         self.by_address = by_address  # address -> ape account (to send as the drawn node)
-        self.salts: dict[tuple[int, str], bytes] = {}
+        self.cids: dict[tuple[int, str, bytes], bytes] = {}
 
     def params(self, shards=1, rounds=1, replication=2, steps=8, k=2, payment=10 * E18, stake=100 * E18,
                initial: bytes | None = None, memory_mb=0, profile=PROFILE_CPU, windows=(0, 0, 0), device=0) -> PostJobParams:
@@ -322,16 +327,18 @@ class Poster:
 
     # -------------------------------------------------------- moves
 
-    def commit(self, task_id: int, slot: int, trace: Trace):
+    def commit(self, task_id: int, slot: int, trace: Trace, cid: bytes | None = None):
         node = self.node_of(task_id, slot)
-        salt = rand32()
-        self.salts[(task_id, node.address)] = salt
-        return self.s.jobs.commit(task_id, replica_commitment(trace.root, trace.final, salt, node.address), sender=node)
+        cid = cid or trace_cid(trace)
+        self.cids[(task_id, node.address, trace.root)] = cid  # the root too: task ids repeat across deployments
+        return self.s.jobs.commit(task_id, replica_commitment(trace.root, trace.final, cid, node.address), sender=node)
 
     def reveal(self, task_id: int, slot: int, trace: Trace, cid: bytes | None = None):
+        """A Committed slot's reveal (its committed CID unless `cid`), or the last slot's reveal in place of its
+        commit; either reveals a Committed partner whose commitment is the same result."""
         node = self.node_of(task_id, slot)
-        salt = self.salts[(task_id, node.address)]
-        return self.s.jobs.reveal(task_id, trace.root, trace.final, trace.n, cid or rand32(), salt, trace.proof(0),
+        cid = cid or self.cids.get((task_id, node.address, trace.root)) or trace_cid(trace)
+        return self.s.jobs.reveal(task_id, trace.root, trace.final, trace.n, cid, trace.proof(0),
                                   trace.proof(trace.n), sender=node)
 
     def submit(self, task_id: int, trace: Trace, cid: bytes | None = None):
@@ -340,10 +347,13 @@ class Poster:
                                         trace.proof(trace.n), sender=node)
 
     def run_replicated(self, task_id: int, traces: list[Trace], cids: list[bytes] | None = None) -> list:
-        """Every slot commits its trace, then reveals; returns [commit receipts..., reveal receipts...]."""
-        cids = cids or [rand32()] * len(traces)
-        receipts = [self.commit(task_id, s, t) for s, t in enumerate(traces)]
-        receipts += [self.reveal(task_id, s, t, cids[s]) for s, t in enumerate(traces)]
+        """Replication 2 as nodes run it: slot 0 commits; slot 1, the last to commit, reveals in place of its commit
+        (which reveals slot 0 too when slot 0 committed the same result); slot 0 reveals only if still Committed.
+        Returns the receipts in order (the last one opened the window or made the task Contested)."""
+        cids = cids or [None] * len(traces)
+        receipts = [self.commit(task_id, 0, traces[0], cids[0]), self.reveal(task_id, 1, traces[1], cids[1])]
+        if self.s.jobs.getReplica(task_id, 0).status == ReplicaStatus.COMMITTED:
+            receipts.append(self.reveal(task_id, 0, traces[0], cids[0]))
         return receipts
 
 

@@ -116,7 +116,7 @@ ADDR = "0x" + "ab" * 20
 @pytest.mark.parametrize("seed", [1, 2])
 def test_commitment_encodings_are_abi_encode_of_their_words_succeeds(seed):
     root, final, salt, cid, vote = (keccak(bytes([seed, i])) for i in range(5))
-    assert replica_commitment(root, final, salt, ADDR) == keccak(b"".join(map(_word, (root, final, salt, ADDR))))
+    assert replica_commitment(root, final, cid, ADDR) == keccak(b"".join(map(_word, (root, final, cid, ADDR))))
     assert challenge_commitment(7, root, final, cid, salt, ADDR) == keccak(
         b"".join(map(_word, (7, root, final, cid, salt, ADDR))))
     assert vote_commitment(3, vote, salt, ADDR) == keccak(b"".join(map(_word, (3, vote, salt, ADDR))))

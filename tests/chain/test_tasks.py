@@ -312,9 +312,8 @@ def test_late_replica_reported_and_slot_redrawn(system, workers, poster, chain, 
     assert registry.reputationOf(late).tasksLate == 1
     assert late.address in list(jobs.bannedOf(tid))
 
-    # The newcomer commits; reveals open for both; equal results wait out the window, then finalize accepts.
-    poster.commit(tid, 1, H)
-    poster.reveal(tid, 0, H)
+    # The newcomer is the last to commit: its reveal also reveals the first's equal commitment; equal results
+    # wait out the window, then finalize accepts.
     poster.reveal(tid, 1, H)
     assert jobs.getTask(tid).status == TaskStatus.REVEALED
     finalize_after_window(system, chain, tid, poster.account)

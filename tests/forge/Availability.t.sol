@@ -386,7 +386,7 @@ contract AvailabilityTest is Fixture {
         bytes32[] memory h = _honest(jobs.getTask(agg).inputHash, 1);
         _commit(agg, a, h);
         _report(agg, 0, 1); // committed: still to come
-        _commit(agg, b, h);
+        _commit(agg, b, _trace(jobs.getTask(agg).inputHash, 1, "other", 1)); // a's reveal does not reveal b's
         _reveal(agg, a, h);
         vm.prank(a);
         vm.expectRevert(abi.encodeWithSelector(NotReplica.selector, agg, a, ReplicaStatus.Assigned));
@@ -458,9 +458,7 @@ contract AvailabilityTest is Fixture {
         address fresh = _replica(agg, 0).node;
         assertTrue(fresh != old && fresh != b, "a new holder");
         _report(agg, 0, 0);
-        _commit(agg, fresh, h);
-        _reveal(agg, fresh, h);
-        _reveal(agg, b, h);
+        _reveal(agg, fresh, h); // the last to commit: reveals b's equal commitment with its own
         uint256 supply = token.totalSupply();
         _finalizeAfterWindow(agg);
         assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");

@@ -92,7 +92,7 @@ contract JobLifecycleTest is Fixture {
         address b = _replica(taskId, 1).node;
         bytes32[] memory h = _honest(INPUT, 4);
         _commit(taskId, a, h);
-        _commit(taskId, b, h);
+        _commit(taskId, b, _trace(INPUT, 4, "other", 2)); // a's reveal does not reveal b's result
         _reveal(taskId, a, h);
         vm.warp(_replica(taskId, 1).deadline + 1);
         vm.expectEmit(true, false, false, true, address(jobs));

@@ -140,7 +140,7 @@ contract JobRegistryTest is Fixture {
     function test_commit_notReplica_reverts() public {
         (uint256 taskId,,, bytes32[] memory h) = _replicatedTask();
         vm.expectRevert(abi.encodeWithSelector(NotReplica.selector, taskId, address(this), ReplicaStatus.Assigned));
-        jobs.commit(taskId, _commitment(h, 0, address(this)));
+        jobs.commit(taskId, _commitment(h, address(this)));
     }
 
     function test_commit_twice_reverts() public {
@@ -157,7 +157,7 @@ contract JobRegistryTest is Fixture {
         vm.warp(deadline + 1);
         vm.prank(a);
         vm.expectRevert(abi.encodeWithSelector(DeadlinePassed.selector, taskId, uint8(0), deadline));
-        jobs.commit(taskId, _commitment(h, 0, a));
+        jobs.commit(taskId, _commitment(h, a));
     }
 
     function test_commit_optimisticTask_reverts() public {
@@ -180,19 +180,15 @@ contract JobRegistryTest is Fixture {
         _reveal(taskId, a, h);
     }
 
-    function test_reveal_wrongSalt_reverts() public {
+    function test_reveal_otherThanCommitted_reverts() public {
         (uint256 taskId, address a, address b, bytes32[] memory h) = _replicatedTask();
         _commit(taskId, a, h);
         _commit(taskId, b, h);
         bytes32 root = Merkle.rootOf(h);
-        bytes32 expected = keccak256(abi.encode(root, h[4], bytes32("bad"), a));
+        bytes32 expected = keccak256(abi.encode(root, h[4], bytes32("other cid"), a));
         vm.prank(a);
-        vm.expectRevert(
-            abi.encodeWithSelector(
-                CommitmentMismatch.selector, taskId, _commitment(h, bytes32(uint256(uint160(a))), a), expected
-            )
-        );
-        jobs.reveal(taskId, root, h[4], 4, 0, "bad", Merkle.proofOf(h, 0), Merkle.proofOf(h, 4));
+        vm.expectRevert(abi.encodeWithSelector(CommitmentMismatch.selector, taskId, _commitment(h, a), expected));
+        jobs.reveal(taskId, root, h[4], 4, "other cid", Merkle.proofOf(h, 0), Merkle.proofOf(h, 4));
     }
 
     function test_reveal_wrongInput_reverts() public {
@@ -227,17 +223,74 @@ contract JobRegistryTest is Fixture {
         (uint256 taskId, address a, address b, bytes32[] memory h) = _replicatedTask();
         _commit(taskId, a, h);
         _commit(taskId, b, h);
-        _reveal(taskId, a, h);
         vm.expectEmit(true, false, false, true, address(jobs));
         emit IJobRegistry.ChallengeWindowOpened(taskId, uint64(block.timestamp) + jobs.defaultChallengeWindow());
-        _reveal(taskId, b, h);
+        _reveal(taskId, a, h); // b committed the same result: revealed with it
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Revealed), "agreement is a claim, not finality");
         assertEq(uint8(_replica(taskId, 0).status), uint8(ReplicaStatus.Revealed), "replica 0 waits");
         assertEq(uint8(_replica(taskId, 1).status), uint8(ReplicaStatus.Revealed), "replica 1 waits");
         assertEq(_replica(taskId, 1).root, Merkle.rootOf(h), "shared root read back");
+        assertEq(jobs.claimOf(taskId).coDefender, b, "b stands behind the claim it committed");
         assertEq(escrow.credits(a), 0, "nobody paid yet");
         assertEq(registry.getNode(a).locked, TASK_STAKE, "stake still locked");
         assertEq(jobs.taskCount(), 1, "no AGGREGATE yet");
+        vm.prank(b);
+        vm.expectRevert(abi.encodeWithSelector(UnexpectedTaskStatus.selector, taskId, TaskStatus.Revealed));
+        jobs.reveal(taskId, Merkle.rootOf(h), h[4], 4, _resultCid(h), Merkle.proofOf(h, 0), Merkle.proofOf(h, 4));
+    }
+
+    function test_reveal_lastToCommitRevealsForBoth_succeeds() public {
+        (uint256 taskId, address a, address b, bytes32[] memory h) = _replicatedTask();
+        _commit(taskId, a, h);
+        vm.expectEmit(true, false, false, true, address(jobs));
+        emit IJobRegistry.ChallengeWindowOpened(taskId, uint64(block.timestamp) + jobs.defaultChallengeWindow());
+        _reveal(taskId, b, h); // two transactions for the whole agreement
+        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Revealed), "agreement waits out its window");
+        assertEq(uint8(_replica(taskId, 0).status), uint8(ReplicaStatus.Revealed), "a revealed by b's reveal");
+        assertEq(uint8(_replica(taskId, 1).status), uint8(ReplicaStatus.Revealed), "b revealed");
+        assertEq(jobs.claimOf(taskId).defender, a, "the claim");
+        assertEq(jobs.claimOf(taskId).coDefender, b, "both stand behind it");
+        _finalizeAfterWindow(taskId);
+        assertEq(uint8(_replica(taskId, 0).status), uint8(ReplicaStatus.Accepted), "a accepted");
+        assertEq(uint8(_replica(taskId, 1).status), uint8(ReplicaStatus.Accepted), "b accepted");
+    }
+
+    /// @dev Attack: a lazy last replica guesses (or copies an old) result instead of training. Its reveal matches
+    ///      nothing, so the partner's reveal window opens, the partner reveals, and the replicas are Contested.
+    function test_reveal_lastToCommitWrongGuess_contested() public {
+        (uint256 taskId, address a, address b, bytes32[] memory h) = _replicatedTask();
+        _commit(taskId, a, h);
+        bytes32[] memory guess = _trace(INPUT, 4, "guess", 1);
+        vm.expectEmit(true, false, false, true, address(jobs));
+        emit IJobRegistry.RevealOpened(taskId, uint64(block.timestamp) + jobs.defaultRevealWindow());
+        _reveal(taskId, b, guess);
+        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Assigned), "a must reveal");
+        assertEq(uint8(_replica(taskId, 0).status), uint8(ReplicaStatus.Committed), "a not revealed by a guess");
+        assertEq(_replica(taskId, 0).deadline, uint64(block.timestamp) + jobs.defaultRevealWindow(), "a's window");
+        _reveal(taskId, a, h);
+        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Contested), "different traces");
+    }
+
+    function test_reveal_uncommittedWhilePartnerUncommitted_reverts() public {
+        (uint256 taskId, address a,, bytes32[] memory h) = _replicatedTask();
+        vm.expectRevert(abi.encodeWithSelector(RevealNotOpen.selector, taskId));
+        _reveal(taskId, a, h); // b's result is not fixed yet: revealing now would show it to b
+    }
+
+    function test_reveal_lastToCommitAfterDeadline_reverts() public {
+        (uint256 taskId, address a, address b, bytes32[] memory h) = _replicatedTask();
+        _commit(taskId, a, h);
+        uint64 deadline = _replica(taskId, 1).deadline;
+        vm.warp(deadline + 1);
+        vm.expectRevert(abi.encodeWithSelector(DeadlinePassed.selector, taskId, uint8(1), deadline));
+        _reveal(taskId, b, h);
+    }
+
+    function test_reveal_notReplica_reverts() public {
+        (uint256 taskId, address a,, bytes32[] memory h) = _replicatedTask();
+        _commit(taskId, a, h);
+        vm.expectRevert(abi.encodeWithSelector(NotReplica.selector, taskId, address(this), ReplicaStatus.Committed));
+        jobs.reveal(taskId, Merkle.rootOf(h), h[4], 4, _resultCid(h), Merkle.proofOf(h, 0), Merkle.proofOf(h, 4));
     }
 
     function test_finalize_p2AgreeingReplicasWaitWindow_succeeds() public {

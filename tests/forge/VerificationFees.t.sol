@@ -135,7 +135,7 @@ contract VerificationFeesTest is Fixture {
         address v = nodes[0] != a && nodes[0] != b ? nodes[0] : (nodes[1] != a && nodes[1] != b ? nodes[1] : nodes[2]);
         _anchor(v, keccak256("v2"));
         _commit(taskId, a, h);
-        _commit(taskId, b, h);
+        _commit(taskId, b, _trace(INPUT, 4, "other", 2)); // a's reveal does not reveal b's result
         _commitCheck(v, taskId, h[4]); // still blind: committed, not revealed
         _reveal(taskId, a, h);
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Assigned), "one reveal: still Assigned");

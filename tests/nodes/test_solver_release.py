@@ -1,6 +1,7 @@
 """Unit tests of the solver's two ways out of a slot (issue 9): a committed solver whose partner slot nobody fills
 leaves the task (TaskMachine.withdrawCommitted) once the slot has been empty for the assignment timeout, and not
-before (stuck locks); a solver that cannot use a job's inputs declines its slot (TaskMachine.decline).
+before (stuck locks); a solver that cannot use a job's inputs declines its slot (TaskMachine.decline). And its
+first move after training: commit, or, as the last replica to commit, reveal at once.
 
 The real SolverRole against a fake chain (mocks only at the edge: reads and transactions)."""
 from __future__ import annotations
@@ -54,6 +55,9 @@ class _Ctx:
     def replicas(self, tid):
         return self._reps
 
+    def unavailable_inputs(self, task):
+        return []
+
     def job(self, job_id):
         return SimpleNamespace(replication=2)
 
@@ -61,7 +65,7 @@ class _Ctx:
 def _committed_item() -> tuple[Snapshot, WorkItem]:
     item = WorkItem(key="task:1:0", kind="solve", phase=Phase.COMMITTED, task_id=1, slot=0,
                     data={"trace": ["0x" + "11" * 32, "0x" + "22" * 32], "root": "0x" + "33" * 32,
-                          "cid": "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG", "salt": "0x" + "44" * 32})
+                          "cid": "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG"})
     snap = Snapshot()
     snap.items[item.key] = item
     return snap, item
@@ -105,3 +109,36 @@ def test_decline_sends_the_call_and_survives_a_refusal(caplog):
         SolverRole(ctx).decline(item, "ShardInvalid: bad header")  # past the grace: logged, never raised
     assert ctx.chain.sent == ["decline"]
     assert any("could not decline task 1" in r.getMessage() for r in caplog.records)
+
+
+def _trained(ctx: _Ctx, partner: ReplicaStatus) -> tuple[Snapshot, WorkItem]:
+    ctx._reps[0].status, ctx._reps[1].status = ReplicaStatus.ASSIGNED, partner
+    snap, item = _committed_item()
+    item.phase = Phase.TRAINED
+    return snap, item
+
+
+def test_last_to_commit_reveals_instead_of_committing():
+    """Every other slot committed: nothing is left to copy, so the result is revealed in one transaction."""
+    from verity.cid import cid_to_digest
+    from verity.engine import merkle
+
+    ctx = _Ctx(TaskStatus.ASSIGNED, 0)
+    snap, item = _trained(ctx, ReplicaStatus.COMMITTED)
+    SolverRole(ctx).advance(snap, item)
+    trace = [bytes.fromhex(h[2:]) for h in item.data["trace"]]
+    assert ctx.chain.calls == [("reveal", (1, b"\x33" * 32, trace[-1], 1, cid_to_digest(item.data["cid"]),
+                                           merkle.proof(trace, 0), merkle.proof(trace, 1)))]
+    assert item.phase == Phase.REVEALED
+
+
+@pytest.mark.parametrize("partner", [ReplicaStatus.ASSIGNED, ReplicaStatus.NONE])
+def test_first_to_commit_commits_its_result_and_cid(partner):
+    from verity.chain.protocol import replica_commitment
+    from verity.cid import cid_to_digest
+
+    ctx = _Ctx(TaskStatus.ASSIGNED if partner == ReplicaStatus.ASSIGNED else TaskStatus.OPEN, 0)
+    snap, item = _trained(ctx, partner)
+    SolverRole(ctx).advance(snap, item)
+    expected = replica_commitment(b"\x33" * 32, b"\x22" * 32, cid_to_digest(item.data["cid"]), ME)
+    assert ctx.chain.calls == [("commit", (1, expected))] and item.phase == Phase.COMMITTED

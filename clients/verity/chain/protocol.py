@@ -180,10 +180,12 @@ def _addr(value) -> str:
     return to_checksum_address(getattr(value, "address", value))
 
 
-def replica_commitment(root, final_hash, salt, node) -> bytes:
-    """JobRegistry.commit: keccak256(abi.encode(bytes32 root, bytes32 finalHash, bytes32 salt, address node))."""
+def replica_commitment(root, final_hash, result_cid, node) -> bytes:
+    """JobRegistry.commit: keccak256(abi.encode(bytes32 root, bytes32 finalHash, bytes32 resultCid, address node)).
+    No salt: a trace root cannot be guessed without the training, and an unsalted commitment lets one reveal of
+    the same result reveal every replica that committed it (JobRegistry.reveal)."""
     return keccak(encode(["bytes32", "bytes32", "bytes32", "address"],
-                         [_b32(root), _b32(final_hash), _b32(salt), _addr(node)]))
+                         [_b32(root), _b32(final_hash), _b32(result_cid), _addr(node)]))
 
 
 def challenge_commitment(task_id: int, root, final_hash, result_cid, salt, challenger) -> bytes:

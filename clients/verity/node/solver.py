@@ -9,7 +9,6 @@ winner's result becomes the candidate with a fresh window, and is accepted only 
 from __future__ import annotations
 
 import logging
-import secrets
 
 from verity.chain.protocol import ReplicaStatus, TaskStatus, replica_commitment
 from verity.node.compute import compute_result
@@ -21,8 +20,17 @@ from verity.node.snapshot import Snapshot, WorkItem
 log = logging.getLogger("verity.node.solver")
 
 
-def commitment(root: bytes, final: bytes, salt: bytes, solver: str) -> bytes:
-    return replica_commitment(root, final, salt, solver)
+def commitment(root: bytes, final: bytes, cid: bytes, solver: str) -> bytes:
+    return replica_commitment(root, final, cid, solver)
+
+
+def _last_to_commit(ctx: NodeContext, task_id: int, task, slot: int) -> bool:
+    """TaskMachine.reveal's rule for an uncommitted replica: every slot is filled and every other one committed,
+    so no other result can still change and ours may be revealed in place of a commit."""
+    if TaskStatus(task.status) != TaskStatus.ASSIGNED:
+        return False
+    return all(ReplicaStatus(r.status) == ReplicaStatus.COMMITTED
+               for s, r in enumerate(ctx.replicas(task_id)) if s != slot)
 
 
 def _b(hexstr: str) -> bytes:
@@ -128,12 +136,12 @@ class SolverRole:
                 return  # still training: the loop goes on with every other duty meanwhile
             item.data.pop("computing", None)
             snap.move(item, Phase.TRAINED, trace=[_h(h) for h in res.trace], root=_h(res.root),
-                      cid=res.result_cid, salt=_h(secrets.token_bytes(32)))
+                      cid=res.result_cid)
             return
 
         d = item.data
         trace = [_b(h) for h in d["trace"]]
-        root, final, salt = _b(d["root"]), trace[-1], _b(d["salt"])
+        root, final = _b(d["root"]), trace[-1]
         n = len(trace) - 1
         from verity.cid import cid_to_digest
         from verity.engine import merkle
@@ -147,9 +155,15 @@ class SolverRole:
                     c.transact(c.jobs.functions.submitResult(item.task_id, root, final, n, cid,
                                                              merkle.proof(trace, 0), merkle.proof(trace, n)))
                 snap.move(item, Phase.REVEALED)
+            elif status == ReplicaStatus.ASSIGNED and _last_to_commit(ctx, item.task_id, task, item.slot):
+                # every other result is fixed: reveal in place of a commit (one transaction; it also reveals a
+                # partner that committed this same result, so agreeing replicas need no further reveal)
+                c.transact(c.jobs.functions.reveal(item.task_id, root, final, n, cid,
+                                                   merkle.proof(trace, 0), merkle.proof(trace, n)))
+                snap.move(item, Phase.REVEALED)
             else:
                 if status == ReplicaStatus.ASSIGNED:
-                    c.transact(c.jobs.functions.commit(item.task_id, commitment(root, final, salt, ctx.me)))
+                    c.transact(c.jobs.functions.commit(item.task_id, commitment(root, final, cid, ctx.me)))
                 snap.move(item, Phase.COMMITTED)
             return
 
@@ -160,7 +174,7 @@ class SolverRole:
             reps = ctx.replicas(item.task_id)
             all_committed = all(ReplicaStatus(r.status) in (ReplicaStatus.COMMITTED, ReplicaStatus.REVEALED) for r in reps)
             if all_committed or (rep.deadline and ctx.chain.now() > int(rep.deadline)):
-                c.transact(c.jobs.functions.reveal(item.task_id, root, final, n, cid, salt,
+                c.transact(c.jobs.functions.reveal(item.task_id, root, final, n, cid,
                                                    merkle.proof(trace, 0), merkle.proof(trace, n)))
                 snap.move(item, Phase.REVEALED)
             elif _partner_starved(ctx, task):

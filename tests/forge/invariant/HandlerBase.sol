@@ -50,8 +50,17 @@ abstract contract HandlerBase is HandlerAudit {
                 ) {
                     ++_honestActions;
                 } catch {}
+            } else if ((taskId & 1) == 1 && jobs.getReplica(taskId, s ^ 1).status == ReplicaStatus.Committed) {
+                // The last to commit reveals in place of its commit (half the tasks; the rest commit, then reveal).
+                vm.prank(r.node);
+                try jobs.reveal(
+                    taskId, root, h[t.n], t.n, _cid(h[t.n]), Merkle.proofOf(h, 0), Merkle.proofOf(h, t.n)
+                ) {
+                    ++_honestActions;
+                    _countCollusion(taskId);
+                } catch {}
             } else {
-                bytes32 c = keccak256(abi.encode(root, h[t.n], _salt(r.node), r.node));
+                bytes32 c = keccak256(abi.encode(root, h[t.n], _cid(h[t.n]), r.node));
                 vm.prank(r.node);
                 try jobs.commit(taskId, c) {
                     ++_honestActions;
@@ -72,7 +81,6 @@ abstract contract HandlerBase is HandlerAudit {
                 h[t.n],
                 t.n,
                 _cid(h[t.n]),
-                _salt(r.node),
                 Merkle.proofOf(h, 0),
                 Merkle.proofOf(h, t.n)
             ) {

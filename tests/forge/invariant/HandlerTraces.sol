@@ -78,8 +78,4 @@ abstract contract HandlerTraces is HandlerState {
     function _cid(bytes32 finalHash) internal pure returns (bytes32) {
         return keccak256(abi.encode("cid", finalHash));
     }
-
-    function _salt(address node) internal pure returns (bytes32) {
-        return bytes32(uint256(uint160(node)));
-    }
 }
