@@ -8,16 +8,16 @@ import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 
 import {IJobEscrow} from "./interfaces/IJobEscrow.sol";
 import {IVerityToken} from "./interfaces/IVerityToken.sol";
-import {ZeroAddress, NothingToWithdraw} from "./errors/CommonErrors.sol";
+import {ZeroAddress} from "./errors/CommonErrors.sol";
 import {NotJobs, JobsAlreadySet, InsufficientEscrow, DepositMismatch} from "./errors/JobEscrowErrors.sol";
 
 /// @title JobEscrow
-/// @notice The job side's only token holder: every job's escrow and every payment credit. The JobRegistry decides,
-///         the escrow moves tokens: deposits on postJob, credits once an accepted
-///         result's consumer found it available (P10), burns of forfeited payments, refunds on cancel or reclaim;
-///         payees pull their credits with withdraw().
-/// @dev Conservation: token.balanceOf(this) == totalEscrow + totalCredits (tokens sent here directly are the only
-///      excess, and they are never paid out).
+/// @notice The job side's only token holder: every job's escrow. The JobRegistry decides, the escrow moves tokens:
+///         deposits on postJob, payments sent to the payee once an accepted result's consumer found it available
+///         (P10), burns of forfeited payments, refunds on cancel or reclaim.
+/// @dev Conservation: token.balanceOf(this) == totalEscrow (tokens sent here directly are the only excess, and they
+///      are never paid out). Payments are pushed: the token is the system's own ERC20, with no transfer hooks, so a
+///      payee can neither re-enter nor make a payment revert (the zero address is refused first).
 contract JobEscrow is IJobEscrow, Ownable, ReentrancyGuard {
     using SafeERC20 for IERC20;
 
@@ -27,12 +27,8 @@ contract JobEscrow is IJobEscrow, Ownable, ReentrancyGuard {
     address public jobs;
     /// @inheritdoc IJobEscrow
     mapping(uint256 => uint256) public escrowOf;
-    /// @inheritdoc IJobEscrow
-    mapping(address => uint256) public credits;
     /// @notice Sum of every job's escrow.
     uint256 public totalEscrow;
-    /// @notice Sum of every account's credits.
-    uint256 public totalCredits;
 
     modifier onlyJobs() {
         // INVARIANT: only the wired JobRegistry moves escrow (jobs == 0 before wiring: nobody matches).
@@ -64,7 +60,7 @@ contract JobEscrow is IJobEscrow, Ownable, ReentrancyGuard {
         uint256 before = token.balanceOf(address(this));
         token.safeTransferFrom(from, address(this), amount);
         uint256 received = token.balanceOf(address(this)) - before;
-        // INVARIANT: the books grow by exactly what arrived (balance == totalEscrow + totalCredits).
+        // INVARIANT: the books grow by exactly what arrived (balance == totalEscrow).
         if (received != amount) revert DepositMismatch(amount, received);
     }
 
@@ -76,9 +72,8 @@ contract JobEscrow is IJobEscrow, Ownable, ReentrancyGuard {
         if (amount > available) revert InsufficientEscrow(jobId, available, amount);
         escrowOf[jobId] = available - amount;
         totalEscrow -= amount;
-        credits[to] += amount;
-        totalCredits += amount;
-        emit PaymentCredited(jobId, to, amount);
+        emit PaymentSent(jobId, to, amount);
+        token.safeTransfer(to, amount);
     }
 
     /// @inheritdoc IJobEscrow
@@ -100,15 +95,5 @@ contract JobEscrow is IJobEscrow, Ownable, ReentrancyGuard {
         totalEscrow -= amount;
         emit EscrowRefunded(jobId, to, amount);
         if (amount > 0) token.safeTransfer(to, amount);
-    }
-
-    /// @inheritdoc IJobEscrow
-    function withdraw() external nonReentrant {
-        uint256 amount = credits[msg.sender];
-        if (amount == 0) revert NothingToWithdraw(msg.sender);
-        credits[msg.sender] = 0;
-        totalCredits -= amount;
-        emit PaymentWithdrawn(msg.sender, amount);
-        token.safeTransfer(msg.sender, amount);
     }
 }

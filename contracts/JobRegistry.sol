@@ -37,7 +37,8 @@ import {
     NoSuchInput,
     NotReplica,
     JobNotCompleted,
-    NotSubmitter
+    NotSubmitter,
+    PartnerNotStarved
 } from "./errors/JobRegistryErrors.sol";
 import {ITaskMachineErrors} from "./errors/TaskMachineErrors.sol";
 
@@ -227,10 +228,20 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         _run();
     }
 
-    /// @notice A committed replica leaves a task whose other slot stayed empty too long (TaskMachine.withdrawCommitted).
+    /// @notice (Runs in JobRegistry itself.) Releases the caller's stake from a task it committed to when another slot has stayed empty for over
+    ///         `assignmentTimeout` (no eligible node could be drawn): its lock has no deadline, so without this only
+    ///         the poster's cancelJob could free it. Unslashed: it did its part. Its slot is drawn again later.
     function withdrawCommitted(uint256 taskId) external {
-        taskId;
-        _run();
+        Task storage t = _activeTask(taskId);
+        Job storage job = _jobs[t.jobId];
+        // INVARIANT: a replica can leave only a task starved of a partner, never one whose reveal is running.
+        if (t.status != TaskStatus.Open || block.timestamp <= uint256(t.openSince) + assignmentTimeout) {
+            revert PartnerNotStarved(taskId, t.status, uint256(t.openSince) + assignmentTimeout);
+        }
+        uint8 slot = _slotOf(taskId, msg.sender, ReplicaStatus.Committed, job.replication);
+        _replicas[taskId][slot].status = ReplicaStatus.Voided;
+        emit ReplicaWithdrawn(taskId, msg.sender, slot);
+        registry.unlock(msg.sender, job.stakePerReplica);
     }
 
     /// @notice P10: the caller, holding a slot of consumer task `taskId` that has not yet given its result, found input
@@ -377,12 +388,12 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         uint8 s = _revealedSlot(taskId);
         ReplicaRecord storage tr = _traceOf(taskId, s);
         c.defender = _replicas[taskId][s].node;
-        c.root = tr.root;
+        c.root = tr.commitOrRoot;
         c.finalHash = tr.finalHash;
         c.resultCid = _cidOf(taskId, s);
         if (s == 0 && _jobs[t.jobId].replication == 2 && _replicas[taskId][1].status == ReplicaStatus.Revealed) {
             ReplicaRecord storage o = _traceOf(taskId, 1);
-            if (o.root == c.root && o.finalHash == c.finalHash) c.coDefender = _replicas[taskId][1].node;
+            if (o.commitOrRoot == c.root && o.finalHash == c.finalHash) c.coDefender = _replicas[taskId][1].node;
         }
     }
 
@@ -527,10 +538,17 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         if (p.challengeWindow > MAX_WINDOW) revert InvalidJobParameter("challengeWindow", p.challengeWindow);
     }
 
-    function _replicaView(uint256 taskId, uint8 s) internal view returns (Replica memory) {
+    /// @dev A revealed slot's commitment is not stored (its slot holds the root): it is the hash of what it revealed.
+    function _replicaView(uint256 taskId, uint8 s) internal view returns (Replica memory v) {
         ReplicaRecord storage r = _replicas[taskId][s];
         ReplicaRecord storage tr = _traceOf(taskId, s);
-        return Replica(r.node, r.status, r.deadline, r.commitment, tr.root, tr.finalHash, _cidOf(taskId, s));
+        (v.node, v.status, v.deadline) = (r.node, r.status, r.deadline);
+        if (!r.sharesTrace && r.finalHash == 0) {
+            v.commitment = r.commitOrRoot; // not revealed: the commitment (zero before a commit)
+            return v;
+        }
+        (v.root, v.finalHash, v.resultCid) = (tr.commitOrRoot, tr.finalHash, _cidOf(taskId, s));
+        v.commitment = keccak256(abi.encode(v.root, v.finalHash, v.resultCid, v.node));
     }
 
     /// @dev The slot the caller holds with its result still to come (Assigned or Committed).

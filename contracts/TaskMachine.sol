@@ -74,7 +74,7 @@ contract TaskMachine is JobRegistryBase {
         uint8 slot = _slotOf(taskId, msg.sender, ReplicaStatus.Assigned, job.replication);
         ReplicaRecord storage r = _replicas[taskId][slot];
         _checkOnTime(taskId, slot, r.deadline, job.executionWindow);
-        r.commitment = commitment;
+        r.commitOrRoot = commitment;
         r.status = ReplicaStatus.Committed;
         r.deadline = 0;
         emit IJobRegistry.ResultCommitted(taskId, msg.sender, slot);
@@ -111,22 +111,6 @@ contract TaskMachine is JobRegistryBase {
         _requestDraw(taskId);
     }
 
-    /// @notice Releases the caller's stake from a task it committed to when another slot has stayed empty for over
-    ///         `assignmentTimeout` (no eligible node could be drawn): its lock has no deadline, so without this only
-    ///         the poster's cancelJob could free it. Unslashed: it did its part. Its slot is drawn again later.
-    function withdrawCommitted(uint256 taskId) external onlyDelegated {
-        Task storage t = _activeTask(taskId);
-        Job storage job = _jobs[t.jobId];
-        // INVARIANT: a replica can leave only a task starved of a partner, never one whose reveal is running.
-        if (t.status != TaskStatus.Open || block.timestamp <= uint256(t.openSince) + assignmentTimeout) {
-            revert PartnerNotStarved(taskId, t.status, uint256(t.openSince) + assignmentTimeout);
-        }
-        uint8 slot = _slotOf(taskId, msg.sender, ReplicaStatus.Committed, job.replication);
-        _replicas[taskId][slot].status = ReplicaStatus.Voided;
-        emit IJobRegistry.ReplicaWithdrawn(taskId, msg.sender, slot);
-        registry.unlock(msg.sender, job.stakePerReplica);
-    }
-
     /// @notice Reveals a result. Proves leaf 0 == the task's input hash and leaf n == finalHash. The caller is a
     ///         Committed replica whose reveal window is open (its commitment must match), or the last replica still
     ///         to commit, once every other slot committed (its reveal is its commitment: every other result is fixed,
@@ -146,19 +130,32 @@ contract TaskMachine is JobRegistryBase {
     ) external onlyDelegated {
         (uint8 slot, uint64 revealWindow) = _checkReveal(taskId, _resultCommitment(root, finalHash, resultCid, msg.sender));
         _checkTrace(taskId, root, finalHash, n, proof0, proofN);
+        _revealPartner(taskId, slot ^ 1, root, finalHash, resultCid, revealWindow);
         _recordResult(taskId, slot, msg.sender, root, finalHash, resultCid);
-        ReplicaRecord storage o = _replicas[taskId][slot ^ 1];
-        if (o.status == ReplicaStatus.Committed) {
-            address partner = o.node;
-            if (o.commitment == _resultCommitment(root, finalHash, resultCid, partner)) {
-                _recordResult(taskId, slot ^ 1, partner, root, finalHash, resultCid);
-            } else if (o.deadline == 0) {
-                uint64 deadline = uint64(block.timestamp) + revealWindow;
-                o.deadline = deadline;
-                emit IJobRegistry.RevealOpened(taskId, deadline);
-            }
-        }
         _settleReveals(taskId);
+    }
+
+    /// @dev Slot `s`, if Committed: revealed with this result when its commitment is to it (it stores the result,
+    ///      its spent commitment's slot taking the root, and the revealer then shares it); else its reveal window
+    ///      opens now if it had none.
+    function _revealPartner(
+        uint256 taskId,
+        uint8 s,
+        bytes32 root,
+        bytes32 finalHash,
+        bytes32 resultCid,
+        uint64 revealWindow
+    ) internal {
+        ReplicaRecord storage o = _replicas[taskId][s];
+        if (o.status != ReplicaStatus.Committed) return;
+        address partner = o.node;
+        if (o.commitOrRoot == _resultCommitment(root, finalHash, resultCid, partner)) {
+            _recordResult(taskId, s, partner, root, finalHash, resultCid);
+        } else if (o.deadline == 0) {
+            uint64 deadline = uint64(block.timestamp) + revealWindow;
+            o.deadline = deadline;
+            emit IJobRegistry.RevealOpened(taskId, deadline);
+        }
     }
 
     /// @notice Submits the result of an optimistic task (replication 1); opens its challenge window.
@@ -313,7 +310,7 @@ contract TaskMachine is JobRegistryBase {
         if (r.status != ReplicaStatus.Committed) revert NotReplica(taskId, msg.sender, ReplicaStatus.Committed);
         if (r.deadline == 0) revert RevealNotOpen(taskId);
         if (block.timestamp > r.deadline) revert DeadlinePassed(taskId, slot, r.deadline);
-        if (commitment != r.commitment) revert CommitmentMismatch(taskId, r.commitment, commitment);
+        if (commitment != r.commitOrRoot) revert CommitmentMismatch(taskId, r.commitOrRoot, commitment);
     }
 
     /// @dev A replica's commitment to its result (protocol.replica_commitment).
@@ -342,6 +339,8 @@ contract TaskMachine is JobRegistryBase {
     ) internal view {
         Task storage t = _tasks[taskId];
         if (n != t.n) revert WrongTraceLength(taskId, t.n, n);
+        // INVARIANT: a revealed final is never zero (a zero finalHash marks a slot that has not revealed).
+        if (finalHash == 0) revert InvalidProof(taskId, n, finalHash);
         if (!Merkle.verify(root, 0, t.inputHash, proof0)) revert InvalidProof(taskId, 0, t.inputHash);
         if (!Merkle.verify(root, n, finalHash, proofN)) revert InvalidProof(taskId, n, finalHash);
     }
@@ -393,10 +392,10 @@ contract TaskMachine is JobRegistryBase {
         bytes32 resultCid
     ) internal {
         bool otherRevealed = o.status == ReplicaStatus.Revealed;
-        if (otherRevealed && o.root == root && o.finalHash == finalHash) {
+        if (otherRevealed && o.commitOrRoot == root && o.finalHash == finalHash) {
             r.sharesTrace = true;
         } else {
-            r.root = root;
+            r.commitOrRoot = root;
             r.finalHash = finalHash;
         }
         if (otherRevealed && o.resultCid == resultCid) r.sharesCid = true;
@@ -411,7 +410,7 @@ contract TaskMachine is JobRegistryBase {
         if (_replicas[taskId][1].status != ReplicaStatus.Revealed) return;
         ReplicaRecord storage a = _traceOf(taskId, 0);
         ReplicaRecord storage b = _traceOf(taskId, 1);
-        if (a.root != b.root || a.finalHash != b.finalHash) {
+        if (a.commitOrRoot != b.commitOrRoot || a.finalHash != b.finalHash) {
             _tasks[taskId].status = TaskStatus.Contested;
             emit IJobRegistry.TaskContested(taskId);
             return;

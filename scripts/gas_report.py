@@ -113,7 +113,7 @@ def governance(rep: Report, project, accounts, chain):
 # As v1 defined it (docs/gas.md): a replica's own transactions and shares, not the task's creation (postJob's
 # marginal cost per shard, reported above, which v1 did not count either).
 PER_REPLICA = ("task lifecycle per replica (draw share + (commit + last reveal) / 2 + finalize share"
-               " + payment share + withdraw)")
+               " + payment share)")
 
 def lifecycle(rep: Report, project, accounts, chain):
     s, nodes, poster = fresh(project, accounts)
@@ -148,7 +148,6 @@ def lifecycle(rep: Report, project, accounts, chain):
             f"2 Merkle proofs of depth {len(H.proof(0))}")
     f = rep.add("finalize (replicated, after the window: 2 unlocks; payment deferred, P10)",
                 finalize_after_window(s, chain, tid, poster.account).gas_used)
-    node = poster.node_of(tid, 0)
 
     # Second shard accepted -> AGGREGATE created (its draw requested) in the same tx.
     tid1 = jobs.taskOf(job.id, 0, 1)
@@ -177,9 +176,9 @@ def lifecycle(rep: Report, project, accounts, chain):
     rep.add("reportUnavailable (P10: a consumer's holder flags an input)",
             jobs.reportUnavailable(agg3, 0, sender=poster.node_of(agg3, 0)).gas_used, "only when a bundle is missing")
     rep.add("finalize (last AGGREGATE, 2 shards: pays 4 shard replicas + its own 2)", f2)
-    pay = rep.add("payment per replica (AGGREGATE finalize share)", (f2 - f1) / 2, "2 shards against 1: 2 credits")
-    w = rep.add("withdraw (JobEscrow credits)", s.escrow.withdraw(sender=node).gas_used)
-    per_replica = per_slot + (c0 + r1) / 2 + f / 2 + pay + w
+    pay = rep.add("payment per replica (AGGREGATE finalize share)", (f2 - f1) / 2,
+                  "2 shards against 1: 2 transfers, pushed to the payees (no withdraw)")
+    per_replica = per_slot + (c0 + r1) / 2 + f / 2 + pay
     rep.add(PER_REPLICA, per_replica,
             "target <= 300k")
 

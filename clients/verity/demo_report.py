@@ -44,7 +44,7 @@ class Ledger:
             if a["to"] == ZERO:
                 self.burned += a["value"]
             self.holders.update(x for x in (a["from"], a["to"]) if x != ZERO)
-        elif ev.name == "PaymentCredited" and ev.contract == "JobEscrow":  # the escrow credits every task payment
+        elif ev.name == "PaymentSent" and ev.contract == "JobEscrow":  # the escrow pays every task payment at once
             self.paid[a["to"]] += a["amount"]
         elif ev.name == "PaymentForfeited":  # every accepted consumer found the result's bundle unavailable (P10)
             self.forfeited[a["node"]] += a["amount"]
@@ -96,7 +96,7 @@ class Ledger:
 
     def balances(self) -> dict:
         c = self.chain
-        contracts = {c.escrow.address: "JobEscrow (escrow + unpaid credits)", c.jobs.address: "JobRegistry",
+        contracts = {c.escrow.address: "JobEscrow (escrow)", c.jobs.address: "JobRegistry",
                      c.registry.address: "NodeRegistry (stake)", c.game.address: "DisputeGame (bonds + rewards)",
                      c.panel.address: "RefereePanel (referee rewards)", c.token.address: "VerityToken"}
         rows = defaultdict(int)

@@ -201,7 +201,7 @@ def refusal(action: str, rep, error: str, caller: str) -> JobActionRefused:
         reason = f"it is {rep.status}; reclaim returns the unspent escrow of a completed job" + \
             (f" (to stop an active job: `verity job cancel {rep.job_id} {hint}`)" if rep.status == "active" else "")
     elif error == "NothingToWithdraw":
-        reason = "no unspent escrow is left (every payment of the job was credited or refunded)"
+        reason = "no unspent escrow is left (every payment of the job was paid out, burned or refunded)"
     else:
         reason = error
     return JobActionRefused(action, rep.job_id, reason)

@@ -211,9 +211,9 @@ class System:
         }
 
     def escrow_backed(self) -> None:
-        """JobEscrow holds exactly the open escrow plus the unwithdrawn credits (IJobEscrow's conservation)."""
+        """JobEscrow holds exactly the open escrow: payments leave it at once (IJobEscrow's conservation)."""
         e = self.escrow
-        assert self.token.balanceOf(e) == e.totalEscrow() + e.totalCredits()
+        assert self.token.balanceOf(e) == e.totalEscrow()
 
     def panel_backed(self) -> None:
         """The panel holds exactly its unwithdrawn referee credits at rest."""
@@ -407,10 +407,19 @@ def finalize_after_window(system: System, chain, task_id: int, sender):
     return system.jobs.finalize(task_id, sender=sender)
 
 
+def paid_in(system: System, receipt) -> dict[str, int]:
+    """What JobEscrow sent in `receipt`, summed per payee: payments are pushed (PaymentSent), so the receipt that
+    settles a task is where its payees' balances grow."""
+    paid: dict[str, int] = {}
+    for e in receipt.events.filter(system.escrow.PaymentSent):
+        paid[e.to] = paid.get(e.to, 0) + e.amount
+    return paid
+
+
 def accept_aggregate(system: System, chain, poster: Poster, job_id: int, rnd: int = 0):
     """Runs round `rnd`'s AGGREGATE honestly to acceptance (drawn, submitted or committed and revealed by every slot,
     finalized after its window). P10: accepting it settles its shards' payments. Returns (finalize receipt, the
-    nodes credited for the shards in credit order: the last AGGREGATE's own replicas, paid after them, left out)."""
+    nodes paid for the shards in payment order: the last AGGREGATE's own replicas, paid after them, left out)."""
     job = system.jobs.getJob(job_id)
     agg = system.jobs.taskOf(job_id, rnd, job.shards)
     trace = Trace([h32(system.jobs.getTask(agg).inputHash), rand32()])
@@ -419,9 +428,9 @@ def accept_aggregate(system: System, chain, poster: Poster, job_id: int, rnd: in
     else:
         poster.run_replicated(agg, [trace] * job.replication)
     receipt = finalize_after_window(system, chain, agg, poster.account)
-    credited = [e.to for e in receipt.events.filter(system.escrow.PaymentCredited)]
+    paid = [e.to for e in receipt.events.filter(system.escrow.PaymentSent)]
     own = job.replication if rnd + 1 == job.rounds else 0
-    return receipt, credited[:len(credited) - own]
+    return receipt, paid[:len(paid) - own]
 
 
 @dataclass

@@ -23,16 +23,23 @@ def eight_nodes(nodes, accounts):
 
 
 def _two_shards_accepted(system, poster, chain):
-    """A 2-shard, 1-round, replication-2 job whose shards are accepted; returns (job, shard task ids, AGGREGATE id)."""
+    """A 2-shard, 1-round, replication-2 job whose shards are accepted; returns (job, shard task ids, AGGREGATE id,
+    what each shard's finalize sent to each payee: its balance delta over that transaction)."""
+    token = system.token
     job = poster.post(shards=2, rounds=1, replication=2, payment=PAYMENT, stake=STAKE)
     shards = [system.jobs.taskOf(job.id, 0, i) for i in range(2)]
+    received: dict[str, int] = {}
     for tid in shards:
         H = Trace.random(h32(system.jobs.getTask(tid).inputHash), job.n)
         poster.run_replicated(tid, [H, H])
+        payees = {r.node for r in system.jobs.getReplicas(tid)}
+        before = {n: token.balanceOf(n) for n in payees}
         finalize_after_window(system, chain, tid, poster.account)
+        for n in payees:
+            received[n] = received.get(n, 0) + token.balanceOf(n) - before[n]
     agg = system.jobs.taskOf(job.id, 0, 2)
     poster.draw(agg)
-    return job, shards, agg
+    return job, shards, agg, received
 
 
 def _run_aggregate(system, poster, chain, agg, report: dict[int, list[int]]):
@@ -57,8 +64,8 @@ def _payees(system, task_id) -> list[str]:
 def test_every_consumer_reports_a_withheld_shard_its_pay_is_burned_succeeds(system, eight_nodes, poster, chain,
                                                                             conserved):
     jobs, escrow, token = system.jobs, system.escrow, system.token
-    job, shards, agg = _two_shards_accepted(system, poster, chain)
-    assert all(escrow.credits(n) == 0 for tid in shards for n in _payees(system, tid))  # deferred until consumed
+    job, shards, agg, received = _two_shards_accepted(system, poster, chain)
+    assert all(received[n] == 0 for tid in shards for n in _payees(system, tid))  # deferred until consumed
     supply = token.totalSupply()
 
     r = _run_aggregate(system, poster, chain, agg, {0: [1], 1: [1]})
@@ -66,8 +73,8 @@ def test_every_consumer_reports_a_withheld_shard_its_pay_is_burned_succeeds(syst
     assert jobs.getTask(agg).status == TaskStatus.ACCEPTED
     forfeited = [(e.taskId, e.node) for e in r.events.filter(jobs.PaymentForfeited)]
     assert sorted(forfeited) == sorted((shards[1], n) for n in _payees(system, shards[1]))
-    credited = [e.to for e in r.events.filter(escrow.PaymentCredited)]
-    assert sorted(credited) == sorted(_payees(system, shards[0]) + _payees(system, agg))
+    sent_to = [e.to for e in r.events.filter(escrow.PaymentSent)]
+    assert sorted(sent_to) == sorted(_payees(system, shards[0]) + _payees(system, agg))
     assert supply - token.totalSupply() == 2 * PAYMENT
     for n in _payees(system, shards[1]):  # never slashed: withholding costs the pay, not the stake
         assert system.registry.getNode(n).stake == NODE_STAKE
@@ -78,17 +85,17 @@ def test_every_consumer_reports_a_withheld_shard_its_pay_is_burned_succeeds(syst
 def test_one_consumer_that_fetched_the_bundle_keeps_the_shard_paid_succeeds(system, eight_nodes, poster, chain,
                                                                            conserved):
     jobs, escrow = system.jobs, system.escrow
-    job, shards, agg = _two_shards_accepted(system, poster, chain)
+    job, shards, agg, _ = _two_shards_accepted(system, poster, chain)
     r = _run_aggregate(system, poster, chain, agg, {0: [0, 1]})  # slot 1 found both bundles
     assert not list(r.events.filter(jobs.PaymentForfeited))
-    credited = [e.to for e in r.events.filter(escrow.PaymentCredited)]
-    assert sorted(credited) == sorted(_payees(system, shards[0]) + _payees(system, shards[1]) + _payees(system, agg))
+    sent_to = [e.to for e in r.events.filter(escrow.PaymentSent)]
+    assert sorted(sent_to) == sorted(_payees(system, shards[0]) + _payees(system, shards[1]) + _payees(system, agg))
     conserved()
 
 
 def test_reportUnavailable_bad_index_or_not_a_holder_reverts(system, eight_nodes, poster, chain):
     jobs = system.jobs
-    job, shards, agg = _two_shards_accepted(system, poster, chain)
+    job, shards, agg, _ = _two_shards_accepted(system, poster, chain)
     holder = poster.node_of(agg, 0)
     with reverts(jobs.NoSuchInput):
         jobs.reportUnavailable(agg, 2, sender=holder)  # two shards: inputs 0 and 1

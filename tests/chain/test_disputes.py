@@ -14,8 +14,8 @@ from ape import reverts
 
 from chain_builders import (
     E18, ROLE_REFEREE, ROLE_SOLVER, ROLE_VERIFIER, DisputeOutcome, DisputePhase, PanelPhase, ReplicaStatus,
-    TaskStatus, Verdict, accept_aggregate, contest, escrow_for, finalize_after_window, h32, mine_past, opened, rand32,
-    seat_panel, seats, vote,
+    TaskStatus, Verdict, accept_aggregate, contest, escrow_for, finalize_after_window, h32, mine_past, opened, paid_in,
+    rand32, seat_panel, seats, vote,
 )
 
 pytestmark = pytest.mark.integration
@@ -97,8 +97,7 @@ def _judging(system, chain, c, did, referees):
 
 
 def test_honest_wins_public_trace_path_with_bisection(system, contested, referees, chain, submitter, conserved):
-    game, jobs, registry, token, panel, escrow = (system.game, system.jobs, system.registry, system.token,
-                                                  system.panel, system.escrow)
+    game, jobs, registry, token, panel = system.game, system.jobs, system.registry, system.token, system.panel
     c = contested(n=8, k=4, diverge=5, step=2)
     assert jobs.getTask(c.task_id).status == TaskStatus.CONTESTED
     did = _open_public(system, c)
@@ -132,20 +131,24 @@ def test_honest_wins_public_trace_path_with_bisection(system, contested, referee
     assert [x.status for x in jobs.getReplicas(c.task_id)][1] == ReplicaStatus.SLASHED
 
     # The winner's result is only a candidate: it is accepted after its own window; only the honest replica is paid.
-    _winner_is_candidate(system, chain, c, c.honest, submitter)
+    bal = token.balanceOf(c.honest)
+    r = _winner_is_candidate(system, chain, c, c.honest, submitter)
     t = jobs.getTask(c.task_id)
     assert t.status == TaskStatus.ACCEPTED and h32(t.finalHash) == c.H.final
-    assert escrow.credits(c.honest) == 0  # P10: paid once the AGGREGATE that consumes it is accepted
+    # P10: paid once the AGGREGATE that consumes it is accepted
+    assert token.balanceOf(c.honest) == bal and c.honest.address not in paid_in(system, r)
     assert registry.getNode(c.cheater).locked == STAKE * _held(jobs, c, c.cheater)
     # The honest node's task lock is released (it may hold a new lock if drawn for the AGGREGATE task).
     assert registry.getNode(c.honest).locked == STAKE * _held(jobs, c, c.honest)
     _game_backed(system)
 
-    assert accept_aggregate(system, chain, c.poster, c.job.id)[1] == [c.honest.address]  # not the cheater
-    before, earned = token.balanceOf(c.honest), escrow.credits(c.honest)  # + the AGGREGATE's pay if drawn for it
+    before = token.balanceOf(c.honest)
+    r, paid = accept_aggregate(system, chain, c.poster, c.job.id)
+    assert paid == [c.honest.address]  # not the cheater
+    earned = paid_in(system, r)[c.honest.address]  # + the AGGREGATE's pay if drawn for it
     assert earned >= c.job.params.paymentPerTask
+    assert token.balanceOf(c.honest) == before + earned  # sent at once: nothing to withdraw from the escrow
     game.withdraw(sender=c.honest)
-    escrow.withdraw(sender=c.honest)
     assert token.balanceOf(c.honest) == before + win + earned
     for ref in referees:
         panel.withdraw(sender=ref)

@@ -1,7 +1,8 @@
 """A whole job on a real anvil: 2 shards x 2 rounds, replication 2, driven by test accounts.
 
 Protocol v2: equal reveals make a task Revealed (agreement is not finality, P2); it is accepted by finalize()
-after its challenge window and the reveal grace. Escrow and payment credits live on JobEscrow."""
+after its challenge window and the reveal grace. Escrow lives on JobEscrow, which sends each payment to its payee
+at once (PaymentSent): a payee's balance grows in the transaction that settles its task."""
 from __future__ import annotations
 
 import pytest
@@ -10,7 +11,7 @@ from verity.chain.protocol import POSTER_BOND
 
 from chain_builders import (
     E18, JobStatus, ReplicaStatus, TaskKind, TaskStatus, Trace, aggregate_input, escrow_for, finalize_after_window,
-    h32, rand32,
+    h32, paid_in, rand32,
 )
 
 pytestmark = pytest.mark.integration
@@ -26,9 +27,10 @@ def eight_nodes(nodes, accounts):
 
 def _run_task(poster, system, chain, task_id: int, trace: Trace, cid: bytes, paid: list[str]):
     """Both replicas commit and reveal the same trace; the task waits out its window, then finalize accepts it.
-    `paid`: the nodes this acceptance credits. P10: a task is paid once its consumer is accepted (a shard by its
-    round's AGGREGATE, an AGGREGATE by the next round's last shard), the last AGGREGATE at once."""
-    jobs, escrow = system.jobs, system.escrow
+    `paid`: the nodes this acceptance pays. P10: a task is paid once its consumer is accepted (a shard by its
+    round's AGGREGATE, an AGGREGATE by the next round's last shard), the last AGGREGATE at once.
+    Returns (finalize receipt, what it sent to each payee), each payee's balance delta over it checked."""
+    jobs, escrow, token = system.jobs, system.escrow, system.token
     assigned = {s: poster.node_of(task_id, s).address for s in range(2)}
     assert assigned[0] != assigned[1]
     receipts = poster.run_replicated(task_id, [trace, trace], [cid, cid])
@@ -36,16 +38,20 @@ def _run_task(poster, system, chain, task_id: int, trace: Trace, cid: bytes, pai
     t = jobs.getTask(task_id)
     assert t.status == TaskStatus.REVEALED and [e.deadline for e in windows] == [t.challengeDeadline]
     assert not list(receipts[-1].events.filter(jobs.TaskAccepted))
+    watched = set(paid) | set(assigned.values())
+    before = {n: token.balanceOf(n) for n in watched}
     last = finalize_after_window(system, chain, task_id, poster.account)
     accepted = list(last.events.filter(jobs.TaskAccepted))
     assert [(e.taskId, h32(e.finalHash), h32(e.resultCid)) for e in accepted][:1] == [(task_id, trace.final, cid)]
-    credited = [e.to for e in last.events.filter(escrow.PaymentCredited)]
-    assert sorted(credited) == sorted(paid)
+    sent_to = [e.to for e in last.events.filter(escrow.PaymentSent)]
+    assert sorted(sent_to) == sorted(paid)
+    sent = paid_in(system, last)
+    assert {n: token.balanceOf(n) - before[n] for n in watched} == {n: sent.get(n, 0) for n in watched}
     t = jobs.getTask(task_id)
     assert t.status == TaskStatus.ACCEPTED and h32(t.finalHash) == trace.final
     assert [r.status for r in jobs.getReplicas(task_id)] == [ReplicaStatus.ACCEPTED] * 2
     system.escrow_backed()
-    return last
+    return last, sent
 
 
 def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter, chain, conserved):
@@ -62,7 +68,14 @@ def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter,
     round_input = initial
     receipt = job.receipt
     draws = job.draws
-    credits_expected: dict[str, int] = {}
+    start = {n.address: token.balanceOf(n) for n in eight_nodes}  # nodes pay nothing in this job: no bonds
+    pay_expected: dict[str, int] = {}
+    received: dict[str, int] = {}  # what JobEscrow sent so far, from each finalize's PaymentSent events
+
+    def settle(sent: dict[str, int]) -> None:
+        for node, amount in sent.items():
+            received[node] = received.get(node, 0) + amount
+
     prev_agg: list[str] = []  # the previous AGGREGATE's replicas: paid when this round's last shard is accepted
     for rnd in range(2):
         created = {e.index: e for e in receipt.events.filter(jobs.TaskCreated)}
@@ -85,10 +98,11 @@ def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter,
         for i, tid in enumerate(shard_ids):
             trace = Trace.random(round_input, 4)
             for node in assigned[tid].values():
-                credits_expected[node] = credits_expected.get(node, 0) + PAYMENT
-            last = _run_task(poster, system, chain, tid, trace, rand32(), prev_agg if i == 1 else [])
+                pay_expected[node] = pay_expected.get(node, 0) + PAYMENT
+            last, sent = _run_task(poster, system, chain, tid, trace, rand32(), prev_agg if i == 1 else [])
+            settle(sent)
             for node in assigned[tid].values():
-                assert escrow_c.credits(node) < credits_expected[node]  # deferred until the AGGREGATE is accepted
+                assert received.get(node, 0) < pay_expected[node]  # deferred until the AGGREGATE is accepted
             finals.append(trace.final)
 
         # The second shard's acceptance creates the AGGREGATE task over the finals in shard order.
@@ -101,13 +115,14 @@ def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter,
         agg_assigned = poster.assigned(poster.draw(agg_id))[agg_id]
         assert len(agg_assigned) == 2
         for node in agg_assigned.values():
-            credits_expected[node] = credits_expected.get(node, 0) + PAYMENT
+            pay_expected[node] = pay_expected.get(node, 0) + PAYMENT
 
         model_state, model_cid = rand32(), rand32()
         shard_nodes = [node for tid in shard_ids for node in assigned[tid].values()]
         own = list(agg_assigned.values())
-        receipt = _run_task(poster, system, chain, agg_id, Trace([agg_in, model_state]), model_cid,
-                            shard_nodes + (own if rnd == 1 else []))
+        receipt, sent = _run_task(poster, system, chain, agg_id, Trace([agg_in, model_state]), model_cid,
+                                  shard_nodes + (own if rnd == 1 else []))
+        settle(sent)
         prev_agg = own
         if rnd == 0:
             adv = list(receipt.events.filter(jobs.RoundAdvanced))
@@ -123,19 +138,15 @@ def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter,
     assert j.status == JobStatus.COMPLETED and h32(j.modelHash) == model_state and h32(j.modelCid) == model_cid
     # every escrowed payment went to an accepted replica; the poster bond waits for reclaimEscrow
     assert escrow_c.escrowOf(job.id) == POSTER_BOND and escrow_c.totalEscrow() == POSTER_BOND
-    assert sum(credits_expected.values()) == escrow - POSTER_BOND
-    for node, amount in credits_expected.items():
-        assert escrow_c.credits(node) == amount
-    assert escrow_c.totalCredits() == escrow - POSTER_BOND
+    assert sum(pay_expected.values()) == escrow - POSTER_BOND
+    for node, amount in pay_expected.items():
+        assert received.get(node, 0) == amount
+    assert sum(received.values()) == escrow - POSTER_BOND
 
-    # Pull payments from JobEscrow: every paid node withdraws exactly its credits.
-    for node, amount in credits_expected.items():
-        acct = poster.by_address[node]
-        before = token.balanceOf(node)
-        r = escrow_c.withdraw(sender=acct)
-        assert [e.amount for e in r.events.filter(escrow_c.PaymentWithdrawn)] == [amount]
-        assert token.balanceOf(node) == before + amount and escrow_c.credits(node) == 0
-    assert escrow_c.totalCredits() == 0 and token.balanceOf(escrow_c) == POSTER_BOND
+    # Pushed payments: every paid node's wallet grew by exactly its payments over the job, with no withdraw.
+    for node, amount in pay_expected.items():
+        assert token.balanceOf(node) == start[node] + amount
+    assert token.balanceOf(escrow_c) == POSTER_BOND
     # The poster takes its bond back: nothing is left in the escrow.
     before = token.balanceOf(submitter)
     reclaimed = jobs.reclaimEscrow(job.id, sender=submitter)

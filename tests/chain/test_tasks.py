@@ -13,7 +13,8 @@ from verity.chain.protocol import POSTER_BOND
 
 from chain_builders import (
     E18, DisputeOutcome, JobStatus, ReplicaStatus, TaskStatus, Trace, accept_aggregate, aggregate_input, challenge,
-    commit_challenge, finalize_after_window, h32, mine_past, opened, rand32, reveal_challenge, seat_panel, seats, vote,
+    commit_challenge, finalize_after_window, h32, mine_past, opened, paid_in, rand32, reveal_challenge, seat_panel,
+    seats, vote,
 )
 
 pytestmark = pytest.mark.integration
@@ -50,7 +51,7 @@ def _optimistic(poster, system, **kw):
 
 
 def test_optimistic_job_challenge_window_then_finalize(system, workers, poster, chain, conserved):
-    jobs, escrow = system.jobs, system.escrow
+    jobs, escrow, token = system.jobs, system.escrow, system.token
     job, tid, solver, H = _optimistic(poster, system)
     assert escrow.escrowOf(job.id) == PAYMENT * 1 * 2 * 1 + POSTER_BOND == job.params.escrow()
     r = poster.submit(tid, H)
@@ -60,10 +61,11 @@ def test_optimistic_job_challenge_window_then_finalize(system, workers, poster, 
     mine_past(chain, deadline)
     with reverts(jobs.ChallengeWindowOpen):
         jobs.finalize(tid, sender=poster.account)
+    bal = token.balanceOf(solver)
     r = finalize_after_window(system, chain, tid, poster.account)
     # P10: accepted and released, but paid only once its consumer (the AGGREGATE) is accepted.
-    assert jobs.getTask(tid).status == TaskStatus.ACCEPTED and escrow.credits(solver) == 0
-    assert not list(r.events.filter(escrow.PaymentCredited))
+    assert jobs.getTask(tid).status == TaskStatus.ACCEPTED and token.balanceOf(solver) == bal
+    assert not list(r.events.filter(escrow.PaymentSent))
     assert jobs.getReplica(tid, 0).status == ReplicaStatus.ACCEPTED
     # The AGGREGATE task follows the same optimistic path and completes the job.
     agg = jobs.taskOf(job.id, 0, 1)
@@ -73,7 +75,7 @@ def test_optimistic_job_challenge_window_then_finalize(system, workers, poster, 
     r = finalize_after_window(system, chain, agg, poster.account)
     assert [h32(e.modelHash) for e in r.events.filter(jobs.JobCompleted)] == [model.final]
     agg_solver = jobs.getReplica(agg, 0).node
-    assert [e.to for e in r.events.filter(escrow.PaymentCredited)] == [solver.address, agg_solver]
+    assert [e.to for e in r.events.filter(escrow.PaymentSent)] == [solver.address, agg_solver]
     assert jobs.getJob(job.id).status == JobStatus.COMPLETED and escrow.escrowOf(job.id) == POSTER_BOND  # reclaimable
     assert system.registry.getNode(solver).locked == STAKE * sum(
         1 for x in jobs.getReplicas(agg) if x.node == solver.address and x.status == ReplicaStatus.ASSIGNED)
@@ -163,8 +165,10 @@ def test_challengeOptimistic_two_concurrent_challenges_both_lose_then_finalize_s
     for v in wrong:
         assert registry.getNode(v).locked == 0 and registry.getNode(v).stake == NODE_STAKE - STAKE
     assert game.totalBonds() == 0
-    finalize_after_window(system, chain, tid, poster.account)
-    assert jobs.getTask(tid).status == TaskStatus.ACCEPTED and escrow.credits(solver) == 0  # P10: deferred
+    bal = token.balanceOf(solver)
+    r = finalize_after_window(system, chain, tid, poster.account)
+    assert jobs.getTask(tid).status == TaskStatus.ACCEPTED and token.balanceOf(solver) == bal  # P10: deferred
+    assert solver.address not in paid_in(system, r)
     assert accept_aggregate(system, chain, poster, job.id)[1] == [solver.address]
     assert token.balanceOf(game) == game.totalCredits() + game.totalBonds()
     conserved()
@@ -231,13 +235,16 @@ def test_challengeOptimistic_winner_becomes_candidate_and_stale_dispute_abandone
 
     with reverts(jobs.ChallengeWindowOpen):
         jobs.finalize(tid, sender=poster.account)
-    finalize_after_window(system, chain, tid, poster.account)
-    assert jobs.getTask(tid).status == TaskStatus.ACCEPTED and escrow.credits(honest) == 0  # P10: deferred
-    assert accept_aggregate(system, chain, poster, job.id)[1] == [honest.address]  # the challenger did the work
+    bal = token.balanceOf(honest)
+    r = finalize_after_window(system, chain, tid, poster.account)
+    assert jobs.getTask(tid).status == TaskStatus.ACCEPTED and token.balanceOf(honest) == bal  # P10: deferred
+    assert honest.address not in paid_in(system, r)
+    r, paid = accept_aggregate(system, chain, poster, job.id)
+    assert paid == [honest.address]  # the challenger did the work
     assert game.totalBonds() == 0
-    earned = escrow.credits(honest)  # PAYMENT, plus the AGGREGATE's if it was drawn for it
+    earned = paid_in(system, r)[honest.address]  # PAYMENT, plus the AGGREGATE's if it was drawn for it
+    assert token.balanceOf(honest) == bal + earned  # sent at once: nothing to withdraw from the escrow
     game.withdraw(sender=honest)
-    escrow.withdraw(sender=honest)
     assert token.balanceOf(honest) == bal0 + win + earned  # bond returned too
     for p in referees:
         panel.withdraw(sender=p)

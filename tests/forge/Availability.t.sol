@@ -14,16 +14,24 @@ import {NoSuchInput, NotReplica, JobNotActive, TaskNotFound} from "../../contrac
 ///         unavailable. The attacks: a replica that withholds its bundle must not be paid for it; a single lying
 ///         consumer must not burn an honest node's pay; a report must not outlive the slot holder that made it.
 contract AvailabilityTest is Fixture {
+    /// @dev Each node's token balance right after setUp. Payments are pushed (JobEscrow.pay transfers at once), and
+    ///      no node here posts a bond or moves stake, so a node's balance grows only by what it is paid: its growth
+    ///      since setUp is everything the job paid it so far (what its escrow credit read when payments were pulled).
+    mapping(address => uint256) internal heldAtStart;
+
     function setUp() public override {
         super.setUp();
         _addNodes(6);
+        for (uint256 i = 0; i < nodes.length; ++i) {
+            heldAtStart[nodes[i]] = token.balanceOf(nodes[i]);
+        }
     }
 
     // ---------------------------------------------------------------- helpers
 
     function _assertConserved() internal view {
         assertEq(_tokensHeld(), token.totalMinted(), "tokens conserved");
-        assertEq(token.balanceOf(address(escrow)), escrow.totalEscrow() + escrow.totalCredits(), "escrow books");
+        assertEq(token.balanceOf(address(escrow)), escrow.totalEscrow(), "escrow books");
         assertEq(token.balanceOf(address(jobs)), 0, "the registry holds no tokens");
     }
 
@@ -69,8 +77,8 @@ contract AvailabilityTest is Fixture {
         jobs.finalize(taskId);
     }
 
-    /// @dev PAYMENT for every Accepted slot `node` holds in the tasks of `paid`: what its credit must be when exactly
-    ///      those tasks were paid (a node may hold slots of several tasks; the tally counts each).
+    /// @dev PAYMENT for every Accepted slot `node` holds in the tasks of `paid`: what it must have been paid when
+    ///      exactly those tasks were paid (a node may hold slots of several tasks; the tally counts each).
     function _owed(address node, uint256[] memory paid, uint8 replication) internal view returns (uint256 sum) {
         for (uint256 i = 0; i < paid.length; ++i) {
             for (uint8 s = 0; s < replication; ++s) {
@@ -80,10 +88,22 @@ contract AvailabilityTest is Fixture {
         }
     }
 
-    /// @dev Every node's credit is exactly what the tasks of `paid` owe it.
-    function _assertCredits(uint256[] memory paid, uint8 replication, string memory why) internal view {
+    /// @dev What `node` was paid since setUp (see heldAtStart).
+    function _paid(address node) internal view returns (uint256) {
+        return token.balanceOf(node) - heldAtStart[node];
+    }
+
+    /// @dev What every node was paid since setUp, together.
+    function _paidToNodes() internal view returns (uint256 sum) {
         for (uint256 i = 0; i < nodes.length; ++i) {
-            assertEq(escrow.credits(nodes[i]), _owed(nodes[i], paid, replication), why);
+            sum += _paid(nodes[i]);
+        }
+    }
+
+    /// @dev Every node was paid exactly what the tasks of `paid` owe it.
+    function _assertPaid(uint256[] memory paid, uint8 replication, string memory why) internal view {
+        for (uint256 i = 0; i < nodes.length; ++i) {
+            assertEq(_paid(nodes[i]), _owed(nodes[i], paid, replication), why);
         }
     }
 
@@ -149,7 +169,7 @@ contract AvailabilityTest is Fixture {
         jobs.finalize(agg);
 
         assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
-        _assertCredits(_ids(s0, agg), 2, "shard 0 and the AGGREGATE paid, shard 1 not");
+        _assertPaid(_ids(s0, agg), 2, "shard 0 and the AGGREGATE paid, shard 1 not");
         assertEq(supply - token.totalSupply(), 2 * PAYMENT, "shard 1's two payments burned");
         for (uint8 s = 0; s < 2; ++s) {
             address w = _replica(s1, s).node;
@@ -182,10 +202,10 @@ contract AvailabilityTest is Fixture {
         uint256 supply = token.totalSupply();
         uint256 burned = token.totalBurned();
         _runConsumer(agg, 2, 1);
-        _assertCredits(_ids(s0, s1, agg), 2, "every shard paid");
+        _assertPaid(_ids(s0, s1, agg), 2, "every shard paid");
         assertEq(token.totalSupply(), supply, "nothing burned");
         assertEq(token.totalBurned(), burned, "nothing burned (counter)");
-        assertEq(escrow.escrowOf(jobId), jobs.POSTER_BOND(), "every payment went out as credit");
+        assertEq(escrow.escrowOf(jobId), jobs.POSTER_BOND(), "every payment went out");
         _assertConserved();
     }
 
@@ -207,7 +227,7 @@ contract AvailabilityTest is Fixture {
         vm.expectEmit(true, true, false, true, address(jobs));
         emit JobRegistryBase.PaymentForfeited(s1, solver1, PAYMENT);
         jobs.finalize(agg);
-        _assertCredits(_ids(s0, agg), 1, "shard 0 and the AGGREGATE paid");
+        _assertPaid(_ids(s0, agg), 1, "shard 0 and the AGGREGATE paid");
         assertEq(supply - token.totalSupply(), PAYMENT, "shard 1's payment burned");
         assertEq(registry.getNode(solver1).stake, NODE_STAKE, "not slashed");
         assertEq(escrow.escrowOf(jobId), jobs.POSTER_BOND(), "3 payments: 2 paid, 1 burned");
@@ -224,13 +244,13 @@ contract AvailabilityTest is Fixture {
         uint256 escrowed = escrow.escrowOf(jobId);
         _acceptTrain(s0, 2);
         assertEq(uint8(_status(s0)), uint8(TaskStatus.Accepted), "shard 0 accepted");
-        assertEq(escrow.credits(_replica(s0, 0).node) + escrow.credits(_replica(s0, 1).node), 0, "not paid yet");
+        assertEq(_paid(_replica(s0, 0).node) + _paid(_replica(s0, 1).node), 0, "not paid yet");
         assertEq(registry.getNode(_replica(s0, 0).node).locked, 0, "but its stake is unlocked at once");
         _acceptTrain(s1, 2);
         assertEq(escrow.escrowOf(jobId), escrowed, "no shard paid before its consumer is accepted");
-        assertEq(escrow.totalCredits(), 0, "no credit at all");
+        assertEq(_paidToNodes(), 0, "nobody paid at all");
         uint256 agg = _acceptAggregate(jobId, 0);
-        _assertCredits(_ids(s0, s1, agg), 2, "paid on the AGGREGATE's acceptance");
+        _assertPaid(_ids(s0, s1, agg), 2, "paid on the AGGREGATE's acceptance");
         assertEq(escrowed - escrow.escrowOf(jobId), 6 * PAYMENT, "four shard and two AGGREGATE payments");
         _assertConserved();
     }
@@ -245,21 +265,21 @@ contract AvailabilityTest is Fixture {
         uint256 agg0 = _acceptAggregate(jobId, 0);
         assertEq(jobs.getJob(jobId).currentRound, 1, "round 1");
         assertEq(escrowed - escrow.escrowOf(jobId), 2 * PAYMENT, "round 0's AGGREGATE waits for its consumers");
-        _assertCredits(_ids(s0), 2, "only the shard paid");
+        _assertPaid(_ids(s0), 2, "only the shard paid");
         _heartbeatAll();
         uint256 t1 = jobs.taskOf(jobId, 1, 0);
         _acceptTrain(t1, 2);
-        _assertCredits(_ids(s0, agg0), 2, "round 0's AGGREGATE paid when round 1's last shard is accepted");
+        _assertPaid(_ids(s0, agg0), 2, "round 0's AGGREGATE paid when round 1's last shard is accepted");
         uint256 agg1 = jobs.taskOf(jobId, 1, 1);
         _heartbeatAll();
         _draw(agg1);
         bytes32[] memory h = _honest(jobs.getTask(agg1).inputHash, 1);
         _runReplicated(agg1, h, h);
         assertEq(uint8(_status(agg1)), uint8(TaskStatus.Revealed), "waiting out its window");
-        _assertCredits(_ids(s0, agg0), 2, "nothing of round 1 paid before its AGGREGATE is accepted");
+        _assertPaid(_ids(s0, agg0), 2, "nothing of round 1 paid before its AGGREGATE is accepted");
         _finalizeAfterWindow(agg1);
         assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
-        _assertCredits(_ids(s0, agg0, t1, agg1), 2, "the last AGGREGATE paid at its own acceptance");
+        _assertPaid(_ids(s0, agg0, t1, agg1), 2, "the last AGGREGATE paid at its own acceptance");
         assertEq(escrow.escrowOf(jobId), jobs.POSTER_BOND(), "every payment went out");
         _assertConserved();
     }
@@ -302,10 +322,10 @@ contract AvailabilityTest is Fixture {
         jobs.finalize(t11);
         assertEq(supply - token.totalSupply(), 2 * PAYMENT, "round 0's AGGREGATE burned");
         assertEq(escrowed - escrow.escrowOf(jobId), 2 * PAYMENT, "burned from the job's escrow");
-        _assertCredits(_ids(s00, s01), 2, "round 0's shards paid, its AGGREGATE not");
+        _assertPaid(_ids(s00, s01), 2, "round 0's shards paid, its AGGREGATE not");
         uint256 agg1 = _acceptAggregate(jobId, 1);
         assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
-        _assertCredits(_ids(s00, s01, t10, t11, agg1), 2, "round 1 paid");
+        _assertPaid(_ids(s00, s01, t10, t11, agg1), 2, "round 1 paid");
         assertEq(escrow.escrowOf(jobId), jobs.POSTER_BOND(), "12 payments: 10 paid, 2 burned");
         _assertConserved();
     }
@@ -323,7 +343,7 @@ contract AvailabilityTest is Fixture {
         _runConsumer(t10, 2, 4);
         _runConsumer(t11, 2, 4);
         assertEq(token.totalSupply(), supply, "nothing burned");
-        _assertCredits(_ids(s00, s01, agg0), 2, "round 0's AGGREGATE paid");
+        _assertPaid(_ids(s00, s01, agg0), 2, "round 0's AGGREGATE paid");
         _acceptAggregate(jobId, 1);
         assertEq(escrow.escrowOf(jobId), jobs.POSTER_BOND(), "every payment went out");
         _assertConserved();
@@ -463,7 +483,7 @@ contract AvailabilityTest is Fixture {
         _finalizeAfterWindow(agg);
         assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
         assertEq(token.totalSupply(), supply, "nothing burned: the old holder's report died with its slot");
-        _assertCredits(_ids(s0, s1, agg), 2, "every shard paid");
+        _assertPaid(_ids(s0, s1, agg), 2, "every shard paid");
         _assertConserved();
     }
 
@@ -476,7 +496,7 @@ contract AvailabilityTest is Fixture {
         uint256 s0 = jobs.taskOf(jobId, 0, 0);
         uint256 s1 = jobs.taskOf(jobId, 0, 1);
         _acceptTrain(s0, 2);
-        assertEq(escrow.totalCredits(), 0, "deferred while the job runs");
+        assertEq(_paidToNodes(), 0, "deferred while the job runs");
         vm.warp(uint256(jobs.getTask(s1).openSince) + jobs.assignmentTimeout() + 1);
         uint256 escrowed = escrow.escrowOf(jobId);
         uint256 before = token.balanceOf(submitter);
@@ -484,7 +504,7 @@ contract AvailabilityTest is Fixture {
         emit IJobRegistry.JobCancelled(jobId, escrowed - 2 * PAYMENT);
         vm.prank(submitter);
         jobs.cancelJob(jobId);
-        _assertCredits(_ids(s0), 2, "the accepted shard paid");
+        _assertPaid(_ids(s0), 2, "the accepted shard paid");
         assertEq(token.balanceOf(submitter) - before, escrowed - 2 * PAYMENT, "the rest refunded");
         assertEq(uint8(_status(s1)), uint8(TaskStatus.Cancelled), "starved shard cancelled");
         assertEq(escrow.escrowOf(jobId), 0, "nothing left");

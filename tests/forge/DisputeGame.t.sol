@@ -131,13 +131,14 @@ contract DisputeGameTest is DisputeFixture {
         assertTrue(_gameSolvent(), "game solvent");
 
         vm.warp(block.timestamp + 1_000);
+        _recordBalances();
         jobs.finalize(taskId);
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "accepted after the window");
-        assertEq(escrow.credits(honest), 0, "P10: paid only once the AGGREGATE is accepted");
+        assertEq(_paidSince(honest), 0, "P10: paid only once the AGGREGATE is accepted");
         assertEq(uint8(_replica(taskId, 0).status), uint8(ReplicaStatus.Accepted), "winner released on acceptance");
         uint256 agg = _acceptAggregate(jobId, 0);
-        assertEq(_creditBesides(honest, agg), PAYMENT, "winner paid for the task");
-        assertEq(_creditBesides(cheater, agg), 0, "loser unpaid");
+        assertEq(_paidBesides(honest, agg), PAYMENT, "winner paid for the task");
+        assertEq(_paidBesides(cheater, agg), 0, "loser unpaid");
         vm.prank(honest);
         game.withdraw();
         assertEq(game.credits(honest), 0, "withdrawn");

@@ -31,7 +31,7 @@ contract JobDisputeOutcomesTest is Fixture {
 
     function _assertConserved() internal view {
         assertEq(_tokensHeld(), token.totalMinted(), "tokens conserved");
-        assertEq(token.balanceOf(address(escrow)), escrow.totalEscrow() + escrow.totalCredits(), "escrow solvent");
+        assertEq(token.balanceOf(address(escrow)), escrow.totalEscrow(), "escrow solvent");
         assertEq(token.balanceOf(address(jobs)), 0, "the registry holds no tokens");
     }
 
@@ -141,10 +141,11 @@ contract JobDisputeOutcomesTest is Fixture {
         registry.unlock(c2, TASK_STAKE); // a voided challenger gets its stake back from the game
         _settle(taskId, DisputeOutcome.Voided, c2, new address[](0), h);
         assertEq(jobs.getTask(taskId).openDisputes, 0, "none open");
+        _recordBalances();
         jobs.finalize(taskId);
-        assertEq(escrow.credits(solver), 0, "P10: paid only once the AGGREGATE is accepted");
+        assertEq(_paidSince(solver), 0, "P10: paid only once the AGGREGATE is accepted");
         uint256 agg = _acceptAggregate(jobId, 0);
-        assertEq(_creditBesides(solver, agg), PAYMENT, "the claim stood");
+        assertEq(_paidBesides(solver, agg), PAYMENT, "the claim stood");
         _assertConserved();
     }
 
@@ -237,11 +238,12 @@ contract JobDisputeOutcomesTest is Fixture {
         bytes32[] memory h = _honest(INPUT, 4);
         _settle(taskId, DisputeOutcome.ChallengerWins, c, _list(solver), h);
         assertEq(registry.getNode(c).locked, TASK_STAKE, "the registry now holds the candidate's stake");
+        _recordBalances();
         _finalizeAfterWindow(taskId);
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "accepted");
         assertEq(jobs.getTask(taskId).resultCid, keccak256(abi.encode("cid", h[4])), "candidate's cid");
-        assertEq(escrow.credits(c), 0, "P10: paid only once the AGGREGATE is accepted");
-        assertEq(escrow.credits(solver), 0, "defender unpaid");
+        assertEq(_paidSince(c), 0, "P10: paid only once the AGGREGATE is accepted");
+        assertEq(_paidSince(solver), 0, "defender unpaid");
         assertEq(registry.reputationOf(c).tasksCompleted, 1, "completed++");
         uint256 agg = jobs.taskOf(jobId, 0, 1);
         assertEq(jobs.getTask(agg).inputHash, keccak256(abi.encode(_one(h[4]))), "the round goes on from it");
@@ -250,8 +252,8 @@ contract JobDisputeOutcomesTest is Fixture {
         }
         _assertConserved();
         _acceptAggregate(jobId, 0);
-        assertEq(_creditBesides(c, agg), PAYMENT, "candidate paid");
-        assertEq(_creditBesides(solver, agg), 0, "defender unpaid");
+        assertEq(_paidBesides(c, agg), PAYMENT, "candidate paid");
+        assertEq(_paidBesides(solver, agg), 0, "defender unpaid");
         _assertConserved();
     }
 
@@ -297,11 +299,12 @@ contract JobDisputeOutcomesTest is Fixture {
         assertEq(t.candidate, d, "next candidate");
         assertEq(t.epoch, 2, "epoch 2");
         assertTrue(_isBanned(taskId, c), "previous candidate banned");
+        _recordBalances();
         _finalizeAfterWindow(taskId);
-        assertEq(escrow.credits(d), 0, "P10: paid only once the AGGREGATE is accepted");
+        assertEq(_paidSince(d), 0, "P10: paid only once the AGGREGATE is accepted");
         uint256 agg = _acceptAggregate(jobId, 0);
-        assertEq(_creditBesides(d, agg), PAYMENT, "last candidate paid");
-        assertEq(_creditBesides(c, agg), 0, "overturned candidate unpaid");
+        assertEq(_paidBesides(d, agg), PAYMENT, "last candidate paid");
+        assertEq(_paidBesides(c, agg), 0, "overturned candidate unpaid");
         assertEq(registry.getNode(c).locked, 0, "its stake went with its loss");
         _assertConserved();
     }
@@ -323,12 +326,13 @@ contract JobDisputeOutcomesTest is Fixture {
         assertEq(uint8(_replica(taskId, 1).status), uint8(ReplicaStatus.Slashed), "b slashed");
         assertTrue(_isBanned(taskId, a) && _isBanned(taskId, b), "both banned");
         assertEq(_replica(taskId, 1).finalHash, wrong[4], "the sharer's view keeps its value");
+        _recordBalances();
         _finalizeAfterWindow(taskId);
-        assertEq(escrow.credits(c), 0, "P10: paid only once the AGGREGATE is accepted");
+        assertEq(_paidSince(c), 0, "P10: paid only once the AGGREGATE is accepted");
         assertEq(escrow.escrowOf(jobId), PAYMENT * 4 + jobs.POSTER_BOND(), "nothing paid before the AGGREGATE");
         uint256 agg = _acceptAggregate(jobId, 0);
-        assertEq(_creditBesides(c, agg), PAYMENT, "challenger paid once");
-        assertEq(_creditBesides(a, agg) + _creditBesides(b, agg), 0, "sybils unpaid");
+        assertEq(_paidBesides(c, agg), PAYMENT, "challenger paid once");
+        assertEq(_paidBesides(a, agg) + _paidBesides(b, agg), 0, "sybils unpaid");
         assertEq(
             escrow.escrowOf(jobId), PAYMENT + jobs.POSTER_BOND(), "one replica payment of the shard stays in escrow"
         );
@@ -350,11 +354,12 @@ contract JobDisputeOutcomesTest is Fixture {
         Claim memory claim = jobs.claimOf(taskId);
         assertEq(claim.defender, a, "winner defends");
         assertEq(claim.coDefender, address(0), "no co-defender");
+        _recordBalances();
         _finalizeAfterWindow(taskId);
-        assertEq(escrow.credits(a), 0, "P10: paid only once the AGGREGATE is accepted");
+        assertEq(_paidSince(a), 0, "P10: paid only once the AGGREGATE is accepted");
         uint256 agg = _acceptAggregate(jobs.getTask(taskId).jobId, 0);
-        assertEq(_creditBesides(a, agg), PAYMENT, "winner paid");
-        assertEq(_creditBesides(b, agg), 0, "loser unpaid");
+        assertEq(_paidBesides(a, agg), PAYMENT, "winner paid");
+        assertEq(_paidBesides(b, agg), 0, "loser unpaid");
         _assertConserved();
     }
 
@@ -421,11 +426,12 @@ contract JobDisputeOutcomesTest is Fixture {
         address fresh = _replica(taskId, 0).node;
         assertTrue(fresh != solver && fresh != c, "a fresh solver");
         _submit(taskId, fresh, _honest(INPUT, 4));
+        _recordBalances();
         _finalizeAfterWindow(taskId);
-        assertEq(escrow.credits(fresh), 0, "P10: paid only once the AGGREGATE is accepted");
+        assertEq(_paidSince(fresh), 0, "P10: paid only once the AGGREGATE is accepted");
         uint256 agg = _acceptAggregate(jobId, 0);
-        assertEq(_creditBesides(fresh, agg), PAYMENT, "paid");
-        assertEq(_creditBesides(c, agg) + _creditBesides(d, agg), 0, "losers unpaid");
+        assertEq(_paidBesides(fresh, agg), PAYMENT, "paid");
+        assertEq(_paidBesides(c, agg) + _paidBesides(d, agg), 0, "losers unpaid");
         _assertConserved();
     }
 

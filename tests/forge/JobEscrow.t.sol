@@ -7,10 +7,11 @@ import {JobEscrow} from "../../contracts/JobEscrow.sol";
 import {IJobEscrow} from "../../contracts/interfaces/IJobEscrow.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
-import {ZeroAddress, NothingToWithdraw} from "../../contracts/errors/CommonErrors.sol";
+import {ZeroAddress} from "../../contracts/errors/CommonErrors.sol";
 import {NotJobs, JobsAlreadySet, InsufficientEscrow} from "../../contracts/errors/JobEscrowErrors.sol";
 
-/// @notice JobEscrow alone, with this test contract wired as its JobRegistry: access, arithmetic, conservation.
+/// @notice JobEscrow alone, with this test contract wired as its JobRegistry: access, arithmetic, conservation, and
+///         pushed payments (pay sends the payee its tokens at once: no credit is left behind to withdraw).
 contract JobEscrowTest is Test {
     VerityToken internal token;
     JobEscrow internal escrow;
@@ -28,7 +29,7 @@ contract JobEscrowTest is Test {
     }
 
     function _assertConserved() internal view {
-        assertEq(token.balanceOf(address(escrow)), escrow.totalEscrow() + escrow.totalCredits(), "balance = books");
+        assertEq(token.balanceOf(address(escrow)), escrow.totalEscrow(), "balance = books");
     }
 
     // ---------------------------------------------------------------- wiring
@@ -92,28 +93,67 @@ contract JobEscrowTest is Test {
         assertEq(token.balanceOf(address(escrow)), 100e18, "held");
     }
 
-    function test_pay_creditsFromJob_succeeds() public {
+    function test_pay_sendsToPayeeAtOnce_succeeds() public {
         escrow.deposit(1, submitter, 100e18);
+        uint256 aliceBefore = token.balanceOf(alice);
+        uint256 heldBefore = token.balanceOf(address(escrow));
+        uint256 totalBefore = escrow.totalEscrow();
         vm.expectEmit(true, true, false, true, address(escrow));
-        emit IJobEscrow.PaymentCredited(1, alice, 30e18);
+        emit IJobEscrow.PaymentSent(1, alice, 30e18);
         escrow.pay(1, alice, 30e18);
         assertEq(escrow.escrowOf(1), 70e18, "escrow left");
-        assertEq(escrow.credits(alice), 30e18, "credited");
-        assertEq(escrow.totalCredits(), 30e18, "total credits");
+        assertEq(token.balanceOf(alice) - aliceBefore, 30e18, "payee received the payment");
+        assertEq(heldBefore - token.balanceOf(address(escrow)), 30e18, "escrow sent it");
+        assertEq(totalBefore - escrow.totalEscrow(), 30e18, "books shrank by it");
+        _assertConserved();
+    }
+
+    /// @dev A payee needs no transaction of its own: payments from several jobs land in its balance as they are made.
+    function test_pay_severalJobsToOnePayee_succeeds() public {
+        escrow.deposit(1, submitter, 100e18);
+        escrow.deposit(2, submitter, 50e18);
+        uint256 before = token.balanceOf(alice);
+        escrow.pay(1, alice, 40e18);
+        assertEq(token.balanceOf(alice) - before, 40e18, "first payment received");
+        escrow.pay(2, alice, 5e18);
+        assertEq(token.balanceOf(alice) - before, 45e18, "second payment received");
+        assertEq(escrow.escrowOf(1), 60e18, "job 1 left");
+        assertEq(escrow.escrowOf(2), 45e18, "job 2 left");
+        assertEq(escrow.totalEscrow(), 105e18, "total");
+        _assertConserved();
+    }
+
+    function test_pay_notJobs_reverts() public {
+        escrow.deposit(1, submitter, 100e18);
+        uint256 before = token.balanceOf(alice);
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(NotJobs.selector, alice));
+        escrow.pay(1, alice, 1);
+        vm.prank(submitter); // not even the payer of the escrow can pay it out
+        vm.expectRevert(abi.encodeWithSelector(NotJobs.selector, submitter));
+        escrow.pay(1, alice, 1);
+        assertEq(token.balanceOf(alice), before, "nothing sent");
+        assertEq(escrow.escrowOf(1), 100e18, "untouched");
         _assertConserved();
     }
 
     function test_pay_moreThanJobEscrow_reverts() public {
         escrow.deposit(1, submitter, 10e18);
         escrow.deposit(2, submitter, 100e18);
+        uint256 before = token.balanceOf(alice);
         vm.expectRevert(abi.encodeWithSelector(InsufficientEscrow.selector, 1, 10e18, 11e18));
         escrow.pay(1, alice, 11e18); // another job's escrow is never touched
+        assertEq(token.balanceOf(alice), before, "nothing sent");
+        assertEq(escrow.escrowOf(2), 100e18, "the other job untouched");
+        _assertConserved();
     }
 
     function test_pay_zeroAddress_reverts() public {
         escrow.deposit(1, submitter, 10e18);
         vm.expectRevert(abi.encodeWithSelector(ZeroAddress.selector, bytes32("to")));
         escrow.pay(1, address(0), 1);
+        assertEq(escrow.escrowOf(1), 10e18, "untouched");
+        _assertConserved();
     }
 
     function test_refund_returnsRest_succeeds() public {
@@ -128,24 +168,6 @@ contract JobEscrowTest is Test {
         _assertConserved();
     }
 
-    function test_withdraw_paysCredits_succeeds() public {
-        escrow.deposit(1, submitter, 100e18);
-        escrow.pay(1, alice, 40e18);
-        vm.expectEmit(true, false, false, true, address(escrow));
-        emit IJobEscrow.PaymentWithdrawn(alice, 40e18);
-        vm.prank(alice);
-        escrow.withdraw();
-        assertEq(token.balanceOf(alice), 40e18, "received");
-        assertEq(escrow.credits(alice), 0, "cleared");
-        assertEq(escrow.totalCredits(), 0, "total cleared");
-        _assertConserved();
-    }
-
-    function test_withdraw_nothing_reverts() public {
-        vm.prank(bob);
-        vm.expectRevert(abi.encodeWithSelector(NothingToWithdraw.selector, bob));
-        escrow.withdraw();
-    }
 
     // ---------------------------------------------------------------- burn (P10: forfeited payments)
 
@@ -171,16 +193,16 @@ contract JobEscrowTest is Test {
         escrow.pay(1, alice, 10e18);
         uint256 supply = token.totalSupply();
         uint256 burned = token.totalBurned();
+        uint256 aliceBefore = token.balanceOf(alice);
         vm.expectEmit(true, false, false, true, address(escrow));
         emit IJobEscrow.EscrowBurned(1, 30e18);
         escrow.burn(1, 30e18);
         assertEq(escrow.escrowOf(1), 60e18, "job escrow");
         assertEq(escrow.totalEscrow(), 60e18, "total escrow");
-        assertEq(escrow.credits(alice), 10e18, "credits untouched");
-        assertEq(escrow.totalCredits(), 10e18, "total credits untouched");
+        assertEq(token.balanceOf(alice), aliceBefore, "a sent payment is untouched");
         assertEq(supply - token.totalSupply(), 30e18, "supply fell by the burn");
         assertEq(token.totalBurned() - burned, 30e18, "counted as burned");
-        assertEq(token.balanceOf(address(escrow)), 70e18, "held: escrow + credits");
+        assertEq(token.balanceOf(address(escrow)), 60e18, "held: the escrow alone");
         _assertConserved();
     }
 
@@ -191,7 +213,7 @@ contract JobEscrowTest is Test {
         escrow.burn(1, 11e18); // another job's escrow is never burned
         escrow.pay(1, alice, 4e18);
         vm.expectRevert(abi.encodeWithSelector(InsufficientEscrow.selector, 1, 6e18, 10e18));
-        escrow.burn(1, 10e18); // credits already paid out of the job are not its escrow any more
+        escrow.burn(1, 10e18); // payments already sent out of the job are not its escrow any more
         escrow.burn(1, 6e18);
         assertEq(escrow.escrowOf(1), 0, "emptied");
         assertEq(escrow.escrowOf(2), 100e18, "the other job untouched");
@@ -218,11 +240,14 @@ contract JobEscrowTest is Test {
 
     // ---------------------------------------------------------------- fuzz
 
-    /// @dev Any sequence of deposits, payments, refunds and withdrawals over three jobs and two payees keeps
-    ///      balance == totalEscrow + totalCredits, and every job's escrow equals its deposits minus payments.
+    /// @dev Any sequence of deposits, payments, refunds and burns over three jobs and two payees keeps
+    ///      balance == totalEscrow, every job's escrow equals its deposits minus what left it, and each payee's balance
+    ///      grows by exactly what it was paid.
     function testFuzz_conservation_anySequence_succeeds(uint256 seed) public {
         uint256[3] memory expected;
         address[2] memory payees = [alice, bob];
+        uint256[2] memory paid;
+        uint256[2] memory payeesBefore = [token.balanceOf(alice), token.balanceOf(bob)];
         for (uint256 i = 0; i < 24; ++i) {
             uint256 r = uint256(keccak256(abi.encode(seed, i)));
             uint256 job = r % 3;
@@ -233,20 +258,22 @@ contract JobEscrowTest is Test {
                 expected[job] += amount;
             } else if (op == 1) {
                 uint256 pay = expected[job] == 0 ? 0 : amount % (expected[job] + 1);
-                escrow.pay(job, payees[(r >> 200) & 1], pay);
+                uint256 who = (r >> 200) & 1;
+                escrow.pay(job, payees[who], pay);
                 expected[job] -= pay;
+                paid[who] += pay;
             } else if (op == 2) {
                 assertEq(escrow.refund(job, submitter), expected[job], "refund = rest");
                 expected[job] = 0;
             } else {
-                address who = payees[(r >> 200) & 1];
-                if (escrow.credits(who) > 0) {
-                    vm.prank(who);
-                    escrow.withdraw();
-                }
+                uint256 burn = expected[job] == 0 ? 0 : amount % (expected[job] + 1);
+                escrow.burn(job, burn);
+                expected[job] -= burn;
             }
             _assertConserved();
             assertEq(escrow.escrowOf(job), expected[job], "job books");
+            assertEq(token.balanceOf(alice) - payeesBefore[0], paid[0], "alice holds what she was paid");
+            assertEq(token.balanceOf(bob) - payeesBefore[1], paid[1], "bob holds what he was paid");
         }
         assertEq(escrow.totalEscrow(), expected[0] + expected[1] + expected[2], "total escrow");
     }
@@ -255,10 +282,14 @@ contract JobEscrowTest is Test {
         uint256 deposited = bound(depositedSeed, 0, token.MAX_SUPPLY()); // every token that can exist
         uint256 asked = bound(askedSeed, 0, 2 * token.MAX_SUPPLY());
         escrow.deposit(1, submitter, deposited);
+        uint256 before = token.balanceOf(alice);
         if (asked > deposited) {
             vm.expectRevert(abi.encodeWithSelector(InsufficientEscrow.selector, 1, deposited, asked));
         }
         escrow.pay(1, alice, asked);
+        uint256 sent = asked > deposited ? 0 : asked;
+        assertEq(token.balanceOf(alice) - before, sent, "payee got exactly the payment, or nothing");
+        assertEq(escrow.escrowOf(1), deposited - sent, "books");
         _assertConserved();
     }
 }

@@ -124,7 +124,7 @@ contract JobRegistryTest is Fixture {
         assertEq(before - token.balanceOf(submitter), expected, "pulled");
         assertEq(escrow.escrowOf(jobId), expected, "stored");
         assertEq(jobs.escrowFor(payment, rep, s, r), expected, "view");
-        assertEq(token.balanceOf(address(escrow)), escrow.totalEscrow() + escrow.totalCredits(), "held");
+        assertEq(token.balanceOf(address(escrow)), escrow.totalEscrow(), "held");
     }
 
     // ---------------------------------------------------------------- commit / reveal
@@ -221,6 +221,7 @@ contract JobRegistryTest is Fixture {
 
     function test_reveal_p2EqualTracesOpenWindow_succeeds() public {
         (uint256 taskId, address a, address b, bytes32[] memory h) = _replicatedTask();
+        _recordBalances();
         _commit(taskId, a, h);
         _commit(taskId, b, h);
         vm.expectEmit(true, false, false, true, address(jobs));
@@ -231,7 +232,7 @@ contract JobRegistryTest is Fixture {
         assertEq(uint8(_replica(taskId, 1).status), uint8(ReplicaStatus.Revealed), "replica 1 waits");
         assertEq(_replica(taskId, 1).root, Merkle.rootOf(h), "shared root read back");
         assertEq(jobs.claimOf(taskId).coDefender, b, "b stands behind the claim it committed");
-        assertEq(escrow.credits(a), 0, "nobody paid yet");
+        assertEq(_paidSince(a), 0, "nobody paid yet");
         assertEq(registry.getNode(a).locked, TASK_STAKE, "stake still locked");
         assertEq(jobs.taskCount(), 1, "no AGGREGATE yet");
         vm.prank(b);
@@ -271,6 +272,31 @@ contract JobRegistryTest is Fixture {
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Contested), "different traces");
     }
 
+    function test_reveal_zeroFinal_reverts() public {
+        (uint256 taskId, address a, address b, bytes32[] memory h) = _replicatedTask();
+        _commit(taskId, a, h);
+        bytes32[] memory z = _honest(INPUT, 4);
+        z[4] = 0; // a trace its owner built to end in zero: a zero final would read as "not revealed"
+        vm.expectRevert(abi.encodeWithSelector(InvalidProof.selector, taskId, uint32(4), bytes32(0)));
+        _reveal(taskId, b, z);
+    }
+
+    /// @dev The revealed slot's commitment slot holds its root now; the view still shows both.
+    function test_getReplica_afterOneRevealForBoth_showsRootAndCommitment_succeeds() public {
+        (uint256 taskId, address a, address b, bytes32[] memory h) = _replicatedTask();
+        _commit(taskId, a, h);
+        assertEq(_replica(taskId, 0).commitment, _commitment(h, a), "committed");
+        assertEq(_replica(taskId, 0).root, bytes32(0), "no root before the reveal");
+        _reveal(taskId, b, h);
+        for (uint8 s = 0; s < 2; ++s) {
+            Replica memory r = _replica(taskId, s);
+            assertEq(r.root, Merkle.rootOf(h), "root");
+            assertEq(r.finalHash, h[4], "final");
+            assertEq(r.resultCid, _resultCid(h), "cid");
+            assertEq(r.commitment, _commitment(h, s == 0 ? a : b), "commitment: the hash of what it revealed");
+        }
+    }
+
     function test_reveal_uncommittedWhilePartnerUncommitted_reverts() public {
         (uint256 taskId, address a,, bytes32[] memory h) = _replicatedTask();
         vm.expectRevert(abi.encodeWithSelector(RevealNotOpen.selector, taskId));
@@ -301,19 +327,20 @@ contract JobRegistryTest is Fixture {
         vm.expectRevert(abi.encodeWithSelector(ChallengeWindowOpen.selector, taskId, uint64(end)));
         jobs.finalize(taskId);
         vm.warp(end + 1);
+        _recordBalances();
         jobs.finalize(taskId);
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "accepted");
         assertEq(uint8(_replica(taskId, 0).status), uint8(ReplicaStatus.Accepted), "replica 0 accepted");
         assertEq(uint8(_replica(taskId, 1).status), uint8(ReplicaStatus.Accepted), "replica 1 accepted");
-        assertEq(escrow.credits(a) + escrow.credits(b), 0, "P10: paid only once the AGGREGATE is accepted");
+        assertEq(_paidSince(a) + _paidSince(b), 0, "P10: paid only once the AGGREGATE is accepted");
         assertEq(registry.reputationOf(a).tasksCompleted, 1, "completed++");
         // Only the new AGGREGATE task's stake (if this node was drawn for it) stays locked.
         assertLe(registry.getNode(a).locked, TASK_STAKE, "unlocked");
         assertEq(jobs.getTask(taskId).finalHash, h[4], "result");
         assertEq(jobs.getTask(taskId + 1).inputHash, keccak256(abi.encode(_finals1(h[4]))), "aggregate input");
         uint256 agg = _acceptAggregate(jobs.getTask(taskId).jobId, 0);
-        assertEq(_creditBesides(a, agg), PAYMENT, "a paid");
-        assertEq(_creditBesides(b, agg), PAYMENT, "b paid");
+        assertEq(_paidBesides(a, agg), PAYMENT, "a paid");
+        assertEq(_paidBesides(b, agg), PAYMENT, "b paid");
     }
 
     function test_reveal_p2EqualFinalsDifferentRoots_contests_succeeds() public {
@@ -396,10 +423,11 @@ contract JobRegistryTest is Fixture {
         assertEq(c.defender, solver, "defender");
         assertEq(c.coDefender, address(0), "no co-defender");
         assertEq(c.finalHash, h[4], "final");
+        _recordBalances();
         _finalizeAfterWindow(1);
-        assertEq(escrow.credits(solver), 0, "P10: paid only once the AGGREGATE is accepted");
+        assertEq(_paidSince(solver), 0, "P10: paid only once the AGGREGATE is accepted");
         uint256 agg = _acceptAggregate(1, 0);
-        assertEq(_creditBesides(solver, agg), PAYMENT, "paid");
+        assertEq(_paidBesides(solver, agg), PAYMENT, "paid");
         assertEq(registry.getNode(solver).locked, 0, "unlocked");
     }
 

@@ -68,14 +68,15 @@ contract OptimisticDisputeTest is DisputeFixture {
         assertEq(game.totalBonds(), 0, "no bond held");
         assertTrue(_conserved(), "conserved");
         assertTrue(_gameSolvent(), "solvent");
+        _recordBalances();
         _finalizeLater();
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "accepted");
         assertEq(jobs.getTask(taskId).finalHash, hH[4], "challenger's result");
         assertEq(jobs.getTask(taskId).resultCid, _cid(hH), "challenger's cid");
-        assertEq(escrow.credits(verifier), 0, "P10: paid only once the AGGREGATE is accepted");
+        assertEq(_paidSince(verifier), 0, "P10: paid only once the AGGREGATE is accepted");
         uint256 agg = _acceptAggregate(jobId, 0);
-        assertEq(_creditBesides(verifier, agg), PAYMENT, "challenger paid for the task");
-        assertEq(_creditBesides(solver, agg), 0, "overturned solver unpaid");
+        assertEq(_paidBesides(verifier, agg), PAYMENT, "challenger paid for the task");
+        assertEq(_paidBesides(solver, agg), 0, "overturned solver unpaid");
     }
 
     function test_challengeOptimistic_wrongChallengerLosesBond_succeeds() public {
@@ -95,11 +96,12 @@ contract OptimisticDisputeTest is DisputeFixture {
         assertEq(jobs.getTask(taskId).openDisputes, 0, "no open dispute");
         assertTrue(_conserved(), "conserved");
         assertTrue(_gameSolvent(), "solvent");
+        _recordBalances();
         _finalizeLater();
-        assertEq(escrow.credits(solver), 0, "P10: paid only once the AGGREGATE is accepted");
+        assertEq(_paidSince(solver), 0, "P10: paid only once the AGGREGATE is accepted");
         uint256 agg = _acceptAggregate(jobId, 0);
-        assertEq(_creditBesides(solver, agg), PAYMENT, "solver paid");
-        assertEq(_creditBesides(verifier, agg), 0, "wrong challenger unpaid");
+        assertEq(_paidBesides(solver, agg), PAYMENT, "solver paid");
+        assertEq(_paidBesides(verifier, agg), 0, "wrong challenger unpaid");
     }
 
     // ---------------------------------------------------------------- P6: commit-reveal
@@ -371,12 +373,13 @@ contract OptimisticDisputeTest is DisputeFixture {
         assertEq(registry.getNode(poisoned).stake, NODE_STAKE - TASK_STAKE, "poisoned candidate slashed");
         assertTrue(_conserved(), "conserved");
         assertTrue(_gameSolvent(), "solvent");
+        _recordBalances();
         _finalizeLater();
         assertEq(jobs.getTask(taskId).finalHash, hH[4], "honest result accepted");
-        assertEq(escrow.credits(verifier), 0, "P10: paid only once the AGGREGATE is accepted");
+        assertEq(_paidSince(verifier), 0, "P10: paid only once the AGGREGATE is accepted");
         uint256 agg = _acceptAggregate(jobId, 0);
-        assertEq(_creditBesides(verifier, agg), PAYMENT, "honest verifier paid");
-        assertEq(_creditBesides(poisoned, agg), 0, "overturned candidate unpaid");
+        assertEq(_paidBesides(verifier, agg), PAYMENT, "honest verifier paid");
+        assertEq(_paidBesides(poisoned, agg), 0, "overturned candidate unpaid");
     }
 
     // ---------------------------------------------------------------- P2: co-defender
@@ -435,11 +438,12 @@ contract OptimisticDisputeTest is DisputeFixture {
         assertEq(game.credits(defender), 0, "the idle member");
         assertEq(registry.getNode(verifier).stake, NODE_STAKE - TASK_STAKE, "wrong challenger slashed");
         assertTrue(_conserved(), "conserved");
+        _recordBalances();
         _finalizeLater();
-        assertEq(escrow.credits(defender) + escrow.credits(co), 0, "P10: paid only once the AGGREGATE is accepted");
+        assertEq(_paidSince(defender) + _paidSince(co), 0, "P10: paid only once the AGGREGATE is accepted");
         uint256 agg = _acceptAggregate(jobId, 0);
-        assertEq(_creditBesides(defender, agg), PAYMENT, "defender paid");
-        assertEq(_creditBesides(co, agg), PAYMENT, "co-defender paid");
+        assertEq(_paidBesides(defender, agg), PAYMENT, "defender paid");
+        assertEq(_paidBesides(co, agg), PAYMENT, "co-defender paid");
     }
 
     // ---------------------------------------------------------------- stale disputes

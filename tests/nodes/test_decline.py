@@ -42,8 +42,8 @@ def test_a_poisoned_job_is_declined_by_three_solvers_and_failed_and_nobody_is_sl
         assert "declined task" in " ".join(s.text().split())
     share = POSTER_BOND // FAIL_DECLINES
     bond_paid = {e.args["to"]: e.args["amount"] for e in events
-                 if e.name == "PaymentCredited" and e.contract == "JobEscrow" and e.args["jobId"] == job_id}
-    assert bond_paid == {s.address: share for s in solvers}  # each decliner got a third of the bond (nodes withdraw it)
+                 if e.name == "PaymentSent" and e.contract == "JobEscrow" and e.args["jobId"] == job_id}
+    assert bond_paid == {s.address: share for s in solvers}  # each decliner got a third of the bond (sent at once)
     failed = [e for e in events if e.name == "JobFailed"]
     assert len(failed) == 1 and failed[0].args["jobId"] == job_id
     # the payments (2 replicas x (1 shard + 1 aggregate)) and what is left of the bond come back

@@ -44,7 +44,7 @@ def test_job_trains_settles_and_conserves_tokens(net):
     windows = {e.args["taskId"] for e in events if e.name == "ChallengeWindowOpened"}
     assert windows == {e.args["taskId"] for e in accepted}  # agreement is not finality (P2)
     assert not any(e.name == "DisputeOpened" for e in events)
-    paid = sum(e.args["amount"] for e in events if e.name == "PaymentCredited" and e.contract == "JobEscrow")
+    paid = sum(e.args["amount"] for e in events if e.name == "PaymentSent" and e.contract == "JobEscrow")
     assert paid == 3 * 2 * 2 * 10**18                   # 3 tasks x 2 rounds x 2 replicas x 1 VRT
     total, minted, burned = conserved(c)
     assert total == minted - burned and burned == 0

@@ -69,7 +69,7 @@ def test_sigkilled_solver_restarts_and_finishes_without_double_commits(net):
     events = net.events()
     commits = Counter((e.args["taskId"], e.args["slot"]) for e in events if e.name == "ResultCommitted")
     assert max(commits.values()) == 1
-    paid = Counter(e.args["to"] for e in events if e.name == "PaymentCredited" and e.contract == "JobEscrow")
+    paid = Counter(e.args["to"] for e in events if e.name == "PaymentSent" and e.contract == "JobEscrow")
     assert paid[a.address] == 2  # its TRAIN and AGGREGATE replicas, each paid exactly once
     total, minted, burned = conserved(net.client())
     assert burned == 0

@@ -31,10 +31,11 @@ class _Functions:
 
 
 class _FakeChain:
-    """Records transactions; a commit / reveal moves our replica of that task like the contract would."""
+    """Records transactions; a commit / reveal moves our replica of that task like the contract would. The partner
+    replica commits right after ours (so ours is the first to commit and reveals once both have)."""
 
-    def __init__(self, replicas):
-        self.replicas, self.sent = replicas, []
+    def __init__(self, replicas, partners):
+        self.replicas, self.partners, self.sent = replicas, partners, []
         self.jobs = SimpleNamespace(functions=_Functions())
 
     def transact(self, call):
@@ -42,6 +43,8 @@ class _FakeChain:
         self.sent.append((name, args[0]))
         if name in ("commit", "reveal"):
             self.replicas[args[0]].status = ReplicaStatus.COMMITTED if name == "commit" else ReplicaStatus.REVEALED
+        if name == "commit":
+            self.partners[args[0]].status = ReplicaStatus.COMMITTED
 
     def now(self):
         return int(time.time())
@@ -51,13 +54,15 @@ class _FakeCtx:
     def __init__(self, work):
         self.me, self.work = ME, work
         self.reps = {t: SimpleNamespace(node=ME, status=ReplicaStatus.ASSIGNED, deadline=0) for t in (1, 2)}
-        self.chain = _FakeChain(self.reps)
+        self.partners = {t: SimpleNamespace(node="0x" + "cd" * 20, status=ReplicaStatus.ASSIGNED, deadline=0)
+                         for t in (1, 2)}
+        self.chain = _FakeChain(self.reps, self.partners)
 
     def task(self, tid):
         return SimpleNamespace(jobId=1, status=TaskStatus.ASSIGNED)
 
     def replicas(self, tid):
-        return [self.reps[tid]]
+        return [self.reps[tid], self.partners[tid]]
 
     def job(self, job_id):
         return SimpleNamespace(replication=2, executionWindow=120)

@@ -78,20 +78,33 @@ def test_abandoned_watch_before_a_challenge_ends_done_and_after_it_lost_succeeds
 # ---------------------------------------------------------------- fakes
 
 
+class _Call(tuple):
+    """(function name, args), equal to the plain tuple, that also remembers which contract it was built on."""
+
+    contract: str
+
+
 class _Functions:
+    def __init__(self, contract: str):
+        self._contract = contract
+
     def __getattr__(self, name):
-        return lambda *args: (name, args)
+        def build(*args):
+            call = _Call((name, args))
+            call.contract = self._contract
+            return call
+        return build
 
 
 class _Contract:
     def __init__(self, name):
-        self.name, self.functions, self.abi = name, _Functions(), []
+        self.name, self.functions, self.abi = name, _Functions(name), []
         self.events = None  # process_receipt is not faked: the verifier falls back to the DisputeOpened event
 
 
 class _Chain:
     def __init__(self):
-        self.time, self.block, self.sent, self.views = 1_000, 10, [], {}
+        self.time, self.block, self.sent, self.views, self.reads = 1_000, 10, [], {}, []
         self.jobs, self.game, self.panel = _Contract("jobs"), _Contract("game"), _Contract("panel")
         self.escrow, self.randomness, self.registry = _Contract("escrow"), _Contract("randomness"), _Contract("registry")
 
@@ -101,6 +114,7 @@ class _Chain:
         return {"blockNumber": self.block}
 
     def call(self, call):
+        self.reads.append(call)
         name, args = call
         return self.views[name](*args) if name in self.views else 0
 
@@ -316,7 +330,10 @@ def test_keeper_seats_advances_panels_and_withdraws_every_credit_succeeds(monkey
     k(snap)
     assert ("seat", (1,)) in chain.sent and ("advance", (2,)) in chain.sent and ("advance", (3,)) not in chain.sent
     assert snap.active_panels == [1, 2, 3]
-    assert [c for c in chain.sent if c[0] == "withdraw"] == [("withdraw", ())] * 3  # escrow, game, panel
+    # JobEscrow pushes task payments: only DisputeGame and RefereePanel hold credits to withdraw
+    assert [c for c in chain.sent if c[0] == "withdraw"] == [("withdraw", ())] * 2
+    assert [c.contract for c in chain.sent if c[0] == "withdraw"] == ["game", "panel"]
+    assert [c.contract for c in chain.reads if c[0] == "credits"] == ["game", "panel"]
 
 
 # ---------------------------------------------------------------- referee seat

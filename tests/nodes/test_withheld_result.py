@@ -49,7 +49,7 @@ def test_withheld_result_is_recomputed_reported_and_its_pay_burned_succeeds(net)
     assert [(r["taskId"], r["node"], r["input"]) for r in reports] == [(agg, honest.address, 0)]
     forfeited = [e.args for e in events if e.name == "PaymentForfeited"]
     assert [(f["taskId"], f["node"]) for f in forfeited] == [(shard, withholder.address)]
-    paid = [e.args["to"] for e in events if e.name == "PaymentCredited" and e.contract == "JobEscrow"]
+    paid = [e.args["to"] for e in events if e.name == "PaymentSent" and e.contract == "JobEscrow"]
     assert paid == [honest.address]  # the AGGREGATE only
     assert read(c, c.registry, "getNode", withholder.address).stake == stake0  # never slashed
     assert "reported input 0 unavailable" in honest.text()

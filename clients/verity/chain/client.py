@@ -131,7 +131,7 @@ class ChainClient:
 
     @property
     def escrow(self):
-        """JobEscrow: every job's escrow (`escrowOf(jobId)`) and every payment credit (`credits`, `withdraw`)."""
+        """JobEscrow: every job's escrow (`escrowOf(jobId)`); task payments are sent at once (`PaymentSent`)."""
         return self.contracts["JobEscrow"]
 
     @property

@@ -1,8 +1,8 @@
 """Chores any node does for the network: draw open slots once their randomness is readable
 (`assign`, P4 two-phase draws), report missed deadlines, finalize candidates the contract says
 are ready (`finalizable`: window and reveal grace passed, no open dispute), seat and advance the
-referee panels of disputes this node is part of, heartbeat, withdraw earned credits (JobEscrow,
-DisputeGame, RefereePanel).
+referee panels of disputes this node is part of, heartbeat, withdraw earned credits (DisputeGame,
+RefereePanel; JobEscrow pushes task payments straight to the payee, so it holds none).
 
 Anyone may call these functions; when several nodes race, one transaction wins and the
 others revert harmlessly (logged at debug level).
@@ -73,7 +73,7 @@ class Keeper:
         if time.time() - snap.last_heartbeat > self.heartbeat_every:
             self._try(c.registry.functions.heartbeat())
             snap.last_heartbeat = time.time()
-        for contract in (c.escrow, c.game, c.panel):
+        for contract in (c.game, c.panel):  # JobEscrow pays at once: nothing to withdraw there
             if c.call(contract.functions.credits(ctx.me)):
                 self._try(contract.functions.withdraw())
 

@@ -42,8 +42,8 @@ class NodeStatus:
     reputation: SimpleNamespace
     now: int
     balance: int
-    earned: int           # every payment and dispute reward ever credited
-    unwithdrawn: int      # of which still held by the contracts (the keeper withdraws it)
+    earned: int           # every task payment ever sent (JobEscrow) and dispute reward ever credited
+    unwithdrawn: int      # of which still held by DisputeGame / RefereePanel (the keeper withdraws it)
     # (solver weight, referee weight, reputation factor bps, promptness factor bps): what the draws weigh
     selection: tuple[int, int, int, int] | None = None
 
@@ -81,9 +81,11 @@ def read_status(c: ChainClient, address: str) -> NodeStatus:
     earned = 0
     contracts = {"JobEscrow": c.escrow, "DisputeGame": c.game, "RefereePanel": c.panel}
     for ev in EventCursor(c.w3, contracts, next_block=c.deployments.start_block).poll():
-        if ev.name in ("PaymentCredited", "Credited") and ev.args["to"].lower() == address.lower():
+        # PaymentSent: JobEscrow pushed a task payment into the wallet; Credited: a dispute reward held for withdraw()
+        if ev.name in ("PaymentSent", "Credited") and ev.args["to"].lower() == address.lower():
             earned += int(ev.args["amount"])
-    unwithdrawn = sum(c.call(x.functions.credits(address)) for x in (c.escrow, c.game, c.panel))
+    # only DisputeGame and RefereePanel hold credits: JobEscrow's payments are already in the balance
+    unwithdrawn = sum(c.call(x.functions.credits(address)) for x in (c.game, c.panel))
     reg = c.registry.functions
     ws, wr = c.call(reg.weightsOf(address))
     selection = (int(ws), int(wr), int(c.call(reg.reputationFactorBps(address))),

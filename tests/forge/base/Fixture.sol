@@ -306,7 +306,8 @@ abstract contract Fixture is Test {
     /// @dev P10 defers a TRAIN task's payment to its consumer's acceptance: draws round `round`'s AGGREGATE (it exists
     ///      once the round's last shard was accepted), runs it honestly (n = 1 from its input; no slot reports
     ///      anything unavailable) and finalizes it after its window, which settles the round's shards. Every node
-    ///      heartbeats first: tests warp past the 600 s liveness window, and only live nodes are drawn.
+    ///      heartbeats first: tests warp past the 600 s liveness window, and only live nodes are drawn. Every node's
+    ///      balance is recorded right before that finalize (the payment), for _paidSince and _paidBesides.
     function _acceptAggregate(uint256 jobId, uint32 round) internal returns (uint256 aggId) {
         Job memory job = jobs.getJob(jobId);
         aggId = jobs.taskOf(jobId, round, job.shards);
@@ -315,19 +316,44 @@ abstract contract Fixture is Test {
         bytes32[] memory ha = _honest(jobs.getTask(aggId).inputHash, 1);
         if (job.replication == 1) _submit(aggId, _replica(aggId, 0).node, ha);
         else _runReplicated(aggId, ha, ha);
+        _recordBalances();
         _finalizeAfterWindow(aggId);
     }
 
-    /// @dev `node`'s escrow credit, less what it earned as an Accepted replica of the job's last AGGREGATE `aggId`
-    ///      (paid at its own acceptance): a shard payee's credit then reads the same whichever nodes that draw took.
-    function _creditBesides(address node, uint256 aggId) internal view returns (uint256 credit) {
-        credit = escrow.credits(node);
+    // ---------------------------------------------------------------- pushed payments
+
+    /// @dev Each node's token balance when _recordBalances last ran, and whether it was recorded at all.
+    mapping(address => uint256) private _heldAtRecord;
+    mapping(address => bool) private _recorded;
+
+    /// @dev Records every node's token balance. JobEscrow pushes payments (pay transfers at once), and nodes also hold
+    ///      faucet tokens and pay dispute bonds from them, so what a node was paid over an action is its balance's
+    ///      growth over exactly that action: record right before it, read _paidSince right after.
+    function _recordBalances() internal {
+        for (uint256 i = 0; i < nodes.length; ++i) {
+            _heldAtRecord[nodes[i]] = token.balanceOf(nodes[i]);
+            _recorded[nodes[i]] = true;
+        }
+    }
+
+    /// @dev What `node`'s balance grew by since _recordBalances (a balance that shrank fails the test: a payee never
+    ///      pays anything over a paying action).
+    function _paidSince(address node) internal view returns (uint256) {
+        require(_recorded[node], "_paidSince: balance never recorded");
+        return token.balanceOf(node) - _heldAtRecord[node];
+    }
+
+    /// @dev What `node` was paid since _recordBalances (run right before the job's last AGGREGATE `aggId` was
+    ///      finalized, as _acceptAggregate does), less what it earned as an Accepted replica of that AGGREGATE (paid
+    ///      at its own acceptance): a shard payee's payment then reads the same whichever nodes that draw took.
+    function _paidBesides(address node, uint256 aggId) internal view returns (uint256 paid) {
+        paid = _paidSince(node);
         Task memory agg = jobs.getTask(aggId);
         Job memory job = jobs.getJob(agg.jobId);
-        if (agg.status != TaskStatus.Accepted || agg.round + 1 < job.rounds) return credit;
+        if (agg.status != TaskStatus.Accepted || agg.round + 1 < job.rounds) return paid;
         for (uint8 s = 0; s < job.replication; ++s) {
             Replica memory r = _replica(aggId, s);
-            if (r.node == node && r.status == ReplicaStatus.Accepted) credit -= job.paymentPerTask;
+            if (r.node == node && r.status == ReplicaStatus.Accepted) paid -= job.paymentPerTask;
         }
     }
 }

@@ -304,14 +304,9 @@ contract Handler is AdversarySide {
         _withdrawStake(everyone[who % everyone.length]);
     }
 
+    /// @dev The game's and the panel's credits (the escrow pushes its payments: there is nothing to withdraw there).
     function withdrawCredits(uint256 who) external tracked {
         address node = everyone[who % everyone.length];
-        uint256 c = escrow.credits(node);
-        if (c > 0) {
-            vm.prank(node);
-            escrow.withdraw();
-            ghostEscrowWithdrawn += c;
-        }
         if (game.credits(node) > 0) {
             vm.prank(node);
             game.withdraw();

@@ -9,6 +9,7 @@ import {IRefereePanel} from "../../../contracts/interfaces/IRefereePanel.sol";
 import {INodeRegistry} from "../../../contracts/interfaces/INodeRegistry.sol";
 import {IJobEscrow} from "../../../contracts/interfaces/IJobEscrow.sol";
 import {Merkle} from "../../../contracts/lib/Merkle.sol";
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {DisputeOutcome, Job, Task, TaskStatus, Replica, ReplicaStatus} from "../../../contracts/types/VerityTypes.sol";
 
 /// @notice The log cheatcodes (not in the shared Vm interface).
@@ -53,6 +54,8 @@ abstract contract HandlerAudit is HandlerTraces {
                 } else if (t0 == IJobRegistry.JobFailed.selector) {
                     _auditFailure(logs, uint256(l.topics[1]), uint256(l.topics[2]), abi.decode(l.data, (uint256)));
                 }
+            } else if (l.emitter == address(escrow)) {
+                if (t0 == IJobEscrow.PaymentSent.selector) _countPayment(logs, i);
             } else if (l.emitter == address(game)) {
                 if (t0 == IDisputeGame.DisputeOpened.selector) ++ghostDisputes;
             } else if (l.emitter == address(panel)) {
@@ -76,6 +79,31 @@ abstract contract HandlerAudit is HandlerTraces {
                 }
             }
         }
+    }
+
+    /// @dev Adds the escrow's payment at `logs[i]` (PaymentSent) to ghostEscrowPaid once the token's ledger shows it
+    ///      left the escrow: JobEscrow.pay emits PaymentSent, then transfers, so the very next log must be the
+    ///      token's Transfer(escrow -> payee, amount). Payments are pushed, so this is what used to sit in credits
+    ///      plus what was withdrawn. The ghost is exact and independent of the escrow's books: it counts tokens that
+    ///      moved on the token's ledger, one log per payment. The alternatives are not: deposits - totalEscrow -
+    ///      refunds - burns is the escrow's own arithmetic (it would make "escrow accounted" hold by construction),
+    ///      and a payee's balance delta over an action also moves with what that action stakes, bonds or withdraws
+    ///      from the game and the panel (withdrawCredits, a challenge, a registration), so it cannot be attributed.
+    function _countPayment(VmLogs.Log[] memory logs, uint256 i) internal {
+        address to = _addr(logs[i].topics[2]);
+        uint256 amount = abi.decode(logs[i].data, (uint256));
+        if (i + 1 < logs.length) {
+            VmLogs.Log memory t = logs[i + 1];
+            if (
+                t.emitter == address(token) && t.topics.length == 3 && t.topics[0] == IERC20.Transfer.selector
+                    && _addr(t.topics[1]) == address(escrow) && _addr(t.topics[2]) == to
+                    && abi.decode(t.data, (uint256)) == amount
+            ) {
+                ghostEscrowPaid += amount;
+                return;
+            }
+        }
+        _rule("a payment the token did not move to its payee");
     }
 
     function _auditSlash(VmLogs.Log[] memory logs, address node, address to) internal {
@@ -111,7 +139,7 @@ abstract contract HandlerAudit is HandlerTraces {
         _violation(node, "slash to an unknown address");
     }
 
-    /// @dev After a job ended in its current round: how many payee credits that ending owed (P10: the round's accepted
+    /// @dev After a job ended in its current round: how many payee payments that ending owed (P10: the round's accepted
     ///      tasks, and the previous AGGREGATE when the round was incomplete).
     function _unsettledPayees(uint256 jobId) internal view returns (uint256 count) {
         Job memory job = jobs.getJob(jobId);
@@ -160,19 +188,19 @@ abstract contract HandlerAudit is HandlerTraces {
     }
 
     /// @dev A job failed for invalid inputs: its escrow is empty, its FAIL_DECLINES decliners (as the handler saw them
-    ///      decline) were each credited POSTER_BOND / FAIL_DECLINES, and the refund is booked. Before the bond shares
-    ///      (the job's last credits) the only other credits are P10's settlements: paymentPerTask to each payee of
+    ///      decline) were each paid POSTER_BOND / FAIL_DECLINES, and the refund is booked. Before the bond shares
+    ///      (the job's last payments) the only other payments are P10's settlements: paymentPerTask to each payee of
     ///      the failed round's accepted tasks and of the previous AGGREGATE if that round was incomplete.
     function _auditFailure(VmLogs.Log[] memory logs, uint256 jobId, uint256 taskId, uint256 refund) internal {
         ++ghostFailedJobs;
         ghostRefunded += refund;
         address[] storage decliners = _invalidDecliners[taskId];
         uint256 share = jobs.POSTER_BOND() / jobs.FAIL_DECLINES();
-        uint256 credits;
+        uint256 payments;
         for (uint256 i = 0; i < logs.length; ++i) {
             VmLogs.Log memory l = logs[i];
-            if (l.emitter == address(escrow) && l.topics[0] == IJobEscrow.PaymentCredited.selector) {
-                if (uint256(l.topics[1]) == jobId) ++credits;
+            if (l.emitter == address(escrow) && l.topics[0] == IJobEscrow.PaymentSent.selector) {
+                if (uint256(l.topics[1]) == jobId) ++payments;
             }
         }
         uint256 settlements = _unsettledPayees(jobId);
@@ -180,7 +208,7 @@ abstract contract HandlerAudit is HandlerTraces {
         uint256 settled;
         for (uint256 i = 0; i < logs.length; ++i) {
             VmLogs.Log memory l = logs[i];
-            if (l.emitter != address(escrow) || l.topics[0] != IJobEscrow.PaymentCredited.selector) continue;
+            if (l.emitter != address(escrow) || l.topics[0] != IJobEscrow.PaymentSent.selector) continue;
             if (uint256(l.topics[1]) != jobId) continue;
             address to = _addr(l.topics[2]);
             uint256 amount = abi.decode(l.data, (uint256));
@@ -198,7 +226,7 @@ abstract contract HandlerAudit is HandlerTraces {
             }
             if (!listed || amount != share) _rule("bond share to a non-decliner or of a wrong size");
         }
-        if (credits != settlements + paid) _rule("credits uncounted");
+        if (payments != settlements + paid) _rule("payments uncounted");
         if (paid != jobs.FAIL_DECLINES() || decliners.length != paid) _rule("bond not split among the decliners");
         if (escrow.escrowOf(jobId) != 0) _rule("failed job kept escrow");
         if (sabotage == 6) {

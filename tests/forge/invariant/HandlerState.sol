@@ -70,7 +70,9 @@ abstract contract HandlerState is Test {
     // ---------------------------------------------------------------- ghosts
     uint256 public calls;
     uint256 public ghostEscrowPosted;
-    uint256 public ghostEscrowWithdrawn;
+    /// @notice Tokens the escrow sent to payees: the sum of its PaymentSent amounts, each counted only when the
+    ///         token's own Transfer(escrow -> payee, amount) log follows it (see HandlerAudit._countPayment).
+    uint256 public ghostEscrowPaid;
     uint256 public ghostRefunded;
     uint256 public ghostDisputes;
     uint256 public ghostPanelsSeated;

@@ -1,0 +1,74 @@
+"""Unit tests of how a node's earnings are read back (`verity node status`, the demo's ledger) against fakes.
+
+JobEscrow pushes every task payment into the payee's wallet (PaymentSent) and keeps no credits; only DisputeGame
+and RefereePanel hold credits (Credited) until the node withdraws them."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from verity import demo_report
+from verity.node import status as status_mod
+
+ME, OTHER = "0x" + "ab" * 20, "0x" + "cd" * 20
+
+
+class _Functions:
+    """A contract's functions: each call is (contract, name, args); `missing` are not in its ABI."""
+
+    def __init__(self, contract: str, missing: tuple[str, ...] = ()):
+        self._contract, self._missing = contract, missing
+
+    def __getattr__(self, name):
+        if name in self._missing:
+            raise AttributeError(f"{self._contract} has no function {name}")  # web3's ABIFunctionNotFound is one
+        return lambda *args: (self._contract, name, args)
+
+
+class _Chain:
+    def __init__(self, views: dict):
+        self.views, self.reads = views, []
+        self.w3, self.deployments = None, SimpleNamespace(start_block=0)
+        self.escrow = SimpleNamespace(functions=_Functions("escrow", missing=("credits", "withdraw")))
+        for name in ("game", "panel", "registry", "token"):
+            setattr(self, name, SimpleNamespace(functions=_Functions(name)))
+
+    def call(self, call):
+        self.reads.append(call)
+        contract, name, args = call
+        return self.views[(contract, name)](*args)
+
+    def now(self):
+        return 1_000
+
+
+def _ev(name: str, contract: str, **args):
+    return SimpleNamespace(name=name, contract=contract, args=args)
+
+
+def test_read_status_counts_sent_payments_as_earned_and_only_game_panel_credits_as_unwithdrawn_succeeds(monkeypatch):
+    events = [_ev("PaymentSent", "JobEscrow", jobId=1, to=ME, amount=3),
+              _ev("PaymentSent", "JobEscrow", jobId=1, to=OTHER, amount=7),       # someone else's payment
+              _ev("Credited", "DisputeGame", to="0x" + ME[2:].upper(), amount=5),  # mixed case
+              _ev("Credited", "RefereePanel", to=ME, amount=11),
+              _ev("EscrowRefunded", "JobEscrow", jobId=1, to=ME, amount=100)]      # a refund is not an earning
+    monkeypatch.setattr(status_mod, "EventCursor", lambda w3, contracts, next_block: SimpleNamespace(
+        poll=lambda: [e for e in events if e.contract in contracts]))
+    monkeypatch.setattr(status_mod, "read", lambda c, contract, fn, *args: SimpleNamespace(slot=1))
+    chain = _Chain({("game", "credits"): lambda who: 2 if who == ME else 99,
+                    ("panel", "credits"): lambda who: 4 if who == ME else 99,
+                    ("registry", "weightsOf"): lambda who: (1, 1),
+                    ("registry", "reputationFactorBps"): lambda who: 10_000,
+                    ("registry", "promptnessFactorBps"): lambda who: 10_000,
+                    ("token", "balanceOf"): lambda who: 42})
+    st = status_mod.read_status(chain, ME)
+    assert (st.earned, st.unwithdrawn, st.balance) == (3 + 5 + 11, 2 + 4, 42)
+    assert [c[0] for c in chain.reads if c[1] == "credits"] == ["game", "panel"]  # the escrow is never asked
+
+
+def test_ledger_counts_the_escrows_sent_payments_as_task_pay_succeeds():
+    led = demo_report.Ledger(chain=None, names={ME: "me"})
+    for ev in (_ev("PaymentSent", "JobEscrow", jobId=1, to=ME, amount=3),
+               _ev("PaymentSent", "JobEscrow", jobId=2, to=ME, amount=4),
+               _ev("Credited", "DisputeGame", to=ME, amount=5)):
+        led.feed(ev)
+    assert (led.paid[ME], led.rewards[ME]) == (7, 5)
