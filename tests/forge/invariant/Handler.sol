@@ -7,14 +7,18 @@ import {
     PostJobParams,
     JobStatus,
     Task,
+    TaskKind,
     TaskStatus,
+    Replica,
+    ReplicaStatus,
     Claim,
     DisputePhase
 } from "../../../contracts/types/VerityTypes.sol";
 
 /// @notice Drives random v2 traffic: jobs (replication 1 and 2), honest, cheating and adversarial replicas, sybil
 ///         challenges, honest challenges, dispute play, panels with no-shows, finalization, late reports, owner
-///         parameter changes mid-flight, stake moves, withdrawals, cancel and reclaim. Time passes only in `warp`,
+///         parameter changes mid-flight, stake moves, withdrawals, cancel and reclaim, and P10 availability
+///         reports (honest holders report only withheld inputs, adversaries lie). Time passes only in `warp`,
 ///         after the honest side has done everything due ("one honest staked party looks"). The issue-9 adversaries
 ///         (griefing poster, sybils, ineligible stake) act from AdversarySide; the owner moves every setter here.
 contract Handler is AdversarySide {
@@ -110,6 +114,45 @@ contract Handler is AdversarySide {
         uint256 taskId = _pickTask(seed);
         if (taskId == 0) return;
         try jobs.reportLate(taskId, slot1 ? 1 : 0) {} catch {}
+    }
+
+    /// @dev P10: the holder of a consumer task's pending slot (Assigned or Committed) reports an input unavailable.
+    ///      An adversary lies at will (any input, or one past the last: refused); an honest holder reports only an
+    ///      input it really could not fetch (_withheld) and otherwise stays silent.
+    function reportUnavailable(uint256 seed, uint32 index) external tracked {
+        (uint256 taskId, uint8 slot) = _consumerSlot(seed);
+        if (taskId == 0) return;
+        Task memory t = jobs.getTask(taskId);
+        address node = jobs.getReplica(taskId, slot).node;
+        uint32 n = _inputs(t);
+        if (isHonest[node]) {
+            index %= n;
+            if (!_withheld(_inputTask(t, index))) return;
+        } else {
+            index %= n + 1;
+        }
+        _report(taskId, slot, node, index);
+    }
+
+    /// @dev The first (consumer task, pending slot) from a random start of an Active job, held by an identity that
+    ///      is not ineligible (0 if none): an AGGREGATE or a later round's TRAIN task.
+    function _consumerSlot(uint256 seed) internal view returns (uint256, uint8) {
+        uint256 n = jobs.taskCount();
+        for (uint256 i = 0; i < n; ++i) {
+            uint256 id = 1 + ((seed % n + i) % n);
+            Task memory t = jobs.getTask(id);
+            if (t.status != TaskStatus.Open && t.status != TaskStatus.Assigned) continue;
+            if (t.kind == TaskKind.Train && t.round == 0) continue;
+            if (jobs.getJob(t.jobId).status != JobStatus.Active) continue;
+            Replica[] memory reps = jobs.getReplicas(id);
+            for (uint256 k = 0; k < reps.length; ++k) {
+                uint8 s = uint8(((seed >> 128) + k) % reps.length);
+                ReplicaStatus st = reps[s].status;
+                if (st != ReplicaStatus.Assigned && st != ReplicaStatus.Committed) continue;
+                if (!isIneligible[reps[s].node]) return (id, s);
+            }
+        }
+        return (0, 0);
     }
 
     function assign(uint256 seed) external tracked {

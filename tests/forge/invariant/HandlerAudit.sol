@@ -8,9 +8,10 @@ import {IDisputeGame} from "../../../contracts/interfaces/IDisputeGame.sol";
 import {IRefereePanel} from "../../../contracts/interfaces/IRefereePanel.sol";
 import {INodeRegistry} from "../../../contracts/interfaces/INodeRegistry.sol";
 import {IJobEscrow} from "../../../contracts/interfaces/IJobEscrow.sol";
+import {JobRegistryBase} from "../../../contracts/JobRegistryBase.sol";
 import {Merkle} from "../../../contracts/lib/Merkle.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
-import {DisputeOutcome, Job, Task, TaskStatus, Replica, ReplicaStatus} from "../../../contracts/types/VerityTypes.sol";
+import {DisputeOutcome, Job, Task, TaskStatus, Replica, ReplicaStatus, Node} from "../../../contracts/types/VerityTypes.sol";
 
 /// @notice The log cheatcodes (not in the shared Vm interface).
 interface VmLogs {
@@ -22,6 +23,7 @@ interface VmLogs {
 
     function recordLogs() external;
     function getRecordedLogs() external returns (Log[] memory);
+    function load(address target, bytes32 slot) external view returns (bytes32);
 }
 
 /// @notice The per-call audit of the invariant handler: every `tracked` action records the logs it caused, and each
@@ -29,18 +31,52 @@ interface VmLogs {
 abstract contract HandlerAudit is HandlerTraces {
     VmLogs internal constant vmLogs = VmLogs(address(uint160(uint256(keccak256("hevm cheat code")))));
 
-    constructor(System memory s, Actors memory a, uint8 sabotage_) HandlerTraces(s, a, sabotage_) {}
+    /// @dev The storage slot of the registry's node records (found by probing: no layout is hard-coded).
+    uint256 internal _nodesSlot;
+
+    constructor(System memory s, Actors memory a, uint8 sabotage_) HandlerTraces(s, a, sabotage_) {
+        _nodesSlot = _findNodesSlot(a.honest[0]);
+    }
+
+    /// @dev The per-action stake audit reads each identity's (stake, locked) word straight from the registry's storage:
+    ///      getNode copies a whole record (multiaddr included) and would cost most of a drive's gas. The word is the
+    ///      record's third (uint128 stake, uint128 locked); the mapping's slot is the first of 0..127 where it holds
+    ///      `node`'s getNode values, checked again after a change (revert if none: the audit would then read junk).
+    function _findNodesSlot(address node) internal view returns (uint256 slot) {
+        Node memory n = registry.getNode(node);
+        require(n.stake != 0, "probe node has no stake");
+        for (slot = 0; slot < 128; ++slot) {
+            if (_stakeWord(node, slot) == (uint256(n.locked) << 128 | n.stake)) return slot;
+        }
+        revert("no NodeRegistry node records found");
+    }
+
+    function _stakeWord(address node, uint256 base) internal view returns (uint256) {
+        return uint256(vmLogs.load(address(registry), bytes32(uint256(keccak256(abi.encode(node, base))) + 2)));
+    }
 
     modifier tracked() {
         ++calls;
         ++hits[msg.sig];
+        uint256[2][] memory books = _stakeBooks();
         vmLogs.recordLogs();
         _;
-        _scanLogs();
+        _scanLogs(books);
     }
 
-    function _scanLogs() internal {
+    /// @dev Every followed identity's (stake, locked) in the registry now.
+    function _stakeBooks() internal view returns (uint256[2][] memory books) {
+        books = new uint256[2][](_staked.length);
+        uint256 base = _nodesSlot;
+        for (uint256 i = 0; i < _staked.length; ++i) {
+            uint256 word = _stakeWord(_staked[i], base);
+            books[i] = [uint256(uint128(word)), word >> 128];
+        }
+    }
+
+    function _scanLogs(uint256[2][] memory books) internal {
         VmLogs.Log[] memory logs = vmLogs.getRecordedLogs();
+        _auditStakeBooks(logs, books);
         for (uint256 i = 0; i < logs.length; ++i) {
             VmLogs.Log memory l = logs[i];
             if (l.topics.length == 0) continue;
@@ -53,9 +89,12 @@ abstract contract HandlerAudit is HandlerTraces {
                     _violation(_addr(l.topics[2]), "honest replica counted late");
                 } else if (t0 == IJobRegistry.JobFailed.selector) {
                     _auditFailure(logs, uint256(l.topics[1]), uint256(l.topics[2]), abi.decode(l.data, (uint256)));
+                } else if (t0 == JobRegistryBase.PaymentForfeited.selector) {
+                    _countForfeit(logs, i);
                 }
             } else if (l.emitter == address(escrow)) {
                 if (t0 == IJobEscrow.PaymentSent.selector) _countPayment(logs, i);
+                else if (t0 == IJobEscrow.EscrowBurned.selector) _countBurn(logs, i);
             } else if (l.emitter == address(game)) {
                 if (t0 == IDisputeGame.DisputeOpened.selector) ++ghostDisputes;
             } else if (l.emitter == address(panel)) {
@@ -104,6 +143,92 @@ abstract contract HandlerAudit is HandlerTraces {
             }
         }
         _rule("a payment the token did not move to its payee");
+    }
+
+    /// @dev Adds the escrow's burn at `logs[i]` (EscrowBurned) to ghostEscrowBurned once the token's ledger shows the
+    ///      tokens left the escrow for good: JobEscrow.burn emits EscrowBurned, then burns, so the very next log must
+    ///      be the token's Transfer(escrow -> 0, amount). Independent of the escrow's books, like _countPayment.
+    function _countBurn(VmLogs.Log[] memory logs, uint256 i) internal {
+        uint256 amount = abi.decode(logs[i].data, (uint256));
+        if (i + 1 < logs.length && _isTransfer(logs[i + 1], address(escrow), address(0), amount)) {
+            ghostEscrowBurned += amount;
+            return;
+        }
+        _unavailable("an escrow burn the token did not burn");
+    }
+
+    /// @dev P10: the registry forfeited an accepted task's payment (PaymentForfeited at `logs[i]`). It must be one of
+    ///      the task's payees, and the forfeit must be exactly a burn of that payment from the task's job escrow and
+    ///      nothing else: the next two logs are EscrowBurned(job, amount) and the token's Transfer(escrow -> 0,
+    ///      amount), so no stake, lock or payment moved in between (with _auditStakeBooks: a forfeit never touches
+    ///      stake).
+    function _countForfeit(VmLogs.Log[] memory logs, uint256 i) internal {
+        uint256 taskId = uint256(logs[i].topics[1]);
+        address node = _addr(logs[i].topics[2]);
+        uint256 amount = abi.decode(logs[i].data, (uint256));
+        uint256 jobId = jobs.getTask(taskId).jobId;
+        ghostForfeited += amount;
+        forfeitedOf[taskId] += amount;
+        ++forfeitsOf[taskId];
+        if (amount != jobs.getJob(jobId).paymentPerTask) _unavailable("a forfeit of a wrong size");
+        if (_payees(taskId, node) == 0) _unavailable("a forfeit of a non-payee");
+        bool burned = i + 2 < logs.length && logs[i + 1].emitter == address(escrow)
+            && logs[i + 1].topics.length == 2 && logs[i + 1].topics[0] == IJobEscrow.EscrowBurned.selector
+            && uint256(logs[i + 1].topics[1]) == jobId && abi.decode(logs[i + 1].data, (uint256)) == amount
+            && _isTransfer(logs[i + 2], address(escrow), address(0), amount);
+        if (!burned) _unavailable("a forfeit that was not exactly a burn of its payment from its job's escrow");
+        if (sabotage == 9) {
+            // A burn behind the books: the escrow loses one more wei of the job than was forfeited.
+            vm.prank(address(jobs));
+            escrow.burn(jobId, 1);
+            ghostEscrowBurned += 1;
+            vmLogs.getRecordedLogs(); // counted here, not again by the next action's scan
+        }
+    }
+
+    /// @dev Whether `l` is the token's Transfer(from -> to, amount).
+    function _isTransfer(VmLogs.Log memory l, address from, address to, uint256 amount) internal view returns (bool) {
+        return l.emitter == address(token) && l.topics.length == 3 && l.topics[0] == IERC20.Transfer.selector
+            && _addr(l.topics[1]) == from && _addr(l.topics[2]) == to && abi.decode(l.data, (uint256)) == amount;
+    }
+
+    /// @dev Every followed identity's stake and lock moved over the action by exactly its registry events (stake:
+    ///      + Staked - Withdrawn - StakeSlashed; locked: + StakeLocked - StakeUnlocked - StakeSlashed), so nothing
+    ///      else, a forfeit included, ever touches stake.
+    function _auditStakeBooks(VmLogs.Log[] memory logs, uint256[2][] memory books) internal {
+        _replayStakeEvents(logs, books);
+        uint256[2][] memory now_ = _stakeBooks();
+        for (uint256 k = 0; k < now_.length; ++k) {
+            if (now_[k][0] != books[k][0]) _unavailable("a stake moved without its registry event");
+            if (now_[k][1] != books[k][1]) _unavailable("a lock moved without its registry event");
+        }
+    }
+
+    function _replayStakeEvents(VmLogs.Log[] memory logs, uint256[2][] memory books) internal view {
+        // Unchecked: a wrong book must be reported, not revert the action (forge drops reverted handler calls).
+        unchecked {
+            for (uint256 i = 0; i < logs.length; ++i) {
+                VmLogs.Log memory l = logs[i];
+                if (l.emitter != address(registry) || l.topics.length < 2) continue;
+                uint256 k = _stakedIndex[_addr(l.topics[1])];
+                if (k == 0) continue;
+                bytes32 t0 = l.topics[0];
+                if (t0 == INodeRegistry.Staked.selector) {
+                    (uint256 amount,) = abi.decode(l.data, (uint256, uint256));
+                    books[k - 1][0] += amount;
+                } else if (t0 == INodeRegistry.Withdrawn.selector) {
+                    books[k - 1][0] -= abi.decode(l.data, (uint256));
+                } else if (t0 == INodeRegistry.StakeSlashed.selector) {
+                    uint256 amount = abi.decode(l.data, (uint256));
+                    books[k - 1][0] -= amount;
+                    books[k - 1][1] -= amount;
+                } else if (t0 == INodeRegistry.StakeLocked.selector) {
+                    books[k - 1][1] += abi.decode(l.data, (uint256));
+                } else if (t0 == INodeRegistry.StakeUnlocked.selector) {
+                    books[k - 1][1] -= abi.decode(l.data, (uint256));
+                }
+            }
+        }
     }
 
     function _auditSlash(VmLogs.Log[] memory logs, address node, address to) internal {

@@ -7,6 +7,7 @@ import {
     Job,
     JobStatus,
     Task,
+    TaskKind,
     TaskStatus,
     Replica,
     ReplicaStatus,
@@ -40,6 +41,7 @@ abstract contract HandlerBase is HandlerAudit {
             // An ineligible identity is never drawn (checkIneligibleNeverDrawn); if it were, it would idle.
             if (isIneligible[r.node]) continue;
             if (isHonest[r.node] && _honestDeclines(taskId, t.jobId, job.executionWindow, r.node)) continue;
+            if (isHonest[r.node]) _honestReports(t, taskId, s, r.node);
             bytes32[] memory h = _replicaTrace(taskId, r.node);
             bytes32 root = Merkle.rootOf(h);
             if (job.replication == 1) {
@@ -110,6 +112,60 @@ abstract contract HandlerBase is HandlerAudit {
             _violation(node, "honest decline refused");
         }
         return true;
+    }
+
+    // ---------------------------------------------------------------- P10: availability reports
+
+    /// @dev A consumer task's inputs: an AGGREGATE's are its round's shards, a later round's TRAIN task's is the
+    ///      previous AGGREGATE, a round-0 TRAIN task has none.
+    function _inputs(Task memory t) internal view returns (uint32) {
+        if (t.kind == TaskKind.Aggregate) return jobs.getJob(t.jobId).shards;
+        return t.round > 0 ? 1 : 0;
+    }
+
+    /// @dev The task that produced input `i` of consumer `t` (i < _inputs(t)).
+    function _inputTask(Task memory t, uint32 i) internal view returns (uint256) {
+        if (t.kind == TaskKind.Aggregate) return jobs.taskOf(t.jobId, t.round, i);
+        return jobs.taskOf(t.jobId, t.round - 1, jobs.getJob(t.jobId).shards);
+    }
+
+    /// @dev Whether an honest node cannot fetch accepted input task `inputId`'s bundle: its job is one whose
+    ///      adversaries withhold (HandlerTraces.withholds) and every payee of the input is an adversary.
+    function _withheld(uint256 inputId) internal view returns (bool) {
+        Task memory t = jobs.getTask(inputId);
+        if (t.status != TaskStatus.Accepted || !withholds(t.jobId)) return false;
+        if (t.candidate != address(0)) return isAdv[t.candidate];
+        Replica[] memory reps = jobs.getReplicas(inputId);
+        bool any;
+        for (uint256 s = 0; s < reps.length; ++s) {
+            if (reps[s].status != ReplicaStatus.Accepted) continue;
+            if (!isAdv[reps[s].node]) return false;
+            any = true;
+        }
+        return any;
+    }
+
+    /// @dev An honest holder about to work on consumer `t` reports every input it could not fetch, and nothing else.
+    function _honestReports(Task memory t, uint256 taskId, uint8 slot, address node) internal {
+        uint32 n = _inputs(t);
+        for (uint32 i = 0; i < n; ++i) {
+            if ((reportedMask[taskId][slot][node] >> i) & 1 != 0 || !_withheld(_inputTask(t, i))) continue;
+            if (!_report(taskId, slot, node, i)) _unavailable("an honest holder's report was refused");
+        }
+    }
+
+    /// @dev `node`, holding slot `slot` of consumer `taskId`, reports input `index` unavailable; the handler's
+    ///      ledger (reportedMask) records what succeeded (sabotage 8: not an honest holder's report).
+    function _report(uint256 taskId, uint8 slot, address node, uint32 index) internal returns (bool) {
+        vm.prank(node);
+        try jobs.reportUnavailable(taskId, index) {
+            ++ghostUnavailableReports;
+            if (isHonest[node]) ++ghostHonestReports;
+            if (sabotage != 8 || !isHonest[node]) reportedMask[taskId][slot][node] |= uint32(1) << index;
+            return true;
+        } catch {
+            return false;
+        }
     }
 
     /// @dev Mirrors the registry's list of distinct invalid-input decliners of a task (capped like it).

@@ -74,6 +74,14 @@ abstract contract HandlerState is Test {
     ///         token's own Transfer(escrow -> payee, amount) log follows it (see HandlerAudit._countPayment).
     uint256 public ghostEscrowPaid;
     uint256 public ghostRefunded;
+    /// @notice P10: tokens the escrow burned, the sum of its EscrowBurned amounts, each counted only when the token's
+    ///         own Transfer(escrow -> 0, amount) log follows it (see HandlerAudit._countBurn).
+    uint256 public ghostEscrowBurned;
+    /// @notice P10: the sum of the registry's PaymentForfeited amounts (each checked to burn exactly its payment).
+    uint256 public ghostForfeited;
+    /// @notice P10: reportUnavailable calls that succeeded: all of them, and those an honest holder made.
+    uint256 public ghostUnavailableReports;
+    uint256 public ghostHonestReports;
     uint256 public ghostDisputes;
     uint256 public ghostPanelsSeated;
     uint256 public ghostVerdicts;
@@ -109,6 +117,19 @@ abstract contract HandlerState is Test {
     string public lastRuleViolation;
     /// @notice Calls per action selector (the action mix of one run).
     mapping(bytes4 => uint256) public hits;
+    /// @notice P10: the inputs (bit i = input i) each (consumer task, slot, holder) reported unavailable, as the
+    ///         handler made the reports; the invariants decide from these alone which payments must be forfeited.
+    mapping(uint256 => mapping(uint8 => mapping(address => uint32))) public reportedMask;
+    /// @notice P10: per accepted task, the payments forfeited (PaymentForfeited amounts) and how many.
+    mapping(uint256 => uint256) public forfeitedOf;
+    mapping(uint256 => uint256) public forfeitsOf;
+    /// @notice P10 audit failures (must stay 0): a forfeit that did not burn exactly its payment from the escrow, a
+    ///         forfeit of a non-payee, a stake or lock that moved without its registry event.
+    uint256 public availabilityViolations;
+    string public lastAvailabilityViolation;
+    /// @dev Every identity whose stake the per-action audit follows (1-based index into `_staked`).
+    address[] internal _staked;
+    mapping(address => uint256) internal _stakedIndex;
     /// @notice Slashes of a party acting honestly (must stay 0) and the last one's description.
     uint256 public honestSlashes;
     string public lastHonestSlash;
@@ -130,7 +151,9 @@ abstract contract HandlerState is Test {
     ///         3 = honest nodes never decline (they sit on slots they cannot serve), 4 = the registry's solver tree
     ///         total is corrupted on a sybil registration, 5 = ineligible identities declare themselves eligible
     ///         behind the handler's back, 6 = a failed job's escrow is topped up behind the books, 7 = the protocol
-    ///         seal is lifted from storage before the owner tries to add a protocol contract.
+    ///         seal is lifted from storage before the owner tries to add a protocol contract, 8 = the handler's
+    ///         ledger misses honest holders' availability reports (a registry that burns on reports nobody made looks
+    ///         the same), 9 = every forfeit burns one more wei of its job's escrow behind the books.
     uint8 public immutable sabotage;
 
     constructor(System memory s, Actors memory a, uint8 sabotage_) {
@@ -166,6 +189,20 @@ abstract contract HandlerState is Test {
         for (uint256 i = 0; i < a.ineligible.length; ++i) {
             isIneligible[a.ineligible[i]] = true;
         }
+        for (uint256 i = 0; i < everyone.length; ++i) {
+            _follow(everyone[i]);
+        }
+        for (uint256 i = 0; i < a.sybils.length; ++i) {
+            _follow(a.sybils[i]);
+        }
+        for (uint256 i = 0; i < a.ineligible.length; ++i) {
+            _follow(a.ineligible[i]);
+        }
+    }
+
+    function _follow(address node) private {
+        _staked.push(node);
+        _stakedIndex[node] = _staked.length;
     }
 
     function nodeList() external view returns (address[] memory) {
@@ -175,6 +212,11 @@ abstract contract HandlerState is Test {
     function _rule(string memory why) internal {
         ++ruleViolations;
         lastRuleViolation = why;
+    }
+
+    function _unavailable(string memory why) internal {
+        ++availabilityViolations;
+        lastAvailabilityViolation = why;
     }
 
     function _violation(address node, string memory why) internal {

@@ -34,13 +34,23 @@ abstract contract HandlerTraces is HandlerState {
         return _trace(t.inputHash, t.n, HONEST, type(uint256).max)[t.n];
     }
 
-    /// @dev Honest nodes cheat on 1 task in 4 (their own wrong trace); adversaries always, all with one wrong trace.
+    /// @dev Honest nodes cheat on 1 task in 4 (their own wrong trace); adversaries always (but in the jobs where
+    ///      they withhold instead), all with one wrong trace.
     function _cheats(uint256 taskId, address node) internal view returns (bool) {
         return isAdv[node] || uint256(keccak256(abi.encode(taskId, node))) % 4 == 0;
     }
 
+    /// @notice P10: jobs (odd ids) whose adversary replicas do the work right, to be accepted and paid, and then
+    ///         withhold their bundles: an input all of whose payees are adversaries cannot be fetched by an honest
+    ///         consumer of such a job, which reports it unavailable (the only report an honest node makes). In the
+    ///         other jobs adversaries cheat, as before P10.
+    function withholds(uint256 jobId) public pure returns (bool) {
+        return jobId % 2 == 1;
+    }
+
     function _replicaTrace(uint256 taskId, address node) internal view returns (bytes32[] memory) {
         Task memory t = jobs.getTask(taskId);
+        if (isAdv[node] && withholds(t.jobId)) return _trace(t.inputHash, t.n, HONEST, type(uint256).max);
         if (isAdv[node]) {
             return _trace(t.inputHash, t.n, ADV, 1 + uint256(keccak256(abi.encode(taskId, ADV))) % t.n);
         }

@@ -20,8 +20,9 @@ import {
 } from "../../../contracts/types/VerityTypes.sol";
 
 /// @notice Protocol-wide invariants of the v2 system under random traffic from Handler: conservation, locked stake,
-///         state consistency, soundness (no wrong result is ever accepted) and honest stake (nobody acting honestly
-///         is ever slashed or counted late, whatever the griefing poster, the sybils or the owner do). The issue-9
+///         state consistency, soundness (no wrong result is ever accepted), honest stake (nobody acting honestly
+///         is ever slashed or counted late, whatever the griefing poster, the sybils or the owner do) and P10's
+///         forfeits (a payment is burned only when every accepted holder of its consumer reported it). The issue-9
 ///         adversaries' own invariants are in AdversaryInvariants.t.sol (same actors, InvariantSetup).
 /// @dev forge's state snapshots (not in tests/forge/base/Vm.sol).
 interface VmSnapshots {
@@ -48,11 +49,11 @@ contract InvariantsTest is InvariantSetup {
         assertEq(token.balanceOf(address(escrow)), escrow.totalEscrow(), "escrow books");
         assertEq(token.balanceOf(address(game)), game.totalCredits() + game.totalBonds(), "game books");
         assertEq(token.balanceOf(address(panel)), panel.totalCredits(), "panel books");
-        // Payments are pushed: ghostEscrowPaid counts what the token's ledger moved from the escrow to payees (the
-        // handler reports nothing unavailable, so the escrow burns nothing).
+        // Payments are pushed: ghostEscrowPaid counts what the token's ledger moved from the escrow to payees, and
+        // ghostEscrowBurned what it burned from the escrow (P10: payments forfeited for unavailable inputs).
         assertEq(
             handler.ghostEscrowPosted(),
-            escrow.totalEscrow() + handler.ghostEscrowPaid() + handler.ghostRefunded(),
+            escrow.totalEscrow() + handler.ghostEscrowPaid() + handler.ghostRefunded() + handler.ghostEscrowBurned(),
             "escrow accounted"
         );
         uint256 earned;
@@ -66,8 +67,9 @@ contract InvariantsTest is InvariantSetup {
                 if (reps[s].status == ReplicaStatus.Accepted) ++payees;
             }
             assertGt(payees, 0, "accepted task paid nobody");
-            // P10: paid when its consumer is accepted (or its job ends); until then the pay stays in escrow.
-            if (_settled(t)) earned += payees * jobs.getJob(t.jobId).paymentPerTask;
+            // P10: paid when its consumer is accepted (or its job ends); until then the pay stays in escrow. What
+            // the registry forfeited instead (its PaymentForfeited amounts) was burned, not earned.
+            if (_settled(t)) earned += payees * jobs.getJob(t.jobId).paymentPerTask - handler.forfeitedOf(id);
             else owed[t.jobId] += payees * jobs.getJob(t.jobId).paymentPerTask;
         }
         for (uint256 jobId = 1; jobId <= jobs.jobCount(); ++jobId) {
@@ -96,6 +98,116 @@ contract InvariantsTest is InvariantSetup {
         if (job.status != JobStatus.Active) return true;
         if (t.kind == TaskKind.Train) return t.round < job.currentRound;
         return t.round + 1 < job.currentRound || job.acceptedInRound >= job.shards;
+    }
+
+    // ---------------------------------------------------------------- availability (P10)
+
+    /// @notice P10: an accepted task's payments are forfeited (burned) exactly when every accepted holder of every
+    ///         task that consumed it reported it unavailable, judged from the reports the handler made (so one lying
+    ///         adversary beside an honest holder who fetched the input burns nothing; a candidate's result reports
+    ///         nothing); every escrow burn is such a forfeit, each exactly its payment burned from its job's escrow
+    ///         and nothing else. Forfeits never touch stake: every stake and lock moved over each action by exactly
+    ///         its registry events (the handler's per-action audit), and the stake books
+    ///         (invariant_lockedMatchesWork, "registry holds the stakes") hold alongside.
+    /// @dev Deep runs (40 x 256 calls): a forfeit needs a consumer accepted after its input, which 32 calls from a
+    ///      fresh start never reach; at depth 256 the campaign's first few runs already forfeit and report honestly.
+    /// forge-config: default.invariant.runs = 40
+    /// forge-config: default.invariant.depth = 256
+    function invariant_forfeitsNeedEveryHolder() public view {
+        assertEq(handler.availabilityViolations(), 0, handler.lastAvailabilityViolation());
+        assertEq(handler.ghostEscrowBurned(), handler.ghostForfeited(), "every escrow burn is a forfeit");
+        uint256 forfeited;
+        for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
+            Task memory t = jobs.getTask(id);
+            uint256 amount = handler.forfeitedOf(id);
+            uint256 count = handler.forfeitsOf(id);
+            forfeited += amount;
+            assertEq(amount, count * jobs.getJob(t.jobId).paymentPerTask, "forfeit of a wrong size");
+            if (t.status != TaskStatus.Accepted) {
+                assertEq(count, 0, "forfeit of unaccepted work");
+                continue;
+            }
+            if (_everyHolderReported(t)) {
+                assertEq(count, _payeeCount(t, id), "every accepted holder reported the input, yet it was paid");
+            } else if (count != 0) {
+                fail(
+                    _honestHolderSilent(t)
+                        ? "a lie burned an input an accepted honest holder fetched"
+                        : "forfeited without every accepted holder's report"
+                );
+            }
+        }
+        assertEq(forfeited, handler.ghostForfeited(), "every forfeit is of a known task");
+        // The deep runs are where forfeits happen: the books (escrow accounted with its burns, payments == accepted
+        // work less forfeits) and the stake locks must hold there too.
+        invariant_tokensConserved();
+        invariant_lockedMatchesWork();
+    }
+
+    /// @dev The consumers of accepted task `t`: a TRAIN task's round AGGREGATE (input `t.index`), an AGGREGATE's
+    ///      next-round TRAIN tasks (input 0 of each); the last AGGREGATE has none.
+    function _consumers(Task memory t) internal view returns (uint256[] memory ids, uint32 input) {
+        Job memory job = jobs.getJob(t.jobId);
+        if (t.kind == TaskKind.Train) {
+            ids = new uint256[](1);
+            ids[0] = _taskOrZero(t.jobId, t.round, job.shards);
+            return (ids, t.index);
+        }
+        if (t.round + 1 >= job.rounds) return (new uint256[](0), 0);
+        ids = new uint256[](job.shards);
+        for (uint32 i = 0; i < job.shards; ++i) {
+            ids[i] = _taskOrZero(t.jobId, t.round + 1, i);
+        }
+    }
+
+    /// @dev The task at (round, index) of a job, or 0 where none was created yet (taskOf reverts there).
+    function _taskOrZero(uint256 jobId, uint32 round, uint32 index) internal view returns (uint256) {
+        try jobs.taskOf(jobId, round, index) returns (uint256 id) {
+            return id;
+        } catch {
+            return 0;
+        }
+    }
+
+    /// @dev P10, from the handler's reports alone: `t`'s consumers all exist and were accepted by their replicas,
+    ///      and every Accepted replica of each reported `t` (as the holder of that slot) before its result.
+    function _everyHolderReported(Task memory t) internal view returns (bool) {
+        (uint256[] memory ids, uint32 input) = _consumers(t);
+        if (ids.length == 0) return false;
+        for (uint256 k = 0; k < ids.length; ++k) {
+            if (ids[k] == 0) return false;
+            Task memory c = jobs.getTask(ids[k]);
+            if (c.status != TaskStatus.Accepted || c.candidate != address(0)) return false;
+            Replica[] memory reps = jobs.getReplicas(ids[k]);
+            for (uint256 s = 0; s < reps.length; ++s) {
+                if (reps[s].status != ReplicaStatus.Accepted) continue;
+                if ((handler.reportedMask(ids[k], uint8(s), reps[s].node) >> input) & 1 == 0) return false;
+            }
+        }
+        return true;
+    }
+
+    /// @dev Whether an Accepted honest replica of one of `t`'s consumers never reported `t`.
+    function _honestHolderSilent(Task memory t) internal view returns (bool) {
+        (uint256[] memory ids, uint32 input) = _consumers(t);
+        for (uint256 k = 0; k < ids.length; ++k) {
+            if (ids[k] == 0) continue;
+            Replica[] memory reps = jobs.getReplicas(ids[k]);
+            for (uint256 s = 0; s < reps.length; ++s) {
+                if (reps[s].status != ReplicaStatus.Accepted || !handler.isHonest(reps[s].node)) continue;
+                if ((handler.reportedMask(ids[k], uint8(s), reps[s].node) >> input) & 1 == 0) return true;
+            }
+        }
+        return false;
+    }
+
+    /// @dev An Accepted task's payees: its candidate, or its Accepted replicas.
+    function _payeeCount(Task memory t, uint256 id) internal view returns (uint256 payees) {
+        if (t.candidate != address(0)) return 1;
+        Replica[] memory reps = jobs.getReplicas(id);
+        for (uint256 s = 0; s < reps.length; ++s) {
+            if (reps[s].status == ReplicaStatus.Accepted) ++payees;
+        }
     }
 
     // ---------------------------------------------------------------- stake
@@ -252,8 +364,9 @@ contract InvariantsTest is InvariantSetup {
     ///         whole mix), and the adversaries' counters agree with the registry and the jobs. That every action
     ///         really reaches its effect is test_handler_coversAdversaries_succeeds's job (a view sees one run).
     function invariant_handlerIsCalled() public view {
-        bytes4[26] memory actions = [
+        bytes4[27] memory actions = [
             Handler.postJob.selector,
+            Handler.reportUnavailable.selector,
             Handler.cancel.selector,
             Handler.reclaim.selector,
             Handler.work.selector,
@@ -336,6 +449,108 @@ contract InvariantsTest is InvariantSetup {
     }
 
     uint256 internal constant COVERAGE_SEEDS = 6;
+
+    /// @notice P10: four jobs of mixed shapes run under keeper blocks, late reports, disputes and holders reporting
+    ///         inputs unavailable (_driveAvailability); this reaches honest reports of withheld inputs, adversary
+    ///         reports (lies) and forfeits that burned payments, and the invariants hold at the end.
+    /// @dev Which paths a drive reaches depends on who the registry draws: the salt was chosen for this drive (one
+    ///      drive costs most of a test's gas, so a test cannot try several like test_handler_coversEveryPath_succeeds).
+    function test_handler_reachesForfeits_succeeds() public {
+        _driveAvailability(7, 150, _noCheck);
+        assertGt(handler.ghostHonestReports(), 0, "no honest report");
+        assertGt(handler.ghostUnavailableReports(), handler.ghostHonestReports(), "no adversary report");
+        assertGt(handler.ghostForfeited(), 0, "no forfeit");
+        _allInvariants();
+    }
+
+    /// @notice P10: a report outvoted by an accepted holder of the same consumer that did not report (the input was
+    ///         paid), and the invariants hold at the end.
+    function test_handler_reachesOutvotedReport_succeeds() public {
+        _driveAvailability(1, 150, _noCheck);
+        assertGt(_reportsThatBurnedNothing(), 0, "no report outvoted by a silent holder");
+        _allInvariants();
+    }
+
+    function _allInvariants() internal view {
+        invariant_tokensConserved();
+        invariant_lockedMatchesWork();
+        invariant_statesConsistent();
+        invariant_soundness();
+        invariant_honestNeverSlashed();
+        invariant_forfeitsNeedEveryHolder();
+    }
+
+    function _noCheck() internal pure returns (bool) {
+        return false;
+    }
+
+    /// @dev Four jobs of mixed shapes (jobs 1 and 3, whose adversaries withhold, replicated), then up to `steps`
+    ///      rounds of draws, reports, work, keeper blocks, late reports and dispute play (arguments from `salt`),
+    ///      until `stop` says so.
+    function _driveAvailability(uint256 salt, uint256 steps, function() internal view returns (bool) stop) internal {
+        for (uint256 j = 0; j < 4; ++j) {
+            handler.postJob(uint8(2 - j / 2), j % 2 == 0, uint8(2 - j / 3), 2);
+        }
+        for (uint256 i = 0; i < steps; ++i) {
+            uint256 a = uint256(keccak256(abi.encode(salt, i)));
+            handler.keeperDraws(a);
+            handler.reportUnavailable(a, uint32(a >> 160));
+            handler.reportUnavailable(a >> 1, uint32(a >> 170));
+            handler.work(a);
+            handler.tick(60, a);
+            handler.reportLate(a, a % 2 == 0);
+            handler.reportLate(a >> 1, a % 2 == 1);
+            handler.dispute(a);
+            handler.panelAct(a);
+            if (stop()) return;
+        }
+    }
+
+    /// @dev Settled accepted inputs some accepted holder of a consumer reported, that were paid (another did not).
+    function _reportsThatBurnedNothing() internal view returns (uint256 count) {
+        for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
+            Task memory t = jobs.getTask(id);
+            if (t.status != TaskStatus.Accepted || _everyHolderReported(t)) continue;
+            (uint256[] memory ids, uint32 input) = _consumers(t);
+            for (uint256 k = 0; k < ids.length; ++k) {
+                if (ids[k] == 0 || jobs.getTask(ids[k]).status != TaskStatus.Accepted) continue;
+                Replica[] memory reps = jobs.getReplicas(ids[k]);
+                for (uint256 s = 0; s < reps.length; ++s) {
+                    if (reps[s].status != ReplicaStatus.Accepted) continue;
+                    if ((handler.reportedMask(ids[k], uint8(s), reps[s].node) >> input) & 1 != 0) ++count;
+                }
+            }
+        }
+    }
+
+    /// @notice Mutation check: when the handler's ledger misses honest holders' reports (what a registry burning on
+    ///         reports nobody made would look like), invariant_forfeitsNeedEveryHolder catches the burn.
+    function test_forfeits_withUnrecordedHonestReports_detectsBurn_succeeds() public {
+        handler = _newHandler(8);
+        _expected = "a lie burned an input";
+        _driveAvailabilityUntilCaught();
+    }
+
+    /// @notice Mutation check: an escrow burn that no forfeit explains is caught.
+    function test_forfeits_withBurnBehindTheBooks_detectsIt_succeeds() public {
+        handler = _newHandler(9);
+        _expected = "every escrow burn is a forfeit";
+        _driveAvailabilityUntilCaught();
+    }
+
+    /// @dev What the mutation under test must fail invariant_forfeitsNeedEveryHolder with.
+    string internal _expected;
+
+    function _caughtExpected() internal view returns (bool) {
+        return _caught(this.invariant_forfeitsNeedEveryHolder, _expected);
+    }
+
+    /// @dev test_handler_reachesForfeits_succeeds's drive until the invariant catches the mutation; fails if it never
+    ///      does.
+    function _driveAvailabilityUntilCaught() internal {
+        _driveAvailability(7, 150, _caughtExpected);
+        assertTrue(_caughtExpected(), "the invariant never caught the mutation");
+    }
 
     function _everyPathReached() internal view returns (bool) {
         return handler.ghostDisputes() > 0 && handler.ghostPanelsSeated() > 0 && handler.ghostVerdicts() > 0
