@@ -228,9 +228,10 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         _run();
     }
 
-    /// @notice (Runs in JobRegistry itself.) Releases the caller's stake from a task it committed to when another slot has stayed empty for over
+    /// @notice Releases the caller's stake from a task it committed to when another slot has stayed empty for over
     ///         `assignmentTimeout` (no eligible node could be drawn): its lock has no deadline, so without this only
     ///         the poster's cancelJob could free it. Unslashed: it did its part. Its slot is drawn again later.
+    ///         Runs in JobRegistry itself (TaskMachine is near the size limit).
     function withdrawCommitted(uint256 taskId) external {
         Task storage t = _activeTask(taskId);
         Job storage job = _jobs[t.jobId];
@@ -548,7 +549,7 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
             return v;
         }
         (v.root, v.finalHash, v.resultCid) = (tr.commitOrRoot, tr.finalHash, _cidOf(taskId, s));
-        v.commitment = keccak256(abi.encode(v.root, v.finalHash, v.resultCid, v.node));
+        v.commitment = _resultCommitment(v.root, v.finalHash, v.resultCid, v.node);
     }
 
     /// @dev The slot the caller holds with its result still to come (Assigned or Committed).

@@ -209,6 +209,16 @@ abstract contract JobRegistryBase is Ownable {
 
     // ---------------------------------------------------------------- results
 
+    /// @dev A replica's commitment to its result (protocol.replica_commitment): what `commit` stores, what a reveal
+    ///      must open, and what the views show for a revealed slot.
+    function _resultCommitment(bytes32 root, bytes32 finalHash, bytes32 resultCid, address node)
+        internal
+        pure
+        returns (bytes32)
+    {
+        return keccak256(abi.encode(root, finalHash, resultCid, node));
+    }
+
     /// @dev The record that holds slot `s`'s revealed root and finalHash: its own, or the other slot's if shared.
     function _traceOf(uint256 taskId, uint8 s) internal view returns (ReplicaRecord storage r) {
         r = _replicas[taskId][s];

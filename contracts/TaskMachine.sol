@@ -128,7 +128,8 @@ contract TaskMachine is JobRegistryBase {
         bytes32[] calldata proof0,
         bytes32[] calldata proofN
     ) external onlyDelegated {
-        (uint8 slot, uint64 revealWindow) = _checkReveal(taskId, _resultCommitment(root, finalHash, resultCid, msg.sender));
+        bytes32 commitment = _resultCommitment(root, finalHash, resultCid, msg.sender);
+        (uint8 slot, uint64 revealWindow) = _checkReveal(taskId, commitment);
         _checkTrace(taskId, root, finalHash, n, proof0, proofN);
         _revealPartner(taskId, slot ^ 1, root, finalHash, resultCid, revealWindow);
         _recordResult(taskId, slot, msg.sender, root, finalHash, resultCid);
@@ -311,15 +312,6 @@ contract TaskMachine is JobRegistryBase {
         if (r.deadline == 0) revert RevealNotOpen(taskId);
         if (block.timestamp > r.deadline) revert DeadlinePassed(taskId, slot, r.deadline);
         if (commitment != r.commitOrRoot) revert CommitmentMismatch(taskId, r.commitOrRoot, commitment);
-    }
-
-    /// @dev A replica's commitment to its result (protocol.replica_commitment).
-    function _resultCommitment(bytes32 root, bytes32 finalHash, bytes32 resultCid, address node)
-        internal
-        pure
-        returns (bytes32)
-    {
-        return keccak256(abi.encode(root, finalHash, resultCid, node));
     }
 
     /// @dev Reverts past the slot's execution deadline (deadline = assignment + window); else records, for

@@ -20,10 +20,6 @@ from verity.node.snapshot import Snapshot, WorkItem
 log = logging.getLogger("verity.node.solver")
 
 
-def commitment(root: bytes, final: bytes, cid: bytes, solver: str) -> bytes:
-    return replica_commitment(root, final, cid, solver)
-
-
 def _last_to_commit(ctx: NodeContext, task_id: int, task, slot: int) -> bool:
     """TaskMachine.reveal's rule for an uncommitted replica: every slot is filled and every other one committed,
     so no other result can still change and ours may be revealed in place of a commit."""
@@ -163,7 +159,7 @@ class SolverRole:
                 snap.move(item, Phase.REVEALED)
             else:
                 if status == ReplicaStatus.ASSIGNED:
-                    c.transact(c.jobs.functions.commit(item.task_id, commitment(root, final, cid, ctx.me)))
+                    c.transact(c.jobs.functions.commit(item.task_id, replica_commitment(root, final, cid, ctx.me)))
                 snap.move(item, Phase.COMMITTED)
             return
 
