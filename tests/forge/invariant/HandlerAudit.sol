@@ -88,13 +88,14 @@ abstract contract HandlerAudit is HandlerTraces {
                 else if (t0 == IJobRegistry.ReplicaLate.selector && isHonest[_addr(l.topics[2])]) {
                     _violation(_addr(l.topics[2]), "honest replica counted late");
                 } else if (t0 == IJobRegistry.JobFailed.selector) {
-                    _auditFailure(logs, uint256(l.topics[1]), uint256(l.topics[2]), abi.decode(l.data, (uint256)));
+                    _auditFailure(logs, uint256(l.topics[1]), uint256(l.topics[2]));
                 } else if (t0 == JobRegistryBase.PaymentForfeited.selector) {
                     _countForfeit(logs, i);
                 }
             } else if (l.emitter == address(escrow)) {
                 if (t0 == IJobEscrow.PaymentSent.selector) _countPayment(logs, i);
                 else if (t0 == IJobEscrow.EscrowBurned.selector) _countBurn(logs, i);
+                else if (t0 == IJobEscrow.EscrowRefunded.selector) _countRefund(logs, i);
             } else if (l.emitter == address(game)) {
                 if (t0 == IDisputeGame.DisputeOpened.selector) ++ghostDisputes;
             } else if (l.emitter == address(panel)) {
@@ -155,6 +156,20 @@ abstract contract HandlerAudit is HandlerTraces {
             return;
         }
         _unavailable("an escrow burn the token did not burn");
+    }
+
+    /// @dev Adds the escrow's refund at `logs[i]` (EscrowRefunded) to ghostRefunded once the token's ledger shows it
+    ///      left the escrow (the next log is the token's Transfer(escrow -> to, amount); a zero refund moves nothing).
+    ///      Counted from the logs, not as escrowOf before the call: a cancel first pays the accepted tasks it settles
+    ///      (P10, pushed), and only the rest is refunded.
+    function _countRefund(VmLogs.Log[] memory logs, uint256 i) internal {
+        uint256 amount = abi.decode(logs[i].data, (uint256));
+        if (amount == 0) return;
+        if (i + 1 < logs.length && _isTransfer(logs[i + 1], address(escrow), _addr(logs[i].topics[2]), amount)) {
+            ghostRefunded += amount;
+            return;
+        }
+        _rule("a refund the token did not move to its recipient");
     }
 
     /// @dev P10: the registry forfeited an accepted task's payment (PaymentForfeited at `logs[i]`). It must be one of
@@ -313,12 +328,12 @@ abstract contract HandlerAudit is HandlerTraces {
     }
 
     /// @dev A job failed for invalid inputs: its escrow is empty, its FAIL_DECLINES decliners (as the handler saw them
-    ///      decline) were each paid POSTER_BOND / FAIL_DECLINES, and the refund is booked. Before the bond shares
-    ///      (the job's last payments) the only other payments are P10's settlements: paymentPerTask to each payee of
-    ///      the failed round's accepted tasks and of the previous AGGREGATE if that round was incomplete.
-    function _auditFailure(VmLogs.Log[] memory logs, uint256 jobId, uint256 taskId, uint256 refund) internal {
-        ++ghostFailedJobs;
-        ghostRefunded += refund;
+    ///      decline) were each paid POSTER_BOND / FAIL_DECLINES (the refund is booked by _countRefund). Before the
+    ///      bond shares (the job's last payments) the only other payments are P10's settlements: paymentPerTask to
+    ///      each payee of the failed round's accepted tasks and of the previous AGGREGATE if that round was
+    ///      incomplete.
+    function _auditFailure(VmLogs.Log[] memory logs, uint256 jobId, uint256 taskId) internal {
+        ++ghostFailedJobs; // its refund is counted from the escrow's logs (_countRefund)
         address[] storage decliners = _invalidDecliners[taskId];
         uint256 share = jobs.POSTER_BOND() / jobs.FAIL_DECLINES();
         uint256 payments;
