@@ -12,3 +12,8 @@ import os as _os
 # MKL_CBWR once, when it starts, so it is set here, before any of our code can reach a BLAS call; an operator's own
 # value wins (and the profile check then says whether this process can serve the class).
 _os.environ.setdefault("MKL_CBWR", "AVX2")
+
+# It pins ATen's AVX2 kernels too. ATen reads ATEN_CPU_CAPABILITY once, at the first kernel it dispatches, and caps
+# it at what the CPU has: an AVX-512 machine then runs the class's AVX2 kernels, a CPU without AVX2 still runs its
+# own (and cannot serve the class). Portable jobs do not depend on it. An operator's own value wins here too.
+_os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")

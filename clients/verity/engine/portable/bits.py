@@ -24,6 +24,26 @@ def f32(value: float) -> float:
     return struct.unpack("<f", struct.pack("<f", value))[0]
 
 
+def sqrt_f32(x: torch.Tensor) -> torch.Tensor:
+    """sqrt of a float32 tensor, correctly rounded, whatever library torch.sqrt dispatches to.
+
+    Why: on the CPU torch.sqrt runs MKL's vector math (vsSqrt), whose float32
+    results depend on MKL's code branch and so on the CPU: measured here (Intel
+    Xeon, 4M random inputs) 0 results differ from the correctly rounded ones
+    with MKL_CBWR=AVX2, 23,120 on MKL's AVX-512 branch and 674,474 with
+    MKL_CBWR=COMPATIBLE; the portable-f32 vectors recorded on an AMD EPYC
+    differed from this Intel machine's through it. Here the float32 input is
+    widened exactly, its float64 square root taken and rounded once to float32.
+    That is the correctly rounded float32 root even if the float64 root is off
+    by a few float64 ulps: with x = N * 4**q, N an integer in [2**46, 2**48),
+    a float32 rounding boundary of sqrt(N) is M = R + 1/2 (R an integer), and
+    |N - M**2| >= 1/4 makes |sqrt(N) - M| > 2**-27, i.e. more than 2**-50
+    relative, far above float64's error. NaN in gives NaN out; inputs are >= 0
+    wherever the portable ops call it.
+    """
+    return torch.sqrt(x.to(torch.float64)).to(torch.float32)
+
+
 def pow2_f64(e: torch.Tensor) -> torch.Tensor:
     """2**e as float64, exactly, for integer-valued tensors with -1022 <= e <= 1023.
 
@@ -117,8 +137,19 @@ def where_f32(mask: torch.Tensor, a: torch.Tensor | float, b: torch.Tensor | flo
         out = torch.bitwise_and(torch.bitwise_xor(ai, bi), m)
     else:
         out = torch.bitwise_and(torch.bitwise_xor(bi, ai), m)
-    if isinstance(bi, torch.Tensor) and tuple(torch.broadcast_shapes(out.shape, bi.shape)) != tuple(out.shape):
-        out = out.expand(torch.broadcast_shapes(out.shape, bi.shape)).contiguous()
+    if isinstance(bi, torch.Tensor) and broadcast_shape(out.shape, bi.shape) != tuple(out.shape):
+        out = out.expand(broadcast_shape(out.shape, bi.shape)).contiguous()
     if isinstance(bi, torch.Tensor) or bi != 0:
         out ^= bi
     return out.view(torch.float32)
+
+
+def broadcast_shape(a, b) -> tuple[int, ...]:
+    """torch.broadcast_shapes(a, b) as a tuple, without its cost in the common cases (equal, or one
+    empty): torch's version runs through its Python reference implementation (~30 us a call)."""
+    a, b = tuple(a), tuple(b)
+    if a == b or not b:
+        return a
+    if not a:
+        return b
+    return tuple(torch.broadcast_shapes(a, b))

@@ -26,7 +26,7 @@ import torch
 
 from verity.engine import models as native
 from verity.engine.portable import transcendental as T
-from verity.engine.portable.bits import f32
+from verity.engine.portable.bits import f32, sqrt_f32
 
 _BITS = 24
 
@@ -52,7 +52,7 @@ def normal_(t: torch.Tensor, std: float, g: torch.Generator) -> torch.Tensor:
         ok = (q > 0).logical_and_(q < 1)
         u, q = u[:, ok], q[ok]
         f = T.log(q).mul_(-2.0)                                # exact doubling
-        f = torch.sqrt(f / q)                                  # IEEE division and sqrt
+        f = sqrt_f32(f / q)                                    # IEEE division, correctly rounded sqrt
         z = (u * f).transpose(0, 1).reshape(-1)                # pairs in draw order
         parts.append(z)
         have += z.numel()

@@ -22,7 +22,7 @@ from torch.autograd.function import once_differentiable
 
 from verity.engine.portable import transcendental as T
 from verity.engine.portable.autograd import linear
-from verity.engine.portable.bits import f32, require_f32, where_f32
+from verity.engine.portable.bits import f32, require_f32, sqrt_f32, where_f32
 from verity.engine.portable.matmul import DEFAULT_SCHEME
 from verity.engine.portable.reduce import tree_mean, tree_sum
 
@@ -118,7 +118,7 @@ class LayerNormFn(torch.autograd.Function):
     def forward(ctx, x, w, b, eps):
         d = x - tree_mean(x, -1, keepdim=True)
         var = tree_mean(d * d, -1, keepdim=True)
-        r = torch.sqrt(var + eps)                         # sqrt is correctly rounded everywhere
+        r = sqrt_f32(var + eps)                           # correctly rounded, whatever library torch.sqrt uses
         r = torch.ones_like(r) / r                        # a division op, not a reciprocal approximation
         xhat = d * r
         y = xhat * w if w is not None else xhat.clone()

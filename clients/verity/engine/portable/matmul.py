@@ -43,12 +43,14 @@ finite result gives +-inf as the float32 rounding does.
 """
 from __future__ import annotations
 
+import functools
 import math
+import threading
 from dataclasses import dataclass
 
 import torch
 
-from verity.engine.portable import bits
+from verity.engine.portable import bits, ckernels
 from verity.engine.portable.bits import require_f32
 
 MIN_BITS = 24          # each operand keeps at least a full float32 mantissa below its row/column max
@@ -66,9 +68,20 @@ class Scheme:
     slices_a: int
     slices_b: int
     pairs: tuple[tuple[int, int], ...]
+    fallback: str | None = None     # the scheme a contraction too long for this one uses instead
+
+    def resolve(self, k: int) -> Scheme:
+        """The scheme that computes a contraction of length k: this one, or its fallback where this one
+        would keep fewer than min_bits bits per operand."""
+        if self.fallback is not None and k > _own_max_contraction(self):
+            return SCHEMES[self.fallback]
+        return self
 
     def widths(self, k: int) -> tuple[int, int]:
         """(beta_a, beta_b): bits per slice, the widest the exactness condition allows for k."""
+        return self.resolve(k)._own_widths(k)
+
+    def _own_widths(self, k: int) -> tuple[int, int]:
         if k < 1:
             raise ValueError(f"contraction length must be positive, got {k}")
         group = max(sum(1 for s, t in self.pairs if s + t == g) for g in {s + t for s, t in self.pairs})
@@ -86,6 +99,8 @@ class Scheme:
 
     def error_bound(self, k: int) -> float:
         """k * E of the module docstring: bound on |out - a@b| beyond u*|a@b|, per max|a_i|*max|b_j|."""
+        if self.resolve(k) is not self:
+            return self.resolve(k).error_bound(k)
         beta_a, beta_b = self.widths(k)
         bits_a, bits_b = self.slices_a * beta_a, self.slices_b * beta_b
         e = 2.0 ** -bits_a + 2.0 ** -bits_b
@@ -102,15 +117,21 @@ class Scheme:
 
     def max_contraction(self) -> int:
         """The largest k `widths` accepts."""
-        lo, hi = 1, 1 << 40
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            try:
-                self.widths(mid)
-                lo = mid
-            except ValueError:
-                hi = mid - 1
-        return lo
+        return SCHEMES[self.fallback].max_contraction() if self.fallback else _own_max_contraction(self)
+
+
+@functools.cache
+def _own_max_contraction(scheme: Scheme) -> int:
+    """The largest k the scheme's own exactness condition accepts (without its fallback)."""
+    lo, hi = 1, 1 << 40
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        try:
+            scheme._own_widths(mid)
+            lo = mid
+        except ValueError:
+            hi = mid - 1
+    return lo
 
 
 SCHEMES = {
@@ -120,6 +141,8 @@ SCHEMES = {
     "3": Scheme("3", 2, 2, ((1, 1), (1, 2), (2, 1))),
     # one slice each: 1 GEMM, ~23 bits per operand at k=128 (float32-like only for narrow-range rows)
     "1": Scheme("1", 1, 1, ((1, 1),)),
+    # the portable-f32 profile's: "1" where it keeps >= 20 bits per operand (k <= 8192), else "2"
+    "1|2": Scheme("1|2", 1, 1, ((1, 1),), fallback="2"),
 }
 DEFAULT_SCHEME = "2"
 
@@ -179,6 +202,11 @@ def split_into(x: torch.Tensor, dim: int, bits: int, out: list[torch.Tensor]) ->
     faster here than mixed float32/float64 ops, which torch does not
     vectorise).
     """
+    lib = ckernels.usable(x)
+    if lib is not None:
+        done, bad = ckernels.split_into(lib, x, dim, bits, out)
+        if done:
+            return bad
     e, bad, any_bad = _exponents(x, dim)
     first, last = out[0], out[-1]
     first.copy_(x)                                             # exact
@@ -234,12 +262,35 @@ def _scratch(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     return torch.empty(0, dtype=dtype, device=device).set_(storage, 0, shape)
 
 
+_workspaces = threading.local()
+
+
+def _workspace(role: str, shape, device: torch.device) -> torch.Tensor:
+    """A float64 buffer for one exact_matmul call, reused by the next call on this thread.
+
+    On the CPU the slice buffers and the GEMM's output are dead once
+    exact_matmul returns (its result is a new float32 tensor), so each role
+    ("a", "b", "c") keeps one storage per thread, grown as needed: no
+    allocation, no page faults, and the memory is still in cache. Other
+    devices allocate (their caching allocators already reuse memory).
+    """
+    if device.type != "cpu":
+        return _scratch(shape, torch.float64, device)
+    shape = tuple(shape)
+    nbytes = math.prod(shape) * 8
+    store = getattr(_workspaces, role, None)
+    if store is None or store.nbytes() < nbytes:
+        store = torch.UntypedStorage(max(nbytes, 8))
+        setattr(_workspaces, role, store)
+    return torch.empty(0, dtype=torch.float64).set_(store, 0, shape)
+
+
 def _slices_a(a: torch.Tensor, bits: int, slices: int):
     """a's slices as row blocks of one row-major (..., slices*m, k) buffer:
     (stacked, [slice views], bad mask or None)."""
     m = a.shape[-2]
-    buf = _scratch((*a.shape[:-2], slices * m, a.shape[-1]), torch.float64, a.device)
-    parts = [buf[..., s * m:(s + 1) * m, :] for s in range(slices)]
+    buf = _workspace("a", (*a.shape[:-2], slices * m, a.shape[-1]), a.device)
+    parts = [buf[..., s * m:(s + 1) * m, :] for s in range(slices)] if slices > 1 else [buf]
     return buf, parts, split_into(a, -1, bits, parts)
 
 
@@ -254,10 +305,10 @@ def _slices_b(b: torch.Tensor, bits: int, slices: int):
     """
     n = b.shape[-1]
     if b.stride(-2) == 1 and b.shape[-1] > 1:
-        buf = _scratch((*b.shape[:-2], slices * n, b.shape[-2]), torch.float64, b.device).mT
+        buf = _workspace("b", (*b.shape[:-2], slices * n, b.shape[-2]), b.device).mT
     else:
-        buf = _scratch((*b.shape[:-2], b.shape[-2], slices * n), torch.float64, b.device)
-    parts = [buf[..., s * n:(s + 1) * n] for s in range(slices)]
+        buf = _workspace("b", (*b.shape[:-2], b.shape[-2], slices * n), b.device)
+    parts = [buf[..., s * n:(s + 1) * n] for s in range(slices)] if slices > 1 else [buf]
     return buf, parts, split_into(b, -2, bits, parts)
 
 
@@ -284,6 +335,7 @@ def exact_matmul(a: torch.Tensor, b: torch.Tensor, scheme: str = DEFAULT_SCHEME)
                          f"({k} != {b.shape[-2]})")
     if k == 0:
         return torch.matmul(a, b)                              # all zeros, no arithmetic
+    sch = sch.resolve(k)
     beta_a, beta_b = sch.widths(k)
     pairs, slices_a, slices_b = sch.pairs, sch.slices_a, sch.slices_b
     if slices_a > slices_b and a.numel() > b.numel():          # give b the extra slices
@@ -292,13 +344,17 @@ def exact_matmul(a: torch.Tensor, b: torch.Tensor, scheme: str = DEFAULT_SCHEME)
         pairs = tuple((t, s) for s, t in pairs)
     buf_a, a_parts, bad_a = _slices_a(a, beta_a, slices_a)
     buf_b, b_parts, bad_b = _slices_b(b, beta_b, slices_b)
-    if slices_b == 1:                                          # every pair is (s, 1): one GEMM on stacked rows
+    if slices_a == 1 or slices_b == 1:                         # one GEMM on stacked rows or columns
+        both = _workspace("c", (*bits.broadcast_shape(buf_a.shape[:-2], buf_b.shape[:-2]),
+                                buf_a.shape[-2], buf_b.shape[-1]), a.device)
+        torch.matmul(buf_a, buf_b, out=both)
+    if slices_a == slices_b == 1:
+        terms = [both]
+    elif slices_b == 1:                                        # every pair is (s, 1): rows of a stacked
         m = a.shape[-2]
-        both = torch.matmul(buf_a, buf_b)
         terms = [both[..., s * m:(s + 1) * m, :] for s in range(slices_a)]
-    elif slices_a == 1:                                        # every pair is (1, t): stacked columns
+    elif slices_a == 1:                                        # every pair is (1, t): columns of b stacked
         n = b.shape[-1]
-        both = torch.matmul(buf_a, buf_b)
         terms = [both[..., t * n:(t + 1) * n] for t in range(slices_b)]
     else:
         groups: dict[int, list[tuple[int, int]]] = {}
@@ -324,9 +380,12 @@ def _finish(terms: list[torch.Tensor], bad_a: torch.Tensor | None, bad_b: torch.
     The terms are this module's own GEMM outputs, so the adds run in place
     (measured faster than a new tensor or an add that stores float32).
     """
-    shape = torch.broadcast_shapes(terms[0].shape, terms[-1].shape)
+    shape = bits.broadcast_shape(terms[0].shape, terms[-1].shape)
     out = _scratch(shape, torch.float32, terms[0].device)
-    if len(terms) == 1:
+    lib = ckernels.usable(out)
+    if lib is not None and ckernels.finish(lib, terms, out):
+        pass
+    elif len(terms) == 1:
         out.copy_(terms[0])                                    # the one float32 rounding
     else:
         c = terms[0]                                           # a GEMM output of our own: add in place

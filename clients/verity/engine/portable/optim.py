@@ -21,7 +21,7 @@ import math
 
 import torch
 
-from verity.engine.portable.bits import f32
+from verity.engine.portable.bits import f32, sqrt_f32
 
 
 def pow_int(base: float, n: int) -> float:
@@ -108,7 +108,7 @@ class PortableAdam(torch.optim.Optimizer):
                 sq = grad * grad
                 v.mul_(f32(b2))
                 v.add_(sq.mul_(f32(1.0 - b2)))
-                denom = torch.sqrt(v)
+                denom = sqrt_f32(v)
                 denom.mul_(f32(1.0 / math.sqrt(1.0 - pow_int(b2, t))))
                 denom.add_(eps)
                 upd = m / denom                           # tensor / tensor: IEEE division

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from verity.engine.portable import ckernels
 from verity.engine.portable.bits import f32, require_f32
 
 
@@ -39,6 +40,10 @@ def tree_sum(x: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> 
     n = x.shape[d]
     if n == 0:
         return torch.zeros_like(x.narrow(d, 0, 0).sum(d, keepdim=keepdim))
+    lib = ckernels.usable(x)
+    if lib is not None and x.is_contiguous():
+        out = ckernels.tree_sum(lib, x, d)
+        return out if keepdim else out.squeeze(d)
     p = 1 << (n - 1).bit_length()
     if p != n:
         pad_shape = list(x.shape)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import torch
 
-from verity.engine.portable import bits
+from verity.engine.portable import bits, ckernels
 from verity.engine.portable.bits import f32, require_f32, scale_f32_
 
 
@@ -63,6 +63,9 @@ def exp(x: torch.Tensor) -> torch.Tensor:
     ops (the common case outside softmax's masked entries).
     """
     require_f32("x", x)
+    lib = ckernels.usable(x)
+    if lib is not None and x.is_contiguous() and x.numel() > 0:
+        return ckernels.exp(lib, x, (LOG2E, LN2_HI, LN2_LO, EXP_X_LO, EXP_X_HI), EXP_P)
     r = torch.clamp(x, EXP_X_LO, EXP_X_HI)   # NaN stays NaN (and then poisons every step)
     n = torch.mul(r, LOG2E).round_()         # round half to even: the same everywhere
     t = torch.mul(n, LN2_HI)                 # exact
@@ -152,6 +155,9 @@ ERF_MID_P = tuple(f32(c) for c in (
 def erf(x: torch.Tensor) -> torch.Tensor:
     """erf: |x|*P(x**2) for |x| < 1, a polynomial in (|x|-2.5)*2/3 on [1, 4), 1 beyond; sign from x."""
     require_f32("x", x)
+    lib = ckernels.usable(x)
+    if lib is not None and x.is_contiguous() and x.numel() > 0:
+        return ckernels.erf(lib, x, (ERF_MID_CENTER, ERF_MID_INV_HALF, ERF_SAT), ERF_SMALL_P, ERF_MID_P)
     z = torch.abs(x)
     # Each element takes one of the two branches; on the CPU a branch no element takes is skipped
     # (elementwise, so the other elements' bits are the same). NaN takes the mid branch either way.
