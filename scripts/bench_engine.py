@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import threading
@@ -230,11 +231,16 @@ def profile_workloads(device: str) -> dict:
     return out
 
 
-def _ms_per_step(m, shard, device: str, steps: int, warmup: int, threads: int = 1) -> tuple[float, float]:
+def _ms_per_step(m, shard, device: str, steps: int, warmup: int, threads: int = 1,
+                 pinned: bool = True) -> tuple[float, float]:
     """Mean (wall ms, this thread's CPU ms) of Trainer.train_step (sampling, forward, backward,
     update) after `warmup` steps. On a shared machine the thread's CPU time is the steadier figure
-    (other processes stretch wall time far more); at one thread on the CPU both measure the same work."""
-    apply_profile(m.determinism)
+    (other processes stretch wall time far more); at one thread on the CPU both measure the same work.
+    pinned=False: plain torch (deterministic algorithms, no hardware-class check or pins)."""
+    if pinned:
+        apply_profile(m.determinism)
+    else:
+        torch.use_deterministic_algorithms(True)
     torch.set_num_threads(threads)               # the portable profile leaves threads alone: compare at one
     t = Trainer(m, shard, TaskRef(1, 0, 0), device)
     t.load(initial_state(m))
@@ -248,48 +254,81 @@ def _ms_per_step(m, shard, device: str, steps: int, warmup: int, threads: int = 
     return 1000.0 * (time.perf_counter() - start) / steps, 1000.0 * (time.thread_time() - cpu) / steps
 
 
+# --profiles runs each measurement in its own process: MKL reads MKL_CBWR once, at its start, and each kind
+# of run needs its own branch. name -> (profile or None for plain torch, environment)
+PROFILE_RUNS = {
+    # the native class as it pins itself: MKL's vendor-neutral COMPATIBLE branch, ATen's AVX2 kernels
+    "native": ("cpu-f32-strict", {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "avx2"}),
+    # portable-f32 at MKL's and ATen's fastest for this CPU (its bits do not depend on either)
+    "portable": ("portable-f32", {"MKL_CBWR": "AUTO", "ATEN_CPU_CAPABILITY": "avx512"}),
+    # plain torch as it comes, no class (bits differ between machines): MKL's and ATen's fastest, oneDNN on
+    "native_fastest": (None, {"MKL_CBWR": "AUTO", "ATEN_CPU_CAPABILITY": "avx512"}),
+    # portable-f32 in a node that also serves cpu-f32-strict (one MKL branch per process: COMPATIBLE)
+    "portable_compatible_blas": ("portable-f32", {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "avx2"}),
+}
+
+
+def profile_worker(kind: str, arch: str, device: str, steps: int, threads: int) -> dict:
+    """One measurement of --profiles, in this (child) process: {"wall", "cpu"} ms per step."""
+    profile, _ = PROFILE_RUNS[kind]
+    doc, data = profile_workloads(device)[arch]
+    native = "cuda-f32-strict" if device == "cuda" else "cpu-f32-strict"
+    hw = {"device_class": device, "min_memory_mb": 1024}
+    m = load_manifest(json.dumps(dict(doc, determinism=profile or native, hardware=hw)).encode())
+    shard = load_shard(data, m.data)
+    wall, cpu = _ms_per_step(m, shard, device, steps, warmup=3, threads=threads, pinned=profile is not None)
+    return {"wall": wall, "cpu": cpu}
+
+
+def _run_worker(kind: str, arch: str, args, threads: int = 1) -> dict:
+    env = {**os.environ, **PROFILE_RUNS[kind][1]}
+    cmd = [sys.executable, __file__, "--profile-worker", kind, arch, "--device", args.device,
+           "--profile-steps", str(args.profile_steps), "--worker-threads", str(threads)]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    if out.returncode != 0:
+        raise RuntimeError(f"--profiles worker {kind} {arch} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def bench_profiles(args) -> dict:
-    """ms/step of each model under the native profile and portable-f32, one thread, same process,
-    alternating the order over the repeats and keeping the fastest of each."""
-    native = "cuda-f32-strict" if args.device == "cuda" else "cpu-f32-strict"
-    hw = {"device_class": args.device, "min_memory_mb": 1024}
+    """ms/step of each model per PROFILE_RUNS kind, one thread, each run in its own process, the kinds'
+    order rotated over the repeats, the fastest of each kept (native and portable side by side in one run)."""
+    kinds = list(PROFILE_RUNS) if args.device == "cpu" else ["native", "portable"]
     out = {}
-    for name, (doc, data) in profile_workloads(args.device).items():
-        ms = {"native": [], "portable": []}
-        cpu = {"native": [], "portable": []}
-        ms_args = {}
-        for kind, prof in (("native", native), ("portable", "portable-f32")):
-            m = load_manifest(json.dumps(dict(doc, determinism=prof, hardware=hw)).encode())
-            ms_args[kind] = (m, load_shard(data, m.data))
+    for name in profile_workloads(args.device):
+        wall = {k: [] for k in kinds}
+        cpu = {k: [] for k in kinds}
         for rep in range(args.repeats):
-            for kind in (("native", "portable") if rep % 2 == 0 else ("portable", "native")):
-                m, shard = ms_args[kind]
-                wall, thread = _ms_per_step(m, shard, args.device, args.profile_steps, warmup=3)
-                ms[kind].append(wall)
-                cpu[kind].append(thread)
-        nat, por = min(ms["native"]), min(ms["portable"])
-        cnat, cpor = min(cpu["native"]), min(cpu["portable"])
-        extra = {}
+            for kind in kinds[rep % len(kinds):] + kinds[:rep % len(kinds)]:
+                r = _run_worker(kind, name, args)
+                wall[kind].append(r["wall"])
+                cpu[kind].append(r["cpu"])
+        best = {k: min(v) for k, v in wall.items()}
+        cbest = {k: min(v) for k, v in cpu.items()}
+        doc, _ = profile_workloads(args.device)[name]
+        res = {"native_ms_per_step": round(best["native"], 3), "portable_ms_per_step": round(best["portable"], 3),
+               "ratio": round(best["portable"] / best["native"], 2),
+               "native_cpu_ms_per_step": round(cbest["native"], 3),
+               "portable_cpu_ms_per_step": round(cbest["portable"], 3),
+               "cpu_ratio": round(cbest["portable"] / cbest["native"], 2)}
+        if "native_fastest" in best:
+            res.update({"native_fastest_ms_per_step": round(best["native_fastest"], 3),
+                        "ratio_vs_fastest": round(best["portable"] / best["native_fastest"], 2),
+                        "portable_compatible_blas_ms_per_step": round(best["portable_compatible_blas"], 3),
+                        "ratio_compatible_blas": round(best["portable_compatible_blas"] / best["native"], 2)})
         if args.portable_threads > 1:            # a separate figure: portable with more intra-op threads
-            m, shard = ms_args["portable"]
-            walls = [_ms_per_step(m, shard, args.device, args.profile_steps, warmup=3,
-                                  threads=args.portable_threads)[0] for _ in range(args.repeats)]
-            torch.set_num_threads(1)
-            extra = {"portable_threads": args.portable_threads,
-                     "portable_threads_ms_per_step": round(min(walls), 3),
-                     "portable_threads_ratio_vs_native_1_thread": round(min(walls) / nat, 2)}
-        m = ms_args["native"][0]
-        out[name] = {"native_ms_per_step": round(nat, 3), "portable_ms_per_step": round(por, 3),
-                     "ratio": round(por / nat, 2),
-                     "native_cpu_ms_per_step": round(cnat, 3), "portable_cpu_ms_per_step": round(cpor, 3),
-                     "cpu_ratio": round(cpor / cnat, 2), "native_profile": native, "device": args.device, "threads": 1,
-                     "batch_size": m.batch_size, "model": m.model.model_dump(mode="json"),
-                     "params": sum(t.numel() for t in initial_state(m).tensors.values()),
-                     "steps": args.profile_steps, "native_all_ms": [round(v, 3) for v in ms["native"]],
-                     "portable_all_ms": [round(v, 3) for v in ms["portable"]],
-                     "native_all_cpu_ms": [round(v, 3) for v in cpu["native"]],
-                     "portable_all_cpu_ms": [round(v, 3) for v in cpu["portable"]], **extra}
-        console.print(name, out[name])
+            walls = [_run_worker("portable", name, args, threads=args.portable_threads)["wall"]
+                     for _ in range(args.repeats)]
+            res.update({"portable_threads": args.portable_threads,
+                        "portable_threads_ms_per_step": round(min(walls), 3),
+                        "portable_threads_ratio_vs_native_1_thread": round(min(walls) / best["native"], 2)})
+        res.update({"native_profile": "cuda-f32-strict" if args.device == "cuda" else "cpu-f32-strict",
+                    "device": args.device, "threads": 1, "batch_size": doc["batch_size"], "model": doc["model"],
+                    "steps": args.profile_steps, "environments": {k: PROFILE_RUNS[k][1] for k in kinds},
+                    "all_ms": {k: [round(v, 3) for v in wall[k]] for k in kinds},
+                    "all_cpu_ms": {k: [round(v, 3) for v in cpu[k]] for k in kinds}})
+        out[name] = res
+        console.print(name, {k: v for k, v in res.items() if k not in ("all_ms", "all_cpu_ms", "model")})
     return out
 
 
@@ -322,7 +361,13 @@ def main() -> int:
     ap.add_argument("--profile-steps", type=int, default=20, help="timed steps per run with --profiles")
     ap.add_argument("--portable-threads", type=int, default=0,
                     help="with --profiles, also time portable-f32 at this many threads (a separate figure)")
+    ap.add_argument("--profile-worker", nargs=2, metavar=("KIND", "ARCH"), help=argparse.SUPPRESS)
+    ap.add_argument("--worker-threads", type=int, default=1, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.profile_worker:
+        kind, arch = args.profile_worker
+        print(json.dumps(profile_worker(kind, arch, args.device, args.profile_steps, args.worker_threads)))
+        return 0
     if args.repro_check:
         return repro_check(args)
     if args.profiles:

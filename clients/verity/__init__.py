@@ -8,10 +8,12 @@ _warnings.filterwarnings("ignore", message="The 'strict' parameter is no longer 
 
 import os as _os
 
-# The cpu-f32-strict hardware class pins MKL's AVX2 reproducibility branch (verity.engine.determinism). MKL reads
-# MKL_CBWR once, when it starts, so it is set here, before any of our code can reach a BLAS call; an operator's own
-# value wins (and the profile check then says whether this process can serve the class).
-_os.environ.setdefault("MKL_CBWR", "AVX2")
+# The cpu-f32-strict hardware class pins MKL's COMPATIBLE reproducibility branch, the one that computes the same bits
+# on Intel and AMD CPUs (verity.engine.determinism). MKL reads MKL_CBWR once, when it starts, so it is set here,
+# before any of our code can reach a BLAS call; an operator's own value wins (and the profile check then says whether
+# this process can serve the class). A node that serves only portable-f32 may start with MKL_CBWR=AUTO: its exact
+# float64 GEMMs give the same bits on any branch, and MKL's fastest is 2-3x faster than COMPATIBLE.
+_os.environ.setdefault("MKL_CBWR", "COMPATIBLE")
 
 # It pins ATen's AVX2 kernels too. ATen reads ATEN_CPU_CAPABILITY once, at the first kernel it dispatches, and caps
 # it at what the CPU has: an AVX-512 machine then runs the class's AVX2 kernels, a CPU without AVX2 still runs its

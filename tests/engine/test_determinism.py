@@ -52,16 +52,46 @@ def test_deterministic_pins_and_restores():
 def test_native_profiles_name_their_hardware_class_portable_pins_none():
     strict = determinism.PROFILES["cpu-f32-strict"].pins()
     assert strict == {"class": "x86-64-avx2", "torch": "2.13.0", "device": "cpu", "threads": 1,
-                      "aten_capability": "AVX2", "blas_mode": "MKL_CBWR=AVX2", "cuda_capability": None}
+                      "aten_capability": "AVX2", "blas_mode": "MKL_CBWR=COMPATIBLE", "onednn": False,
+                      "cuda_capability": None}
     assert determinism.PROFILES["cuda-f32-strict"].pins()["cuda_capability"] == "9.0"
     portable = determinism.PROFILES["portable-f32"].pins()
     assert portable["class"] == "any" and portable["threads"] is None
     assert portable["aten_capability"] is portable["blas_mode"] is portable["cuda_capability"] is None
+    assert portable["onednn"] is None
+
+
+def test_strict_class_runs_without_onednn_and_restores_it():
+    """oneDNN picks kernels by ISA and cache size on its own: the class's convolutions go through the BLAS."""
+    torch.backends.mkldnn.enabled = True
+    with deterministic("cpu-f32-strict"):
+        assert torch.backends.mkldnn.enabled is False
+        with deterministic("portable-f32"):
+            assert torch.backends.mkldnn.enabled is False      # portable never calls it: left as it was
+    assert torch.backends.mkldnn.enabled is True
+
+
+def test_a_plain_process_pins_the_strict_class_itself():
+    """`import verity` sets the class's ATen and MKL pins when the operator set none, so any x86-64 CPU with
+    AVX2, Intel or AMD, AVX-512 or not, serves cpu-f32-strict from a plain process."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import verity, torch\n"
+            "from verity.engine.determinism import check_environment as c\n"
+            "c('portable-f32')\n"
+            "c('cpu-f32-strict')\n"
+            "print(torch.backends.cpu.get_cpu_capability())\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "AVX2"
 
 
 def test_strict_class_refuses_another_blas_branch(monkeypatch):
-    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
-    with pytest.raises(ProfileUnsupported, match="MKL_CBWR=AVX2"):
+    monkeypatch.setenv("MKL_CBWR", "AVX2")                      # Intel-only: MKL runs AUTO on other vendors
+    with pytest.raises(ProfileUnsupported, match="MKL_CBWR=COMPATIBLE"):
         check_environment("cpu-f32-strict")
     check_environment("portable-f32")  # pins no BLAS branch
 

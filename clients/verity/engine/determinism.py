@@ -28,7 +28,19 @@ CUBLAS_WORKSPACE = ":4096:8"
 
 ANY_DEVICE = "any"
 BLAS_MODE_ENV = "MKL_CBWR"   # MKL's conditional numerical reproducibility branch, read once when MKL starts
-DEFAULT_BLAS_MODE = "AVX2"    # what `verity` sets before torch loads, unless the operator set another
+DEFAULT_BLAS_MODE = "COMPATIBLE"   # what `verity` sets before torch loads, unless the operator set another
+
+
+def cpu_vendor() -> str | None:
+    """The CPU's vendor string (GenuineIntel, AuthenticAMD, ...) from /proc/cpuinfo; None where unknown."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip() or None
+    except OSError:
+        return None
+    return None
 
 
 @dataclass(frozen=True)
@@ -37,12 +49,20 @@ class HardwareClass:
 
     aten_capability: the kernel level ATen dispatches (torch.backends.cpu.get_cpu_capability()); a CPU with
         more (AVX512) is pinned down with ATEN_CPU_CAPABILITY, one with less cannot serve the class.
-    blas_mode: MKL_CBWR's value; "AVX2" runs the same code path on every AVX2-capable x86 CPU.
+    blas_mode: MKL_CBWR's value. "COMPATIBLE" is MKL's one branch that runs the same SSE2 code on Intel and
+        non-Intel CPUs alike; MKL honours its ISA branches (MKL_CBWR=AVX2, ...) only on Intel CPUs and silently
+        runs its AUTO branch elsewhere (MKL developer guide, "Getting Started with Conditional Numerical
+        Reproducibility"; measured: vectors recorded under MKL_CBWR=AVX2 on an AMD EPYC did not match an
+        Intel Xeon, and MKL's float32 sqrt differs per branch in 23k-674k of 4M inputs).
+    onednn: whether torch may use oneDNN (its CPU convolutions and some matmuls). oneDNN picks kernels by
+        ISA and blocks by the cache sizes it detects, on its own (measured: its AVX-512 kernels change the
+        CNN's and the GPT's traces on the same Xeon), so the class runs torch's own im2col + BLAS instead.
     cuda_capability: the GPU's compute capability (major, minor); kernels and cuBLAS heuristics differ per arch.
     """
     name: str
     aten_capability: str | None = None
     blas_mode: str | None = None
+    onednn: bool = True
     cuda_capability: tuple[int, int] | None = None
 
 
@@ -61,15 +81,17 @@ class Profile:
         hw = self.hardware or HardwareClass("any")
         return {"class": hw.name, "torch": self.torch_version, "device": self.device, "threads": self.num_threads,
                 "aten_capability": hw.aten_capability, "blas_mode": hw.blas_mode and f"{BLAS_MODE_ENV}={hw.blas_mode}",
+                "onednn": hw.onednn if hw.aten_capability else None,
                 "cuda_capability": ".".join(map(str, hw.cuda_capability)) if hw.cuda_capability else None}
 
 
 PROFILES = {
-    # x86-64 with AVX2 kernels and MKL's AVX2 branch, one thread (measured: ATen's default kernels, MKL's
-    # COMPATIBLE branch and two threads each change the digits-MLP trace from its first checkpoint)
+    # x86-64 (Intel or AMD) with ATen's AVX2 kernels, MKL's vendor-neutral COMPATIBLE branch and no oneDNN,
+    # one thread (measured: ATen's default kernels, another MKL branch, oneDNN's AVX-512 kernels and two
+    # threads each change a trace)
     "cpu-f32-strict": Profile("cpu-f32-strict", "cpu", "2.13.0", num_threads=1, interop_threads=1,
                               hardware=HardwareClass("x86-64-avx2", aten_capability="AVX2",
-                                                     blas_mode=DEFAULT_BLAS_MODE)),
+                                                     blas_mode=DEFAULT_BLAS_MODE, onednn=False)),
     # NVIDIA Hopper (H100/H200, sm_90), deterministic cuBLAS workspace, no TF32
     "cuda-f32-strict": Profile("cuda-f32-strict", "cuda", "2.13.0", num_threads=1, interop_threads=1,
                                hardware=HardwareClass("cuda-sm90", cuda_capability=(9, 0))),
@@ -136,6 +158,7 @@ def _snapshot() -> dict:
         "cudnn_deterministic": torch.backends.cudnn.deterministic,
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
         "dtype": torch.get_default_dtype(),
+        "mkldnn": torch.backends.mkldnn.enabled,
     }
 
 
@@ -148,6 +171,7 @@ def _restore(s: dict) -> None:
     torch.backends.cudnn.deterministic = s["cudnn_deterministic"]
     torch.backends.cudnn.benchmark = s["cudnn_benchmark"]
     torch.set_default_dtype(s["dtype"])
+    torch.backends.mkldnn.enabled = s["mkldnn"]
 
 
 def apply_profile(name: str) -> Profile:
@@ -164,6 +188,8 @@ def apply_profile(name: str) -> Profile:
             torch.set_num_interop_threads(p.interop_threads)
         except RuntimeError:
             pass  # the pool already started; inter-op threads only schedule whole ops, never split a reduction
+    if p.hardware is not None and p.device == "cpu":
+        torch.backends.mkldnn.enabled = p.hardware.onednn   # off: convolutions by im2col + the pinned BLAS
     if p.portable:
         torch.set_flush_denormal(False)  # the portable ops produce subnormals; flushing would change bits
     torch.use_deterministic_algorithms(True)
@@ -194,5 +220,6 @@ def environment_fingerprint() -> dict:
         "cuda": torch.version.cuda,
         "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
         "mkl_cbwr": os.environ.get("MKL_CBWR"),
+        "cpu_vendor": cpu_vendor(),
         "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY"),
     }
