@@ -343,6 +343,8 @@ def test_cpu_shortcuts_give_the_accelerator_bits(monkeypatch):
     nan_small[7] = float("nan")
     inputs["small+nan"] = nan_small
     fns = [T.exp, T.erf, T.tanh, lambda t: T.log(t.abs())]
+    from verity.engine.portable import ckernels
+    monkeypatch.setattr(ckernels, "enabled", False)    # the torch path's shortcuts (the C path: test_portable_kernels)
     cpu = {k: [f(x) for f in fns] for k, x in inputs.items()}
     monkeypatch.setattr(bits, "may_sync", lambda t: False)
     for k, x in inputs.items():
@@ -473,11 +475,14 @@ CONFIGS = {
     "threads2": ({}, 2),
     "aten-default": ({"ATEN_CPU_CAPABILITY": "default"}, 1),
     "mkl-compatible": ({"MKL_CBWR": "COMPATIBLE"}, 2),
+    "mkl-auto-avx512": ({"MKL_CBWR": "AUTO", "ATEN_CPU_CAPABILITY": "avx512"}, 1),
+    "torch-kernels": ({"VERITY_PORTABLE_KERNELS": "torch"}, 1),
 }
 
 
 def _probe(env_extra: dict, threads: int) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "OMP_NUM_THREADS")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "OMP_NUM_THREADS", "VERITY_PORTABLE_KERNELS")}
     env.update(env_extra)
     proc = subprocess.run([sys.executable, str(PROBE), "--threads", str(threads)],
                           capture_output=True, text=True, timeout=120, env=env)

@@ -34,11 +34,16 @@ CONFIGS = {
     "threads1": ({}, 1),
     "threads2": ({}, 2),
     "aten-default": ({"ATEN_CPU_CAPABILITY": "default"}, 1),
+    # MKL's fastest branch for this CPU and ATen's widest kernels (AVX-512 where the CPU has it)
+    "mkl-auto-avx512": ({"MKL_CBWR": "AUTO", "ATEN_CPU_CAPABILITY": "avx512"}, 1),
+    # the torch code of every C fast path (what CUDA and machines without a C compiler run)
+    "torch-kernels": ({"VERITY_PORTABLE_KERNELS": "torch"}, 2),
 }
+ISOLATED = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "OMP_NUM_THREADS", "VERITY_PORTABLE_KERNELS")
 
 
 def _run(tmp: Path, env_extra: dict, threads: int) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "OMP_NUM_THREADS")}
+    env = {k: v for k, v in os.environ.items() if k not in ISOLATED}
     env.update(env_extra)
     proc = subprocess.run([sys.executable, str(HELPER), str(tmp), "--threads", str(threads)],
                           capture_output=True, text=True, timeout=180, env=env)
