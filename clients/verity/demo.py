@@ -41,8 +41,11 @@ NODES = [  # name, test account, roles, faults
 ]
 CHEATERS = {name for name, _, _, faults in NODES if faults}  # nodes running a TEST-ONLY fault
 # solver-2 stands for a different CPU: ATen dispatches its default (non-AVX2) kernels, which change every native
-# float32 result; under portable-f32 its bits are the others' (docs/engine.md, "Portable profile").
-NODE_ENV = {"solver-2": {"ATEN_CPU_CAPABILITY": "default"}}
+# float32 result; under portable-f32 its bits are the others' (docs/engine.md, "Portable profile"). The nodes run
+# MKL's fastest branch for this CPU (MKL_CBWR=AUTO: they serve portable-f32 only, docs/nodes.md), except verifier-2,
+# on the vendor-neutral COMPATIBLE branch a node that also serves cpu-f32-strict runs.
+BASE_NODE_ENV = {"MKL_CBWR": "AUTO"}
+NODE_ENV = {"solver-2": {"ATEN_CPU_CAPABILITY": "default"}, "verifier-2": {"MKL_CBWR": "COMPATIBLE"}}
 PROFILE = "portable-f32"
 JOB_ARGS = ["--shards", "4", "--rounds", "2", "--steps", "40", "-k", "10", "--replication", "2",
             "--payment", "1", "--stake", "10", "--lr", "0.01", "--profile", PROFILE]
@@ -81,7 +84,7 @@ def start_nodes(directory: Path, env: dict) -> list[subprocess.Popen]:
         for f in faults:
             cmd += ["--fault", f]
         log = open(directory / f"{name}.log", "wb")
-        procs.append(subprocess.Popen(cmd, env={**env, **NODE_ENV.get(name, {})}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        procs.append(subprocess.Popen(cmd, env={**env, **BASE_NODE_ENV, **NODE_ENV.get(name, {})}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
     return procs
 
 
@@ -133,7 +136,8 @@ def run_demo(keep: bool = False, directory: Path = DEMO_DIR, scenario: str = "ma
         setup_s = total()
         console.print(f"6 nodes registered and staked ({', '.join(n for n, *_ in NODES)}); "
                       "[yellow]solver-4 runs the TEST-ONLY fault bitflip@step=15[/yellow]; "
-                      f"solver-2 runs ATen's default kernels (ATEN_CPU_CAPABILITY=default), as another CPU would; "
+                      f"solver-2 runs ATen's default kernels (ATEN_CPU_CAPABILITY=default), as another CPU would, "
+                      f"and verifier-2 MKL's COMPATIBLE branch, the others MKL's AUTO one; "
                       f"the job's profile is {PROFILE}")
         job = Timer()
         job_id = _submit(directory, record["rpc_url"], args)

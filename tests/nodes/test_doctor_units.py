@@ -276,3 +276,21 @@ def test_servingContext_manifestOfUnservedProfile_refused_fails(tmp_path):
         ctx.manifest(1)                                                  # never fetched, trained or replayed
     with pytest.raises(LookupError, match="fetched"):
         ctx.manifest(2)                                                  # a served profile goes on to the fetch
+
+
+# ---------------------------------------------------------------- timing
+@pytest.mark.parametrize("profile, expected", [("portable-f32", ["compile", "train"]), ("cpu-f32-strict", ["train"])])
+def test_runReference_portableFirstRun_compilesTheCKernelsBeforeTheTimedSteps_succeeds(monkeypatch, tmp_path,
+                                                                                        profile, expected):
+    # a fresh machine's first doctor run once timed the C kernels' compile as the MLP's steps (148 ms/step for 3.8),
+    # and the cached figure feeds the node's feasibility estimates
+    from verity.engine import reference
+    from verity.engine.portable import ckernels
+    calls = []
+    monkeypatch.setattr(ckernels, "_tried", False)
+    monkeypatch.setattr(ckernels, "enabled", True)
+    monkeypatch.setattr(ckernels, "_load", lambda: calls.append("compile"))
+    monkeypatch.setattr(reference, "run_task", lambda *a, **k: calls.append("train")
+                        or SimpleNamespace(root=bytes(32), timings={"train": 1.0}))
+    root, ms = reference.run_reference(profile, "mlp", tmp_path)
+    assert calls == expected and root == "00" * 32 and ms > 0

@@ -21,6 +21,7 @@ from verity.engine.data import Shard, load_shard
 from verity.engine.datasets import char_corpus, digits, make_shards
 from verity.engine.determinism import ANY_DEVICE, PROFILES, get_profile
 from verity.engine.manifest import Manifest, load_manifest
+from verity.engine.portable import ckernels
 from verity.engine.runner import run_task
 from verity.engine.state import TaskRef
 from verity.errors import VerityError
@@ -100,6 +101,8 @@ def run_reference(profile: str, arch: str, workdir: Path) -> tuple[str, float]:
     (same root, but no steps to time). Pins the profile's settings like any job (run_task applies it);
     the caller owns restoring them (`determinism.deterministic`)."""
     m = reference_manifest(profile, arch)
+    if get_profile(profile).portable:
+        ckernels.prepare()                                  # a first run's compile is not a training step
     r = run_task(m, initial_state(m), reference_shard(arch, m), TASK, Path(workdir) / f"{profile}-{arch}")
     return r.root.hex(), round(1000.0 * r.timings["train"] / m.steps_per_round, 3)   # the step loop alone
 

@@ -116,9 +116,9 @@ def cache_dir() -> Path:
 
 
 def engine_digest() -> str:
-    """sha256 over the engine's Python sources (path and bytes): any change there may change the bits."""
+    """sha256 over the engine's Python and C sources (path and bytes): any change there may change the bits."""
     h = hashlib.sha256()
-    for path in sorted(ENGINE_DIR.rglob("*.py")):
+    for path in sorted([*ENGINE_DIR.rglob("*.py"), *ENGINE_DIR.rglob("*.c")]):
         rel = path.relative_to(ENGINE_DIR).as_posix()
         h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()

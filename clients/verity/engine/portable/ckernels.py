@@ -108,6 +108,13 @@ def usable(x: torch.Tensor) -> ctypes.CDLL | None:
 enabled = os.environ.get(ENV_SWITCH) != "torch"   # read once; tests flip this flag to compare both paths
 
 
+def prepare() -> None:
+    """Compile (once per machine) and load the C kernels now, unless switched off or already tried: a timed run
+    (the doctor's ms per step, which a node's feasibility estimates use) must not count the one-off compile."""
+    if enabled and not _tried:
+        _load()
+
+
 def _merged_dims(t: torch.Tensor, lead: int) -> list[list[int]]:
     """t's first `lead` dims (those of size > 1), outermost first, in groups of neighbours that flatten."""
     groups: list[list[int]] = []

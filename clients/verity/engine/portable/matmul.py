@@ -22,6 +22,9 @@ Schemes (SCHEMES; `DEFAULT_SCHEME` is "2"):
   "3": two slices of beta = (53 - ceil(log2 2k))//2 bits each; A1@B1 and
        A1@B2 + A2@B1 kept, A2@B2 dropped: 3 GEMMs, 44 bits at k = 128.
   "1": one slice each, W//2 bits: 1 GEMM, 23 bits at k = 128.
+  "1|2": "1" while it keeps >= 20 bits per operand (k <= 8192), else "2" (the
+       portable-f32 profile's; the choice depends on k only).
+On the CPU the splitting and finishing run in C (ckernels.py), same bits.
 Error bound (error_bound): each element is rounded to its operand's last
 quantum, half of which is at most 2**-Ba * max|a_i.| (Ba = slices_a * beta_a
 bits kept; likewise Bb for b), and scheme "3" drops A2@B2, at most
