@@ -43,8 +43,10 @@ CHEATERS = {name for name, _, _, faults in NODES if faults}  # nodes running a T
 # solver-2 stands for a different CPU: ATen dispatches its default (non-AVX2) kernels, which change every native
 # float32 result; under portable-f32 its bits are the others' (docs/engine.md, "Portable profile"). The nodes run
 # MKL's fastest branch for this CPU (MKL_CBWR=AUTO: they serve portable-f32 only, docs/nodes.md), except verifier-2,
-# on the vendor-neutral COMPATIBLE branch a node that also serves cpu-f32-strict runs.
-BASE_NODE_ENV = {"MKL_CBWR": "AUTO"}
+# on the vendor-neutral COMPATIBLE branch a node that also serves cpu-f32-strict runs. portable-f32 leaves intra-op
+# threads to the operator, and six nodes share this machine's cores: one thread each (torch's default, a thread per
+# core in every process, oversubscribed 2 cores twelve-fold and made the job 102-110 s instead of 81 s).
+BASE_NODE_ENV = {"MKL_CBWR": "AUTO", "OMP_NUM_THREADS": "1"}
 NODE_ENV = {"solver-2": {"ATEN_CPU_CAPABILITY": "default"}, "verifier-2": {"MKL_CBWR": "COMPATIBLE"}}
 PROFILE = "portable-f32"
 JOB_ARGS = ["--shards", "4", "--rounds", "2", "--steps", "40", "-k", "10", "--replication", "2",
