@@ -45,7 +45,7 @@ CHEATERS = {name for name, _, _, faults in NODES if faults}  # nodes running a T
 # MKL's fastest branch for this CPU (MKL_CBWR=AUTO: they serve portable-f32 only, docs/nodes.md), except verifier-2,
 # on the vendor-neutral COMPATIBLE branch a node that also serves cpu-f32-strict runs. portable-f32 leaves intra-op
 # threads to the operator, and six nodes share this machine's cores: one thread each (torch's default, a thread per
-# core in every process, oversubscribed 2 cores twelve-fold and made the job 102-110 s instead of 81 s).
+# core in every process, ran twelve threads on two cores and made the job 102-110 s instead of 81 s).
 BASE_NODE_ENV = {"MKL_CBWR": "AUTO", "OMP_NUM_THREADS": "1"}
 NODE_ENV = {"solver-2": {"ATEN_CPU_CAPABILITY": "default"}, "verifier-2": {"MKL_CBWR": "COMPATIBLE"}}
 PROFILE = "portable-f32"

@@ -100,19 +100,18 @@ def _load() -> ctypes.CDLL | None:
 
 def usable(x: torch.Tensor) -> ctypes.CDLL | None:
     """The library, if x may use it (on the CPU, kernels not switched off), else None."""
-    if x.device.type != "cpu" or not enabled:
-        return None
-    return _lib if _tried else _load()
+    return prepare() if x.device.type == "cpu" else None
 
 
 enabled = os.environ.get(ENV_SWITCH) != "torch"   # read once; tests flip this flag to compare both paths
 
 
-def prepare() -> None:
-    """Compile (once per machine) and load the C kernels now, unless switched off or already tried: a timed run
-    (the doctor's ms per step, which a node's feasibility estimates use) must not count the one-off compile."""
-    if enabled and not _tried:
-        _load()
+def prepare() -> ctypes.CDLL | None:
+    """The library, compiled (once per machine) and loaded on the first call; None when switched off or unavailable.
+    Called ahead of a timed run (the doctor's ms per step, which feasibility estimates use): the compile is no step."""
+    if not enabled:
+        return None
+    return _lib if _tried else _load()
 
 
 def _merged_dims(t: torch.Tensor, lead: int) -> list[list[int]]:
