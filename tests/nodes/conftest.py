@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from node_builders import Net
+from node_builders import CLOCK_ALLOWANCE, Net
 from verity.chain.governance import apply_parameters
 from verity.devnet import services
 from verity.devnet.deploy import deploy
@@ -33,7 +33,7 @@ def deployed(devnet, tmp_path_factory):
     owner = Net(devnet["rpc_url"], devnet["ipfs_api"], root, dict(os.environ)).client(0)
     # The Timelock's admin: one devnet clock jump past the delay applies all four.
     apply_parameters(owner, [
-        (owner.game, owner.game.functions.setClockAllowance(15)),
+        (owner.game, owner.game.functions.setClockAllowance(CLOCK_ALLOWANCE)),
         (owner.panel, owner.panel.functions.setWindows(15, 15)),                # commit, reveal
         (owner.jobs, owner.jobs.functions.setDefaultWindows(120, 10, 10)),      # execution, reveal (= grace), challenge
         (owner.jobs, owner.jobs.functions.setAssignmentTimeout(5)),

@@ -2,6 +2,7 @@
 a fresh deployment per test through `ape run deploy`, and real `verity node run` processes."""
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -18,6 +19,11 @@ from verity.storage import Storage
 from verity.submit import JobSpec, post_job_web3, prepare_job
 
 SUBMITTER = 9  # test account that posts jobs (funded by the deploy script)
+# The devnet windows the `deployed` fixture applies. A dispute party's chess clock must survive CI's load: in
+# tests/nodes/test_end_to_end.py's bitflip dispute each party used 4-7 s of its clock under two busy background
+# processes here, and on CI's machine (pytest's two workers beside forge's invariant campaign) an honest party once
+# ran out of a 15 s clock and was slashed. Production's default is 120 s.
+CLOCK_ALLOWANCE = 30
 
 
 @dataclass
@@ -40,6 +46,14 @@ class Node:
         self.killed = True
         self.proc.kill()
         self.proc.wait(timeout=10)
+
+    def pause(self) -> None:
+        """Freezes the node (SIGSTOP; its lanes are threads of the same process): it misses blocks as an offline
+        node would, and catches up on resume() with no start-up time on the critical path."""
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.proc.pid, signal.SIGCONT)
 
     def text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -116,6 +130,7 @@ class Net:
         for n in self.nodes:
             if n.proc.poll() is None:
                 n.proc.send_signal(signal.SIGTERM)
+                n.proc.send_signal(signal.SIGCONT)  # a paused node handles its SIGTERM once it runs
         for n in self.nodes:
             try:
                 n.proc.wait(timeout=10)

@@ -8,6 +8,8 @@ import pytest
 from verity.chain import TxFailed
 from verity.chain.governance import TIMELOCKED, apply_parameter
 
+from node_builders import CLOCK_ALLOWANCE
+
 pytestmark = pytest.mark.integration
 
 
@@ -51,7 +53,7 @@ def test_deployed_owners_are_the_timelock_and_the_deployer_cannot_set_parameters
             owner.transact(call)
     # the fixture's devnet parameters, applied through the Timelock (queued, clock moved past the delay, executed)
     assert owner.call(owner.jobs.functions.assignmentTimeout()) == 5
-    assert owner.call(owner.game.functions.clockAllowance()) == 15
+    assert owner.call(owner.game.functions.clockAllowance()) == CLOCK_ALLOWANCE
     executed = timelock.events.CallExecuted.get_logs(from_block=owner.deployments.start_block)
     assert {e.args.target for e in executed} == {owner.jobs.address, owner.game.address, owner.panel.address}
     assert len(executed) == 4

@@ -3,7 +3,7 @@ with its own verifier identities.
 
 The solver flips a bit (replication 1). Two sybil verifiers of the same cheater (TEST-ONLY `sybil-challenge` +
 `silent-in-dispute`) commit and reveal challenges built to lose before anyone else, then never move. The honest
-verifier is started only once both sybil challenges are open, so its challenge is surely the later one; it still
+verifier is frozen (SIGSTOP) until both sybil challenges are open, so its challenge is surely the later one; it still
 opens beside theirs (any number may be open against one result), wins, and its result is the one accepted. The sybils
 lose on their clocks and are slashed; the honest verifier is not."""
 from __future__ import annotations
@@ -17,13 +17,15 @@ from verity.chain.views import read
 pytestmark = pytest.mark.integration
 
 TRAIN = 1  # shard 0 of round 0
-# The honest verifier comes online once both sybil challenges are open and their clocks (15 s, set by the `net`
-# fixture) have SYBIL_CLOCK_LEFT s left: its challenge is then surely the later one, and its dispute (at least ~10
-# blocks: bisection, then a referee panel) cannot end before theirs do (a dispute still open when the candidate is
-# replaced is abandoned unslashed). Node start, re-execution, commit and reveal then fit the window on a slow machine:
-# under CI's two busy workers the honest node's process took 6-9 s to start and 6 s more to register, and a 25 s
-# window closed before its challenge (seen once in CI), so the window is 40 s.
-CHALLENGE_WINDOW = 40
+# The honest verifier runs from the start (registered and staked: no start-up on the critical path) but is frozen
+# before the job is posted, and resumed once both sybil challenges are open and their clocks (CLOCK_ALLOWANCE) have
+# at most SYBIL_CLOCK_LEFT s left: its challenge commitment is then surely the later one, and its dispute, which opens
+# only when it reveals the challenge after the window closed, cannot end before theirs do (a dispute still open when
+# the candidate is replaced is abandoned unslashed). The sybils open about 2 s after the result; resumed about 21 s
+# later, the honest node re-executed and committed 5 s after it under two busy background processes here, and the
+# window leaves it 20 s more. (Started only at that point instead, the node's start-up and registration, 6-14 s here
+# and more on CI, once ate the whole window there and the wrong result was accepted.)
+CHALLENGE_WINDOW = 45
 SYBIL_CLOCK_LEFT = 9
 
 
@@ -38,7 +40,10 @@ def test_sybil_verifiers_challenge_first_and_lose_while_the_honest_challenge_win
               for i in (2, 3)]
     for i in (5, 6, 7):
         net.start_node(f"referee-{i}", i, roles="referee")
-    net.wait_registered(6)
+    honest = net.start_node("verifier", 4, roles="verifier")
+    net.wait_registered(7)
+    wait_for(lambda: "running as verifier" in " ".join(honest.text().split()), 60, "the honest verifier to be staked")
+    honest.pause()
     job_id = net.post(shards=1, rounds=1, steps=20, k=10, replication=1, challenge_window=CHALLENGE_WINDOW,
                       execution_window=60)
     cheaters = {s.address for s in sybils}
@@ -50,7 +55,7 @@ def test_sybil_verifiers_challenge_first_and_lose_while_the_honest_challenge_win
 
     wait_for(lambda: len(left := sybil_clocks_left()) == 2 and max(left) <= SYBIL_CLOCK_LEFT, 120,
              "both sybil challenges to open and their clocks to run down")
-    honest = net.start_node("verifier", 4, roles="verifier")
+    honest.resume()
     net.wait_job(job_id, timeout=360)
 
     events = net.events()
