@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from torch.overrides import TorchFunctionMode
 
 MAX_PARAMETERS = 200_000_000  # a job may not ask solvers to allocate more
 
@@ -224,9 +225,39 @@ def build_model(spec: MLPSpec | CNNSpec | GPTSpec, device: str | torch.device = 
     or `load_state_dict` before use. Built on meta first so that construction
     neither allocates twice nor draws from the global RNG. `portable`: the same
     parameters, forward on verity.engine.portable ops (profile portable-f32)."""
-    with torch.device("meta"):
+    with _on_meta():
         model = _zoo(portable)[spec.arch](spec.config)
     return model.to_empty(device=device)
+
+
+class _SkipRandomInit(TorchFunctionMode):
+    """Meta tensors hold no values, so the layers' random initialisers are no-ops on them here. Left to torch, a meta
+    tensor's `normal_` (nn.Embedding's init) runs through torch's Python reference ops, whose first call imports
+    torch._dynamo: 2.3 s of CPU in every process that built a GPT, node start-up included (it validates the
+    reference GPT manifest)."""
+    _SKIPPED = frozenset({"normal_", "uniform_"})  # nn.init's and Tensor's, matched by name
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", None) in self._SKIPPED:
+            target = args[0] if args else kwargs.get("tensor")  # nn.init passes everything by keyword
+            if isinstance(target, torch.Tensor) and target.is_meta:
+                return target
+        return func(*args, **kwargs)
+
+
+class _on_meta:
+    """Build modules on the meta device without running their random initialisers."""
+
+    def __enter__(self):
+        self._modes = (torch.device("meta"), _SkipRandomInit())
+        for m in self._modes:
+            m.__enter__()
+
+    def __exit__(self, *exc):
+        for m in reversed(self._modes):
+            m.__exit__(*exc)
+        return False
 
 
 def init_model(spec: MLPSpec | CNNSpec | GPTSpec, seed: int, portable: bool = False) -> nn.Module:
@@ -243,6 +274,6 @@ def init_model(spec: MLPSpec | CNNSpec | GPTSpec, seed: int, portable: bool = Fa
 
 
 def count_parameters(spec: MLPSpec | CNNSpec | GPTSpec) -> int:
-    with torch.device("meta"):
+    with _on_meta():
         model = ZOO[spec.arch](spec.config)
     return sum(p.numel() for p in model.parameters())
