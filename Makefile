@@ -32,7 +32,7 @@ test: setup
 test-forge:
 	scripts/forge_test.sh
 
-# Two workers: most integration tests wait on chain clocks and node processes, not the CPU.
+# Two workers, one per core (README, "Other commands": the node tests are CPU-bound).
 test-py:
 	$(BIN)/pytest -n 2 --dist worksteal
 

@@ -1,10 +1,13 @@
+import subprocess
+import sys
+
 import pytest
 import torch
 
 from verity.engine.checkpoint import initial_state
 from verity.engine.data import load_shard
 from verity.engine.evaluate import evaluate
-from verity.engine.models import build_model, count_parameters, init_model
+from verity.engine.models import ZOO, build_model, count_parameters, init_model
 from verity.engine.state import TaskRef
 from verity.engine.trainer import Trainer
 
@@ -41,8 +44,6 @@ def test_build_model_meta_allocates_nothing():
 def test_build_model_meta_skips_random_init_and_keeps_every_parameter():
     """On meta, the layers' random initialisers are skipped (a meta normal_ would import torch._dynamo, 2.3 s of
     start-up in every process that validates a GPT manifest); shapes, names and count are the plain meta build's."""
-    import subprocess
-    import sys
     probe = ("import sys; from verity.engine.reference import reference_manifest; "
              "from verity.engine.models import build_model, count_parameters; "
              "m = reference_manifest('cpu-f32-strict', 'gpt'); count_parameters(m.model); build_model(m.model, 'meta'); "
@@ -50,7 +51,6 @@ def test_build_model_meta_skips_random_init_and_keeps_every_parameter():
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr[-2000:]
 
-    from verity.engine.models import ZOO
     for arch in ("mlp", "cnn", "gpt"):
         spec = build_manifest(arch).model
         with torch.device("meta"):

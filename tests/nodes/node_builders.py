@@ -19,7 +19,7 @@ from verity.storage import Storage
 from verity.submit import JobSpec, post_job_web3, prepare_job
 
 SUBMITTER = 9  # test account that posts jobs (funded by the deploy script)
-# The devnet windows the `deployed` fixture applies. A dispute party's chess clock must survive CI's load: in
+# The dispute clock the `deployed` fixture (conftest.py) applies. A dispute party's chess clock must survive CI's load: in
 # tests/nodes/test_end_to_end.py's bitflip dispute each party used 4-7 s of its clock under two busy background
 # processes here, and on CI's machine (pytest's two workers beside forge's invariant campaign) an honest party once
 # ran out of a 15 s clock and was slashed. Production's default is 120 s.

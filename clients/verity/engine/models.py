@@ -10,6 +10,7 @@ batch sampling in `runner.py`, driven by per-step generators.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from typing import Annotated, Literal, Union
 
 import torch
@@ -246,18 +247,11 @@ class _SkipRandomInit(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-class _on_meta:
+@contextmanager
+def _on_meta():
     """Build modules on the meta device without running their random initialisers."""
-
-    def __enter__(self):
-        self._modes = (torch.device("meta"), _SkipRandomInit())
-        for m in self._modes:
-            m.__enter__()
-
-    def __exit__(self, *exc):
-        for m in reversed(self._modes):
-            m.__exit__(*exc)
-        return False
+    with torch.device("meta"), _SkipRandomInit():
+        yield
 
 
 def init_model(spec: MLPSpec | CNNSpec | GPTSpec, seed: int, portable: bool = False) -> nn.Module:
