@@ -15,7 +15,11 @@ import os as _os
 # float64 GEMMs give the same bits on any branch, and MKL's fastest is 2-3x faster than COMPATIBLE.
 _os.environ.setdefault("MKL_CBWR", "COMPATIBLE")
 
-# It pins ATen's AVX2 kernels too. ATen reads ATEN_CPU_CAPABILITY once, at the first kernel it dispatches, and caps
-# it at what the CPU has: an AVX-512 machine then runs the class's AVX2 kernels, a CPU without AVX2 still runs its
-# own (and cannot serve the class). Portable jobs do not depend on it. An operator's own value wins here too.
-_os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")
+# It pins ATen's AVX2 kernels too, where the CPU has AVX2: an AVX-512 machine then runs the class's AVX2 kernels. ATen
+# reads ATEN_CPU_CAPABILITY once, at the first kernel it dispatches, and does not check it against the CPU (asked for
+# kernels the CPU lacks, the process dies of SIGILL), so a CPU without AVX2 keeps its own (and cannot serve the
+# class; verity.cpu). Portable jobs do not depend on it. An operator's own value wins here too.
+from verity.cpu import supports as _supports
+
+if _supports("avx2"):
+    _os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")

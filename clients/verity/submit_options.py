@@ -43,7 +43,10 @@ CHECKS_PER_TASK = 2
 FEE_SAMPLE_RATE = 1.0
 
 MODELS = ("mlp", "cnn", "gpt")
-PROFILE = "cpu-f32-strict"
+# The default runs on every node: a native class's bits hold only on the hardware its vectors were recorded on
+# (tests/vectors/cpu-f32-strict.json, an Intel AVX2 CPU; an AMD EPYC computes other bits under the same pins), so a
+# default job under it was served by nobody on such a network and never ran.
+PROFILE = "portable-f32"
 PROFILE_NAMES = ("cpu-f32-strict", "cuda-f32-strict", "portable-f32")  # verity.engine.determinism.PROFILES
 AGGREGATIONS = ("mean", "median", "trimmed_mean")
 OPTIMIZERS = ("sgd", "adam", "adamw")
@@ -86,8 +89,9 @@ HELP = {
     "block": "text corpus: characters per sample",
     "challenge_window": f"seconds a result may be challenged (replication 1; replication 2 takes the contract's "
                         f"default; 0 = the contract's default, at most {MAX_WINDOW})",
-    "profile": "determinism profile: cpu-f32-strict (x86-64 AVX2 class, fast) | cuda-f32-strict (sm_90 class) | "
-               "portable-f32 (same bits on any CPU or GPU, slower; any node can serve and check it)",
+    "profile": "determinism profile: portable-f32 (default: same bits on any CPU or GPU; any node can serve and check "
+               "it) | cpu-f32-strict (x86-64 AVX2 class as recorded in the vectors; only nodes whose doctor passes it) "
+               "| cuda-f32-strict (sm_90 class)",
     "name": "job name stored in the manifest (default: '<model> on <dataset>')",
     "verification_fee": f"VRT paid per matching blind check of a task from the job's verification pot (> 0; default "
                         f"{FEE_OF_PAYMENT:g} x --payment); the pot, fee x checks x tasks, is funded after postJob",

@@ -19,6 +19,7 @@ from verity.engine.portable import transcendental as T
 from verity.engine.portable.bits import f32
 from verity.engine.portable.matmul import SCHEMES, exact_matmul, get_scheme
 from verity.engine.portable.reduce import tree_mean, tree_sum
+from verity.cpu import widest_aten_capability
 
 PROBE = Path(__file__).with_name("portable_probe.py")
 U = 2.0 ** -24
@@ -475,7 +476,7 @@ CONFIGS = {
     "threads2": ({}, 2),
     "aten-default": ({"ATEN_CPU_CAPABILITY": "default"}, 1),
     "mkl-compatible": ({"MKL_CBWR": "COMPATIBLE"}, 2),
-    "mkl-auto-avx512": ({"MKL_CBWR": "AUTO", "ATEN_CPU_CAPABILITY": "avx512"}, 1),
+    "mkl-auto-widest": ({"MKL_CBWR": "AUTO", "ATEN_CPU_CAPABILITY": widest_aten_capability()}, 1),  # AVX-512 if any
     "torch-kernels": ({"VERITY_PORTABLE_KERNELS": "torch"}, 1),
 }
 

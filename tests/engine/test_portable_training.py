@@ -25,6 +25,7 @@ from verity.engine.portable import layers as L
 from verity.engine.portable.optim import PortableAdam, PortableSGD, pow_int
 from verity.engine.trainer import Trainer, loss_fn, loss_for
 from verity.errors import ManifestInvalid
+from verity.cpu import widest_aten_capability
 
 from engine_builders import build_manifest, char_shards, manifest_doc
 
@@ -34,8 +35,9 @@ CONFIGS = {
     "threads1": ({}, 1),
     "threads2": ({}, 2),
     "aten-default": ({"ATEN_CPU_CAPABILITY": "default"}, 1),
-    # MKL's fastest branch for this CPU and ATen's widest kernels (AVX-512 where the CPU has it)
-    "mkl-auto-avx512": ({"MKL_CBWR": "AUTO", "ATEN_CPU_CAPABILITY": "avx512"}, 1),
+    # MKL's fastest branch for this CPU and ATen's widest kernels (AVX-512 where the CPU has it: ATen would run
+    # AVX-512 kernels on a CPU without them and die of SIGILL)
+    "mkl-auto-widest": ({"MKL_CBWR": "AUTO", "ATEN_CPU_CAPABILITY": widest_aten_capability()}, 1),
     # the torch code of every C fast path (what CUDA and machines without a C compiler run)
     "torch-kernels": ({"VERITY_PORTABLE_KERNELS": "torch"}, 2),
 }
