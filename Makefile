@@ -10,7 +10,7 @@ export PATH := $(CURDIR)/$(BIN):$(NODE_BIN):$(PATH)
 export SOLCX_BINARY_PATH := $(CURDIR)/anvil/solc-bin
 export PYTHONHASHSEED := 0
 
-.PHONY: setup test test-forge test-py demo bench gas clean
+.PHONY: setup test test-unit test-chain test-scenario test-sweep test-forge test-py mutants demo bench gas clean
 
 setup: $(VENV)/.installed anvil/node_modules/.installed
 
@@ -25,16 +25,29 @@ anvil/node_modules/.installed: anvil/package.json anvil/package-lock.json
 	cd anvil && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-# forge beside pytest (two xdist workers); each judged by its own summary line (scripts/test_all.sh).
+# forge beside pytest's tiers (unit, then chain, then node scenarios; two xdist workers), each judged by its own
+# summary line (scripts/test_all.sh).
 test: setup
 	BIN=$(BIN) scripts/test_all.sh
+
+# One tier alone (no forge): the tiers are the markers in tests/conftest.py.
+test-unit test-chain test-scenario: setup
+	BIN=$(BIN) TIERS=$(@:test-%=%) scripts/test_all.sh
+
+# Every value of the parametrized sweeps whose default run keeps boundaries and a seeded sample.
+test-sweep: setup
+	$(BIN)/pytest -n 2 -m full_sweep
 
 test-forge:
 	scripts/forge_test.sh
 
-# Two workers, one per core (README, "Other commands": the node tests are CPU-bound).
+# All of pytest in one session, without tiers: two workers, one per core.
 test-py:
 	$(BIN)/pytest -n 2 --dist worksteal
+
+# The mutation check: seeded bugs, one at a time, each against the tests that should catch it (caught / missed).
+mutants: setup
+	$(BIN)/python scripts/mutants.py
 
 demo: setup
 	$(BIN)/verity demo

@@ -128,3 +128,41 @@ def block_ticker(anvil: Anvil) -> Iterator[Callable[[float], BlockTicker]]:
 def pytest_configure(config: pytest.Config) -> None:
     # ipfshttpclient 0.7.0 passes urllib3's deprecated `strict`; harmless, and not ours to fix.
     config.addinivalue_line("filterwarnings", "ignore:The 'strict' parameter is no longer needed:FutureWarning")
+
+
+# Fixtures that start real services (here, in tests/nodes/conftest.py and ape's own chain fixtures).
+SERVICE_FIXTURES = frozenset({"anvil", "anvil_rpc_url", "block_ticker", "ipfs_node", "ipfs_pair", "storage",
+                              "devnet", "deployed", "net", "accounts", "project", "chain", "networks"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tiers (scripts/test_all.sh runs them in this order, README "Other commands"): a test that uses a service
+    fixture is `integration` even where its module forgot to say so, and one that runs node processes (`net`) is also
+    `scenario`; everything else is a unit test. `full_sweep` items run only when asked for by name (`-m full_sweep`):
+    their test modules keep a boundary-and-sample version of the same check in the default run."""
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        if used & SERVICE_FIXTURES and item.get_closest_marker("integration") is None:
+            item.add_marker(pytest.mark.integration)
+        if "net" in used:
+            item.add_marker(pytest.mark.scenario)
+    if "full_sweep" not in (config.getoption("markexpr", "") or ""):
+        kept = [item for item in items if item.get_closest_marker("full_sweep") is None]
+        if len(kept) != len(items):
+            config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("full_sweep")])
+            items[:] = kept
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line for the CI log: how node scenarios started their nodes and how much waiting the clock skipped."""
+    totals: dict[str, int] = {}
+    for report in (r for reports in terminalreporter.stats.values() for r in reports):
+        if getattr(report, "when", "") == "teardown":
+            for key, value in report.user_properties:
+                if key in ("chain_seconds_skipped", "nodes_forked", "nodes_fresh"):
+                    totals[key] = totals.get(key, 0) + int(value)
+    if totals:
+        terminalreporter.write_line(
+            f"node scenarios: {totals.get('nodes_forked', 0)} nodes forked from the zygote, "
+            f"{totals.get('nodes_fresh', 0)} started fresh; {totals.get('chain_seconds_skipped', 0)} s of chain windows "
+            "skipped once every node was only waiting (tests/nodes/node_clock.py)")

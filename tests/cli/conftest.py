@@ -15,7 +15,7 @@ sys.path.insert(0, str(NODES))  # node_builders, as tests/nodes/conftest.py impo
 _spec = importlib.util.spec_from_file_location("nodes_conftest", NODES / "conftest.py")
 _nodes = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_nodes)
-devnet, deployed, net = _nodes.devnet, _nodes.deployed, _nodes.net
+devnet, deployed, net, node_launcher = _nodes.devnet, _nodes.deployed, _nodes.net, _nodes.node_launcher
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from eth_account import Account
 from node_builders import SUBMITTER
 from verity.chain.client import devnet_key
 from verity.chain.governance import apply_parameter
-from verity.chain.protocol import DEVICE_CPU, POSTER_BOND, PROFILE_CPU_F32_STRICT, ROLE_SOLVER, escrow_for
+from verity.chain.protocol import DEVICE_CPU, POSTER_BOND, PROFILE_PORTABLE_F32, ROLE_SOLVER, escrow_for
 from verity.chain.views import JobStatus, read
 
 pytestmark = pytest.mark.integration
@@ -60,7 +60,7 @@ def draw_round0(net, *job_ids: int) -> None:
 def register_solver(net, account: int) -> str:
     c = net.client(account)
     c.transact(c.token.functions.approve(c.registry.address, 2**256 - 1))
-    c.transact(c.registry.functions.register(ROLE_SOLVER, DEVICE_CPU, 4096, 100, PROFILE_CPU_F32_STRICT,
+    c.transact(c.registry.functions.register(ROLE_SOLVER, DEVICE_CPU, 4096, 100, PROFILE_PORTABLE_F32,
                                              "/ip4/127.0.0.1/tcp/4001"))
     c.transact(c.registry.functions.stake(1000 * 10**18))
     return c.address

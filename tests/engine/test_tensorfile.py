@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import random
 import zipfile
 
 import pytest
@@ -37,8 +38,32 @@ def _with_header_size(size: int) -> bytes:
     return data
 
 
-@pytest.mark.parametrize("size", range(128, 4104, 8))
+FULL_SWEEP = range(128, 4104, 8)
+
+
+def _header_sizes() -> list[int]:
+    """Header sizes where the reader's framing changes, plus a fixed-seed sample of the rest: the smallest header,
+    every size whose first byte is 0x80 (a pickle's first byte) with a protocol-like second byte, each carry of the
+    8-byte length's low bytes, and the largest of the full sweep (`-m full_sweep` runs all 497 sizes)."""
+    boundaries = {128, 4096}
+    boundaries |= {s for s in FULL_SWEEP if s % 256 == 128}                        # 0x80 0xNN: pickle-like openings
+    boundaries |= {s + d for s in (256, 512, 1024, 2048, 4096) for d in (-8, 0, 8) if s + d in FULL_SWEEP}
+    rest = sorted(set(FULL_SWEEP) - boundaries)
+    return sorted(boundaries | set(random.Random(0x5EED).sample(rest, 16)))
+
+
+@pytest.mark.parametrize("size", _header_sizes())
+def test_readSafetensors_headerSizeBoundaries_succeeds(size):
+    _check_header_size(size)
+
+
+@pytest.mark.full_sweep
+@pytest.mark.parametrize("size", FULL_SWEEP)
 def test_readSafetensors_everyHeaderSize_succeeds(size):
+    _check_header_size(size)
+
+
+def _check_header_size(size: int) -> None:
     data = _with_header_size(size)
     tensors, meta = read_safetensors(data, "f", StateInvalid, **CAPS)
     assert torch.equal(tensors["w"], torch.arange(6, dtype=torch.float32).reshape(2, 3))

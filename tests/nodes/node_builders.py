@@ -18,6 +18,9 @@ from verity.chain.views import read
 from verity.storage import Storage
 from verity.submit import JobSpec, post_job_web3, prepare_job
 
+from node_clock import WindowSkipper
+from node_zygote import NodeLauncher
+
 SUBMITTER = 9  # test account that posts jobs (funded by the deploy script)
 # The dispute clock the `deployed` fixture (conftest.py) applies. A dispute party's chess clock must survive CI's load: in
 # tests/nodes/test_end_to_end.py's bitflip dispute each party used 4-7 s of its clock under two busy background
@@ -67,6 +70,8 @@ class Net:
     root: Path
     env: dict
     nodes: list = field(default_factory=list)
+    skipped: int = 0  # chain seconds jumped over by wait_job (node_clock.WindowSkipper)
+    launcher: NodeLauncher | None = None  # None: every node a fresh `python -m verity` process
 
     def client(self, account: int | None = None) -> ChainClient:
         dep = load_deployments(31337, self.root / "deployments" / "31337.json")
@@ -83,16 +88,19 @@ class Net:
         env = dict(self.env, **(extra_env or {}))
         if faults:
             env["VERITY_ENABLE_FAULTS"] = "1"  # --fault is refused without it
-        proc = subprocess.Popen(args, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
-        node = Node(name, account, proc, log, args, env)
+        node = Node(name, account, self._spawn(args, env, log), log, args, env)
         self.nodes.append(node)
         return node
 
     def restart(self, node: Node) -> Node:
         node.killed = False
-        node.proc = subprocess.Popen(node.args, env=node.env, stdout=open(node.log, "ab"), stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        node.proc = self._spawn(node.args, node.env, node.log)
         return node
+
+    def _spawn(self, args: list, env: dict, log: Path):
+        if self.launcher is not None:
+            return self.launcher.start(args, env, log)  # forked from the worker's zygote where it can be
+        return subprocess.Popen(args, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_registered(self, count: int, timeout: float = 120) -> None:
         c = self.client()
@@ -107,9 +115,12 @@ class Net:
         prepared = prepare_job(JobSpec(**spec), self.storage())
         return post_job_web3(self.client(SUBMITTER), prepared)
 
-    def wait_job(self, job_id: int, timeout: float = 240, status=JobStatus.COMPLETED):
+    def wait_job(self, job_id: int, timeout: float = 240, status=JobStatus.COMPLETED, skip_windows: bool = True):
+        """Waits for the job to reach `status`. skip_windows: move the chain clock past a window once every node is
+        only waiting for it (node_clock.WindowSkipper); a test about a wait itself passes False (real time)."""
         c = self.client()
         deadline = time.monotonic() + timeout
+        skipper = WindowSkipper(self.rpc_url, Path(self.env["VERITY_STATE_DIR"])) if skip_windows else None
         while True:
             job = read(c, c.jobs, "getJob", job_id)
             if JobStatus(job.status) == status:
@@ -120,7 +131,21 @@ class Net:
             if time.monotonic() > deadline:
                 logs = "\n".join(f"--- {n.name}\n{n.text()[-3000:]}" for n in self.nodes)
                 raise AssertionError(f"job {job_id} still {JobStatus(job.status).name} after {timeout} s\n{logs}")
-            time.sleep(1.0)
+            if skipper is not None:
+                self.skipped += skipper.step(c, self.nodes)
+            time.sleep(0.5)
+
+    def wait_until(self, predicate, timeout: float, what: str):
+        """`wait_for` that skips windows the way wait_job does, for a test waiting on something other than the job's
+        end (the test body must be passive meanwhile: it is not a party the skipper sees)."""
+        c, skipper = self.client(), WindowSkipper(self.rpc_url, Path(self.env["VERITY_STATE_DIR"]))
+
+        def ready():
+            if value := predicate():
+                return value
+            self.skipped += skipper.step(c, self.nodes)
+            return None
+        return wait_for(ready, timeout, what)
 
     def events(self) -> list:
         c = self.client()

@@ -61,7 +61,10 @@ def test_sigkilled_solver_restarts_and_finishes_without_double_commits(net):
     a = net.start_node("solver-a", 1)
     net.start_node("solver-b", 2)
     net.wait_registered(2)
-    job_id = net.post(shards=1, rounds=1, steps=3000, k=100, replication=2, execution_window=90)
+    # long enough to be killed mid-task, short enough for two portable-f32 trainings side by side under CI's load
+    # (3000 steps were estimated at 159 s here and declined for a 90 s window; 1000 took over 180 s beside a busy
+    # worker though estimated at 53 s)
+    job_id = net.post(shards=1, rounds=1, steps=300, k=30, replication=2, execution_window=180)
     wait_for(lambda: "assigned task" in a.text(), 60, "solver-a to be assigned")
     a.kill()  # SIGKILL mid-task: no chance to save anything beyond what is already on disk
     net.restart(a)
@@ -102,7 +105,7 @@ def test_unreachable_cid_and_malformed_manifest_end_in_a_refund(net):
     doc = {"schema_version": 1, "model": {"arch": "mlp", "config": {"in_features": 64, "hidden": [16], "out_features": 10}},
            "init": {"seed": 0}, "data": {"task": "classification", "x_shape": [64], "x_dtype": "float32", "num_classes": 10},
            "shards": [{"cid": nowhere, "samples": 100}], "optimizer": {"name": "adam", "lr": 0.01}, "batch_size": 8,
-           "steps_per_round": 20, "rounds": 1, "checkpoint_interval": 10}
+           "steps_per_round": 20, "rounds": 1, "checkpoint_interval": 10, "determinism": "portable-f32"}
     good_json_bad_data = json.dumps(doc).encode()
     initial = initial_state(load_manifest(good_json_bad_data)).hash
     malformed = b'{"schema_version": 1, "model": "not an object"}'

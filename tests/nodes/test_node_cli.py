@@ -107,7 +107,7 @@ def test_register_declares_region_and_bandwidth_and_a_region_job_is_eligible_onl
     """Issue 9 item 4 through the user's path: `verity node register --region --bandwidth-mbps` on the real devnet
     sends declareNetwork; the registry then counts the node for a Europe job with 100 Mbit/s and not for Asia, and
     `node status` shows what the chain holds."""
-    from verity.chain.protocol import REGIONS, ROLE_SOLVER
+    from verity.chain.protocol import PROFILE_PORTABLE_F32, REGIONS, ROLE_SOLVER
 
     done = _verity(net, "node", "register", "--name", "eu-1", "--account", "4", "--roles", "solver",
                    "--region", "europe", "--bandwidth-mbps", "250")
@@ -117,7 +117,7 @@ def test_register_declares_region_and_bandwidth_and_a_region_job_is_eligible_onl
     node = read(c, c.registry, "getNode", address)
     assert (node.region, node.bandwidthMbps) == (REGIONS["europe"], 250)
     eligible = lambda region, mbps: c.call(c.registry.functions.isEligible(  # noqa: E731
-        address, ROLE_SOLVER, 0, 0, 1, region, mbps, 1))
+        address, ROLE_SOLVER, 0, 0, PROFILE_PORTABLE_F32, region, mbps, 1))  # the one profile every node serves
     assert eligible(REGIONS["europe"], 100) and eligible(0, 0)
     assert not eligible(REGIONS["asia"], 0) and not eligible(REGIONS["europe"], 1000)
     status = _verity(net, "node", "status", "--name", "eu-1", "--account", "4")

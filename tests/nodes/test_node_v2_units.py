@@ -291,6 +291,20 @@ def test_keeper_finalizes_only_after_window_plus_grace_with_no_open_dispute_succ
     assert (("finalize", (4,)) in chain.sent) == finalized
 
 
+@pytest.mark.parametrize("chain_since, beats", [(299, False), (301, True)])
+def test_keeper_heartbeats_when_chain_time_ran_half_the_liveness_window_ahead_succeeds(monkeypatch, chain_since,
+                                                                                          beats):
+    """A chain whose clock runs ahead of the wall (irregular blocks, a devnet's clock jump) must not see the node
+    offline: a heartbeat goes out once half of livenessWindow passed in chain time, whatever the wall clock says."""
+    k, ctx, chain = _keeper(monkeypatch)
+    chain.views["livenessWindow"] = lambda: 600
+    chain.time = 10_000
+    snap = Snapshot(last_heartbeat=1e18, last_heartbeat_chain=10_000 - chain_since)  # wall: not due for ages
+    k(snap)
+    assert (("heartbeat", ()) in chain.sent) == beats
+    assert snap.last_heartbeat_chain == (10_000 if beats else 10_000 - chain_since)
+
+
 @pytest.mark.parametrize("ready, stale, assigned", [(False, False, False), (True, False, True), (False, True, True)])
 def test_keeper_assigns_an_open_task_only_once_its_draw_is_readable_succeeds(monkeypatch, ready, stale, assigned):
     k, ctx, chain = _keeper(monkeypatch)

@@ -69,8 +69,8 @@ def test_a_blind_check_made_before_the_result_was_public_is_paid_succeeds(net):
     balance = c.call(c.token.functions.balanceOf(verifier.address))  # registered and staked long before
 
     net.start_node("solver", 1, roles="solver")
-    wait_for(lambda: TaskStatus(read(c, c.jobs, "getTask", train).status) == TaskStatus.ACCEPTED, 120,
-             "the task's acceptance")
+    net.wait_until(lambda: TaskStatus(read(c, c.jobs, "getTask", train).status) == TaskStatus.ACCEPTED, 120,
+                   "the task's acceptance")
     _warp_to(c, (e + 2) * epoch_s)  # the key for epoch e may be revealed from e + 2
 
     def paid():

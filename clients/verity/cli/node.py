@@ -155,7 +155,7 @@ def run(
     from verity.node.work import WorkPool
 
     try:
-        if fault and not FAULTS_ENABLED:
+        if fault and os.environ.get("VERITY_ENABLE_FAULTS") != "1":  # read now: a forked node's env is set after import
             raise FaultsDisabled()
         cfg = _config(name, account, roles, stake, fault, sample_rate, key_file, memory_mb, region, bandwidth_mbps)
         cfg.workers = workers

@@ -34,6 +34,7 @@ class Keeper:
         # its target block, not for the next chore round. Memory only: after a restart the chore round's
         # Open-task check covers them.
         self._draws: dict[int, int] = {}
+        self._liveness: int | None = None  # the registry's livenessWindow, read at the first heartbeat check
 
     def on_event(self, snap: Snapshot, ev) -> None:
         if ev.name in TASK_EVENTS and ev.contract == "JobRegistry":
@@ -70,12 +71,23 @@ class Keeper:
             self._guard(self._task, snap, tid, now)
         for did in list(snap.active_panels):
             self._guard(self._panel, snap, did, now)
-        if time.time() - snap.last_heartbeat > self.heartbeat_every:
+        if self._heartbeat_due(snap, now):
             self._try(c.registry.functions.heartbeat())
-            snap.last_heartbeat = time.time()
+            snap.last_heartbeat, snap.last_heartbeat_chain = time.time(), now
         for contract in (c.game, c.panel):  # JobEscrow pays at once: nothing to withdraw there
             if c.call(contract.functions.credits(ctx.me)):
                 self._try(contract.functions.withdraw())
+
+    def _heartbeat_due(self, snap: Snapshot, now: int) -> bool:
+        """Every `heartbeat_every` s of wall time, and whenever half the registry's liveness window has passed in
+        chain time since the last one: chain time may run ahead of the wall clock (irregular blocks, a devnet's
+        clock jumps), and a node the registry thinks offline is left out of draws."""
+        if time.time() - snap.last_heartbeat > self.heartbeat_every:
+            return True
+        if self._liveness is None:
+            c = self.ctx.chain
+            self._liveness = int(c.call(c.registry.functions.livenessWindow()))
+        return self._liveness > 0 and now - snap.last_heartbeat_chain > self._liveness // 2
 
     def _task(self, snap: Snapshot, tid: int, now: int) -> None:
         ctx, c = self.ctx, self.ctx.chain

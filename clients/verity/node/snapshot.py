@@ -45,7 +45,8 @@ class Snapshot(BaseModel):
     chain: ChainBinding | None = None
     next_block: int = 0
     items: dict[str, WorkItem] = Field(default_factory=dict)
-    last_heartbeat: float = 0.0
+    last_heartbeat: float = 0.0          # wall time of the last heartbeat sent
+    last_heartbeat_chain: int = 0        # chain time of the last heartbeat sent (chain time may run ahead of wall)
     active_tasks: list[int] = Field(default_factory=list)   # tasks the keeper watches for deadlines
     active_panels: list[int] = Field(default_factory=list)  # disputes whose referee panel the keeper seats/advances
 
