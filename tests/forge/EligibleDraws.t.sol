@@ -62,6 +62,31 @@ contract EligibleDrawsTest is Fixture {
         }
     }
 
+    /// @dev More heavy CPU nodes claiming the CUDA profile than a draw's rejections (MAX_DRAWS), and one GPU node at
+    ///      the minimum stake (1/90,000 of each CPU node's): a draw that sampled the any-device trees would spend its
+    ///      MAX_DRAWS attempts rejecting CPU nodes and seat nobody; reading only the CUDA-only trees, it seats the GPU
+    ///      node every time.
+    function test_draw_cudaJob_heavyCpuNodesBeyondMaxDraws_stillDrawsTheGpuNode_succeeds() public {
+        address cpu;
+        for (uint256 i = 0; i < registry.MAX_DRAWS() + 4; ++i) {
+            cpu = _sybil(i, 0, 16_000, 2); // CPU nodes claiming cuda-f32-strict
+        }
+        address gpu = address(0x6B0001);
+        token.mint(gpu, registry.MIN_REGISTRATION_STAKE());
+        vm.startPrank(gpu);
+        token.approve(address(registry), type(uint256).max);
+        registry.register(ROLE_SOLVER | ROLE_REFEREE, 1, 80_000, 1, 2, MULTIADDR); // stake: the minimum only
+        vm.stopPrank();
+        (uint256 gpuWeight,) = registry.weightsOf(gpu);
+        (uint256 cpuWeight,) = registry.weightsOf(cpu);
+        assertGt(cpuWeight, 10_000 * gpuWeight, "each CPU node outweighs the GPU node");
+        assertFalse(registry.isEligible(cpu, ROLE_SOLVER, 1, 1_000, 2, 0, 0, 1), "a CPU node: not for CUDA work");
+        for (uint256 s = 0; s < 30; ++s) {
+            address drawn = registry.drawSolver(bytes32(s), 1, 1_000, 2, 0, 0, 1, new address[](0));
+            assertEq(drawn, gpu, "the only CUDA node, however light");
+        }
+    }
+
     /// @dev A requirement rounds up to a tier floor (1 GiB doubling): every node in the trees read has at least the
     ///      requirement. The price: a node with less than twice the requirement may be left out (documented).
     function test_draw_memoryRequirement_roundsUpToATierFloor_succeeds() public {

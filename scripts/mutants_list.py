@@ -1,0 +1,303 @@
+"""The seeded mutants of scripts/mutants.py: one exact-text edit each, and the tests that must catch it.
+
+A fixed list, applied in this order; nothing is random. Each `old` text occurs exactly once in its file (the runner
+checks it before anything runs), and each `new` text still compiles: a mutant is a plausible bug, not a syntax
+error. Targets are the fastest tests that should fail: one forge test contract (never tests/forge/invariant), or
+pytest unit tests; no tests/nodes scenario that starts node processes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Forge:
+    """`forge test --match-path <path>` (optionally one test and fewer fuzz runs)."""
+    path: str
+    test: str | None = None
+    fuzz_runs: int | None = None
+
+    def args(self) -> list[str]:
+        out = ["--match-path", self.path]
+        if self.test:
+            out += ["--match-test", self.test]
+        if self.fuzz_runs:
+            out += ["--fuzz-runs", str(self.fuzz_runs)]
+        return out
+
+
+@dataclass(frozen=True)
+class Pytest:
+    """`pytest <ids…> [-k expr]`."""
+    ids: tuple[str, ...]
+    k: str | None = None
+
+    def args(self) -> list[str]:
+        return [*self.ids, *(["-k", self.k] if self.k else [])]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    description: str
+    file: str
+    old: str
+    new: str
+    target: Forge | Pytest
+
+
+def pytest(*ids: str, k: str | None = None) -> Pytest:
+    return Pytest(tuple(ids), k)
+
+
+STORAGE_UNIT = "tests/storage/test_storage_unit.py"
+NODE_V2 = "tests/nodes/test_node_v2_units.py"
+
+CONTRACTS = [
+    Mutant(
+        "c-bisect-flip", "bisection: an agreeing midpoint leaf moves hi instead of lo (flipped comparison)",
+        "contracts/DisputeGame.sol",
+        "        if (leafA == leafB) {\n            d.lo = d.mid;",
+        "        if (leafA != leafB) {\n            d.lo = d.mid;",
+        Forge("tests/forge/DisputeGame.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
+        "c-no-slash-defender", "a losing defender is not slashed (dropped slash)",
+        "contracts/DisputeGame.sol",
+        "            if (liable & 1 != 0) pot += _slash(d.sides[1].party, d.taskStake);\n",
+        "",
+        Forge("tests/forge/DisputeGame.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
+        "c-skip-dispute-proof", "DisputeGame._checkProof accepts any Merkle proof (skipped check)",
+        "contracts/DisputeGame.sol",
+        "        if (!Merkle.verify(root, index, leafHash, proof)) {",
+        "        if (false && !Merkle.verify(root, index, leafHash, proof)) {",
+        Forge("tests/forge/DisputeGame.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
+        "c-merkle-sibling-order", "Merkle.verify hashes every sibling on the right, whatever the index's bits say",
+        "contracts/lib/Merkle.sol",
+        "acc = (idx & 1) == 0 ? node(acc, siblingsProof[i]) : node(siblingsProof[i], acc);",
+        "acc = node(acc, siblingsProof[i]);",
+        Forge("tests/forge/Merkle.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
+        "c-escrow-pay-owner", "JobEscrow.pay sends the payment to the escrow's owner, not the payee (wrong party)",
+        "contracts/JobEscrow.sol",
+        "        emit PaymentSent(jobId, to, amount);\n        token.safeTransfer(to, amount);",
+        "        emit PaymentSent(jobId, to, amount);\n        token.safeTransfer(owner(), amount);",
+        Forge("tests/forge/JobEscrow.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
+        "c-settle-pay-submitter", "an accepted task's payment goes to the job's submitter, not the node (wrong party)",
+        "contracts/TaskMachine.sol",
+        "            escrow.pay(jobId, node, job.paymentPerTask);",
+        "            escrow.pay(jobId, job.submitter, job.paymentPerTask);",
+        Forge("tests/forge/JobLifecycle.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
+        "c-draw-ignores-eligibility", "a sampled node is returned without the eligibility check (liveness, free stake)",
+        "contracts/NodeRegistry.sol",
+        "            if (_eligible(candidate, req)) return candidate;",
+        "            if (_eligible(candidate, req) || true) return candidate;",
+        Forge("tests/forge/Selection.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
+        "c-draw-any-device", "a CUDA job's draw reads the any-device trees (CPU nodes drawn for CUDA work)",
+        "contracts/NodeRegistry.sol",
+        "uint256 base = _classKey(req.role, req.region, bit, req.deviceClass == DEVICE_CUDA, 0);",
+        "uint256 base = _classKey(req.role, req.region, bit, false, 0);",
+        Forge("tests/forge/EligibleDraws.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
+        "c-reveal-commitment-unchecked", "a replica's reveal is not checked against its commitment (commit-reveal)",
+        "contracts/TaskMachine.sol",
+        "        if (commitment != r.commitOrRoot) revert CommitmentMismatch(taskId, r.commitOrRoot, commitment);\n",
+        "",
+        Forge("tests/forge/JobRegistry.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
+        "c-challenge-same-block", "a challenge may be revealed in its commitment's block (P6 commit-reveal)",
+        "contracts/DisputeGame.sol",
+        "if (s.blockNumber >= block.number) revert ChallengeCommitTooRecent",
+        "if (s.blockNumber > block.number) revert ChallengeCommitTooRecent",
+        Forge("tests/forge/OptimisticDispute.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
+        "c-settlement-burn", "Settlement.split burns the referees' share too (tokens not conserved)",
+        "contracts/lib/Settlement.sol",
+        "toBurn = pot - toWinner - toReferees;",
+        "toBurn = pot - toWinner;",
+        Forge("tests/forge/Settlement.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
+        "c-finalize-skips-grace", "finalize waits only for the challenge deadline, not the reveal grace (P1 window)",
+        "contracts/TaskMachine.sol",
+        "        if (block.timestamp <= end) revert ChallengeWindowOpen(taskId, end);\n        if (t.candidate",
+        "        if (block.timestamp <= t.challengeDeadline) revert ChallengeWindowOpen(taskId, end);\n"
+        "        if (t.candidate",
+        Forge("tests/forge/JobRegistry.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
+        "c-referee-majority", "a referee vote held by half the seats (not more) is a majority (vote counting)",
+        "contracts/RefereePanel.sol",
+        "if (count > size / 2) return (vi.vote, true);",
+        "if (count >= size / 2) return (vi.vote, true);",
+        Forge("tests/forge/RefereePanel.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
+        "c-clock-stopped-expires",
+        "a stopped chess clock can expire (a party loses on time while the game awaits the other)",
+        "contracts/lib/ChessClock.sol",
+        "return c.since != 0 && elapsed(c) > allowance;",
+        "return elapsed(c) > allowance;",
+        Forge("tests/forge/ChessClock.t.sol", fuzz_runs=64),
+    ),
+]
+
+CLIENTS = [
+    Mutant(
+        "p-storage-skip-cid", "a download is not checked against its CID (skipped hash check)",
+        "clients/verity/storage/client.py",
+        "        if actual != cid:\n            raise ContentMismatch(cid, actual)",
+        "        if False:\n            raise ContentMismatch(cid, actual)",
+        pytest(STORAGE_UNIT, k="tampered"),
+    ),
+    Mutant(
+        "p-storage-no-size-precheck", "a download's declared size is not capped before it starts",
+        "clients/verity/storage/client.py",
+        "        if size > limit:\n            raise ObjectTooLarge(cid, size, limit)",
+        "        if False:\n            raise ObjectTooLarge(cid, size, limit)",
+        pytest(f"{STORAGE_UNIT}::test_get_declared_too_large_reverts_before_download"),
+    ),
+    Mutant(
+        "p-storage-no-stream-cap", "a download is not capped while it streams (a lying size passes)",
+        "clients/verity/storage/client.py",
+        "                    if builder.size + len(piece) > limit:",
+        "                    if False:",
+        pytest(f"{STORAGE_UNIT}::test_get_lying_stat_capped_while_streaming_reverts"),
+    ),
+    Mutant(
+        "p-storage-put-unchecked", "an upload's CID from the node is not checked against the local one",
+        "clients/verity/storage/client.py",
+        "        if cid != expected:",
+        "        if False:",
+        pytest(f"{STORAGE_UNIT}::test_put_node_reports_other_cid_reverts"),
+    ),
+    Mutant(
+        "p-checkpoint-hash-unchecked", "a checkpoint is not checked against its expected (on-chain) hash",
+        "clients/verity/engine/checkpoint.py",
+        "    if expected_hash is not None and state.hash != expected_hash:",
+        "    if False:",
+        pytest("tests/engine/test_state.py::test_load_checkpoint_tampered_refused"),
+    ),
+    Mutant(
+        "p-step-seed", "every training step draws its batch with step 0's seed (wrong step seed)",
+        "clients/verity/engine/trainer.py",
+        "        g = step_generator(self.task, self.step)",
+        "        g = step_generator(self.task, 0)",
+        pytest("tests/engine/test_portable_training.py::test_portable_traces_identical_across_threads_and_isa"),
+    ),
+    Mutant(
+        "p-safetensors-element-cap", "a safetensors file's element cap is not enforced",
+        "clients/verity/engine/tensorfile.py",
+        "        if elements > max_elements:",
+        "        if False:",
+        pytest("tests/engine/test_data.py::test_load_shard_oversized_refused"),
+    ),
+    Mutant(
+        "p-safetensors-dtype-type",
+        "a safetensors header's dtype is not type-checked (a TypeError, retried, not a refusal)",
+        "clients/verity/engine/tensorfile.py",
+        "    if not isinstance(info[\"dtype\"], str):",
+        "    if False:",
+        pytest("tests/engine/test_tensorfile.py", k="malformedHeader"),
+    ),
+    Mutant(
+        "p-manifest-k-divides", "a manifest whose checkpoint interval does not divide the round is accepted",
+        "clients/verity/engine/manifest.py",
+        "    if m.steps_per_round % m.checkpoint_interval:",
+        "    if False:",
+        pytest("tests/engine/test_manifest.py", k="schema_violation"),
+    ),
+    Mutant(
+        "p-merkle-pad-last-leaf", "the Python Merkle root pads the leaf level with the last leaf, not the zero word",
+        "clients/verity/engine/merkle.py",
+        "    level += [ZERO] * ((1 << (len(level) - 1).bit_length()) - len(level))",
+        "    level += [level[-1]] * ((1 << (len(level) - 1).bit_length()) - len(level))",
+        pytest("tests/engine/test_merkle.py"),
+    ),
+    Mutant(
+        "p-aggregate-unweighted", "the mean aggregation ignores the shards' sample counts",
+        "clients/verity/engine/aggregate.py",
+        "            acc += stack[i] * weights[i]\n        return acc / weights.sum()",
+        "            acc += stack[i]\n        return acc / m",
+        pytest("tests/engine/test_aggregate.py::test_aggregate_rules_compute_what_they_say"),
+    ),
+    Mutant(
+        "p-shard-label-range", "a shard label equal to the class count is accepted (off by one)",
+        "clients/verity/engine/data.py",
+        "int(t.max()) >= hi",
+        "int(t.max()) > hi",
+        pytest("tests/engine/test_data.py::test_load_shard_labels_and_metadata_checked"),
+    ),
+    Mutant(
+        "p-solver-reveal-before-commit",
+        "a solver whose partner can still commit reveals its result instead of committing",
+        "clients/verity/node/solver.py",
+        "                    c.transact(c.jobs.functions.commit(item.task_id, "
+        "replica_commitment(root, final, cid, ctx.me)))",
+        "                    c.transact(c.jobs.functions.reveal(item.task_id, root, final, n, cid,\n"
+        "                                                       merkle.proof(trace, 0), merkle.proof(trace, n)))",
+        pytest("tests/nodes/test_solver_release.py"),
+    ),
+    Mutant(
+        "p-verifier-commit-before-salt", "a verifier sends its challenge commitment before its salt is persisted",
+        "clients/verity/node/verifier.py",
+        "            return  # persisted before the commitment goes out: "
+        "a crash can't leave a commitment we can't open\n",
+        "",
+        pytest(NODE_V2, k="verifier_persists_salt"),
+    ),
+    Mutant(
+        "p-auditor-commit-before-salt",
+        "an auditor sends its blind check in the tick that draws its salt (not yet persisted)",
+        "clients/verity/node/auditor.py",
+        "            return  # persisted before the commitment goes out: "
+        "a crash never leaves a commitment we cannot open\n",
+        "",
+        pytest("tests/nodes/test_auditor_units.py", k="persisted_before_the_blind_commit"),
+    ),
+    Mutant(
+        "p-referee-no-recompute", "a referee votes the defender's claim without recomputing the step",
+        "clients/verity/node/referee.py",
+        "lambda: referee_vote(ctx, task, d)",
+        "lambda: bytes(d.claims[1])",
+        pytest(NODE_V2, k="referee_commits"),
+    ),
+    Mutant(
+        "p-referee-wrong-step", "a referee recomputes h_s instead of h_{s+1} (votes the agreed state)",
+        "clients/verity/node/compute.py",
+        "    return hashes[step + 1]",
+        "    return hashes[step]",
+        pytest(NODE_V2, k="referee_recomputes"),
+    ),
+    Mutant(
+        "p-keeper-finalizes-early",
+        "the keeper finalizes a revealed task without asking the contract's finalizable rule",
+        "clients/verity/node/keeper.py",
+        "            if ready and self._try(c.jobs.functions.finalize(tid)):",
+        "            if self._try(c.jobs.functions.finalize(tid)):",
+        pytest(NODE_V2, k="keeper_finalizes"),
+    ),
+    Mutant(
+        "p-escrow-formula", "the Python escrow formula forgets each round's AGGREGATE task",
+        "clients/verity/chain/protocol.py",
+        "(int(shards) + 1) * int(rounds)",
+        "int(shards) * int(rounds)",
+        pytest("tests/chain/test_protocol_module.py::test_escrow_for_formula_succeeds"),
+    ),
+]
+
+MUTANTS: list[Mutant] = CONTRACTS + CLIENTS
