@@ -15,13 +15,13 @@ LEVELS = (("avx512", frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq"}))
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
     """The first processor's flags; empty where there is no /proc/cpuinfo or no x86 `flags` line (e.g. on ARM)."""
     try:
-        text = cpuinfo.read_text(errors="replace")
+        with open(cpuinfo, errors="replace") as fh:  # stops at the first processor's flags: read at every import
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() == "flags":
+                    return frozenset(value.split())
     except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            return frozenset(value.split())
+        pass
     return frozenset()
 
 

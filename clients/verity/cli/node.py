@@ -36,8 +36,13 @@ BandwidthMbps = Annotated[Optional[int], typer.Option(
     "--bandwidth-mbps", min=0, max=2**32 - 1,
     help="bandwidth this node declares (Mbit/s): a job asking for more (rounded up to 10, 100, 1000 or 10000) is "
          "never drawn here (default: keep the declared one)")]
-# TEST ONLY: the --fault switches exist for tests and the demo; they are hidden and refused unless this is set
-FAULTS_ENABLED = os.environ.get("VERITY_ENABLE_FAULTS") == "1"
+def faults_enabled() -> bool:
+    """TEST ONLY: the --fault switches exist for tests and the demo; they are hidden and refused unless this is set.
+    Read again when a node starts (a node forked from an already imported process gets its environment later)."""
+    return os.environ.get("VERITY_ENABLE_FAULTS") == "1"
+
+
+FAULTS_ENABLED = faults_enabled()  # --help hides the switch (decided when the command is defined)
 
 
 class FaultsDisabled(VerityError, ValueError):
@@ -155,7 +160,7 @@ def run(
     from verity.node.work import WorkPool
 
     try:
-        if fault and os.environ.get("VERITY_ENABLE_FAULTS") != "1":  # read now: a forked node's env is set after import
+        if fault and not faults_enabled():
             raise FaultsDisabled()
         cfg = _config(name, account, roles, stake, fault, sample_rate, key_file, memory_mb, region, bandwidth_mbps)
         cfg.workers = workers
