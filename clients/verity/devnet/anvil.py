@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from verity.devnet.process import ManagedProcess, free_port
+from verity.devnet.process import ManagedProcess
 from verity.devnet.ticker import BlockTicker, rpc_call
 from verity.devnet.tools import anvil_bin, tool_env
 
@@ -60,6 +60,7 @@ class Anvil(ManagedProcess):
     _endpoint = "RPC"
     _log_file = "anvil.log"
     _pid_file = "anvil.pid"
+    _port_attrs = ("port",)
 
     def __init__(
         self,
@@ -79,7 +80,7 @@ class Anvil(ManagedProcess):
     ) -> None:
         super().__init__(state_dir, start_timeout=start_timeout, stop_timeout=stop_timeout,
                          die_with_parent=die_with_parent)
-        self.port = port or free_port()
+        self._pick_ports({"port": port})
         self.accounts, self.mnemonic, self.chain_id = accounts, mnemonic, chain_id
         self.balance_eth, self.persist, self.block_interval = balance_eth, persist, block_interval
         self.persisted_states = persisted_states
@@ -118,9 +119,6 @@ class Anvil(ManagedProcess):
 
     def _env(self) -> dict[str, str]:
         return tool_env()
-
-    def _ports(self) -> list[int]:
-        return [self.port]
 
     def _answers(self) -> bool:
         try:

@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from verity.devnet.process import ManagedProcess, free_port
+from verity.devnet.process import ManagedProcess
 from verity.devnet.tools import jsipfs_bin, tool_env
 
 LOOPBACK = "127.0.0.1"
@@ -28,6 +28,7 @@ class IpfsNode(ManagedProcess):
     _endpoint = "API"
     _log_file = "ipfs.log"
     _pid_file = "daemon.pid"
+    _port_attrs = ("api_port", "swarm_port", "gateway_port", "rpc_port")
 
     def __init__(
         self,
@@ -43,10 +44,8 @@ class IpfsNode(ManagedProcess):
     ) -> None:
         super().__init__(node_dir, start_timeout=start_timeout, stop_timeout=stop_timeout,
                          die_with_parent=die_with_parent)
-        self.api_port = api_port or free_port()
-        self.swarm_port = swarm_port or free_port()
-        self.gateway_port = gateway_port or free_port()
-        self.rpc_port = rpc_port or free_port()
+        self._pick_ports({"api_port": api_port, "swarm_port": swarm_port, "gateway_port": gateway_port,
+                          "rpc_port": rpc_port})
 
     # ---------------------------------------------------------------- paths
     @property
@@ -105,9 +104,6 @@ class IpfsNode(ManagedProcess):
         (self.repo_path / "config").write_text(json.dumps(config, indent=2))
 
     # ------------------------------------------------------------ lifecycle
-    def _ports(self) -> list[int]:
-        return [self.api_port, self.swarm_port, self.gateway_port, self.rpc_port]
-
     def _prepare(self) -> None:
         self._cleanup()
         if (self.repo_path / "config").is_file():

@@ -29,6 +29,14 @@ class ServiceError(VerityError, RuntimeError):
         super().__init__(f"{service}: {reason}{tail}")
 
 
+class PortTaken(ServiceError):
+    """A service could not bind a port: something else took it after it was picked."""
+
+
+# What a daemon prints when its port is taken (js-ipfs keeps running after it, anvil exits).
+BIND_FAILURES = (b"EADDRINUSE", b"Address already in use", b"address already in use")
+
+
 def log_tail(path: Path | None, lines: int = 20) -> str:
     try:
         return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])  # type: ignore[arg-type]
@@ -149,8 +157,11 @@ class ManagedProcess:
     """A service process in `directory` with a pid file, so a later command can find and stop it.
 
     Subclasses set the class attributes below and provide `command()`,
-    `_answers()` (the readiness probe), and where needed `_env()`, `_ports()`,
-    `_prepare()` (just before spawning) and `_cleanup()` (after stopping).
+    `_answers()` (the readiness probe), and where needed `_env()`, `_port_attrs`
+    (set them with `_pick_ports`), `_prepare()` (just before spawning) and
+    `_cleanup()` (after stopping). A port picked here that something else binds
+    while the service starts (the log says EADDRINUSE) is picked again, up to
+    `bind_attempts` starts; a port the caller gave is its to free.
     """
 
     _kind: str  # error messages read "<kind> <directory>: <reason>"
@@ -165,6 +176,7 @@ class ManagedProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._pid: ProcessId | None = None
         self.extra_env: dict[str, str] = {}  # added to the child's environment (a devnet's owner mark)
+        self._log_start = 0  # where this start's output begins in the (appended) log
 
     @property
     def log_path(self) -> Path:
@@ -188,8 +200,18 @@ class ManagedProcess:
     def _env(self) -> dict[str, str] | None:
         return None
 
+    _port_attrs: tuple[str, ...] = ()  # attributes holding this service's ports
+    _auto_ports: frozenset[str] = frozenset()  # those picked here, not given: re-picked if taken
+    bind_attempts = 3
+
     def _ports(self) -> list[int]:
-        return []
+        return [getattr(self, name) for name in self._port_attrs]
+
+    def _pick_ports(self, given: dict[str, int | None]) -> None:
+        """Set each port attribute to its given value, or to a free port (remembered as re-pickable)."""
+        for name, port in given.items():
+            setattr(self, name, port or free_port())
+        self._auto_ports = frozenset(name for name, port in given.items() if not port)
 
     def _prepare(self) -> None:
         pass
@@ -216,11 +238,25 @@ class ManagedProcess:
         previous = self._recorded()
         if previous is not None and previous.alive():
             raise ServiceError(self._label, f"already running as pid {previous.pid}")
+        for attempt in range(1, self.bind_attempts + 1):
+            try:
+                return self._start_once()
+            except PortTaken:
+                # A picked port is only free until someone binds it: another test worker's
+                # daemon or an outgoing connection can take it while this one starts.
+                if attempt == self.bind_attempts or not self._auto_ports:
+                    raise
+                self._pick_ports({name: None if name in self._auto_ports else getattr(self, name)
+                                  for name in self._port_attrs})
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> Self:
         busy = [port for port in self._ports() if not port_is_free(port)]
         if busy:
-            raise ServiceError(self._label, f"port(s) {busy} already in use")
+            raise PortTaken(self._label, f"port(s) {busy} already in use")
         self.directory.mkdir(parents=True, exist_ok=True)
         self._prepare()
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         env = self._env()
         if self.extra_env:
             env = {**(os.environ if env is None else env), **self.extra_env}
@@ -235,10 +271,24 @@ class ManagedProcess:
             raise
         return self
 
+    def _bind_failed(self) -> bool:
+        """Whether this start's part of the log says a port was taken."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_start)
+                text = log.read(1 << 20)
+        except OSError:
+            return False
+        return any(marker in text for marker in BIND_FAILURES)
+
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.start_timeout
         while True:
-            if self._proc is not None and self._proc.poll() is not None:
+            exited = self._proc is not None and self._proc.poll() is not None
+            if self._bind_failed():
+                raise PortTaken(self._label, f"a port of {self._ports()} was taken while it started",
+                                self.log_path)
+            if exited:
                 raise ServiceError(self._label, f"exited with code {self._proc.returncode}", self.log_path)
             if self._answers():
                 return

@@ -65,10 +65,14 @@ def _alive(info: dict[str, Any] | None) -> bool:
     return bool(info and info.get("pid") and info.get("started") and ProcessId(info["pid"], info["started"]).alive())
 
 
-def _port(recorded: int | None, preferred: int | None) -> int:
+def _port(recorded: int | None, preferred: int | None) -> int | None:
+    """The recorded port if still free, else the preferred one if free, else None: the service
+    picks one itself (and picks again if something takes it while the service starts)."""
     if recorded and port_is_free(recorded):
         return recorded
-    return free_port(preferred)
+    if preferred and port_is_free(preferred):
+        return free_port(preferred)
+    return None
 
 
 def up(
