@@ -6,17 +6,24 @@ hand and every one of them has read the chain past the last change it made, the 
 passing: the skipper jumps the chain clock (anvil `evm_increaseTime` + `evm_mine`) to the first moment one of the
 waiting items can move on, exactly as a quiet stretch of a real chain would.
 
-What a node's items say (verity.node.phases):
-- busy: training, re-executing, a seat, a dispute or a contest in progress, a challenge to reveal now. Nothing jumps.
-- waiting on a window: a solver's revealed result (until the challenge window and the reveal grace pass, when the
-  task can be finalized) and a verifier's committed challenge (until the window closes and it may reveal). Each
-  gives a target time.
-- neutral: everything else (done, a commitment waiting for a partner, a fee check waiting for its epoch). A test about
-  such a wait (a node late, a silent party, a decline grace) keeps real time: `wait_job(..., skip_windows=False)`.
+What it reads:
+- the chain: every task that is Revealed (a candidate result, the first one or one a dispute put in place) waits for
+  its challenge window and reveal grace to pass, when a keeper can finalize it. That is the target, unless a node has
+  committed a challenge against it (verity.node.phases: a watch item `challenge_committed` of that epoch): then the
+  target is the window's end, when the challenge may be revealed.
+- the chain again: a task Contested (two replicas disagree) or a dispute not yet resolved holds every jump. Its
+  clocks (bisection moves, the panel's commit and reveal) are for a party that stays silent, which a test about that
+  waits out for real.
+- the nodes' items: busy ones (training, re-executing, a seat, a dispute item) hold every jump. A solve or watch item
+  whose dispute has ended stays `disputing` until its task is accepted (a contest's winner waits out its fresh window
+  there): the chain says whether a dispute is still open, so those two are neutral. Everything else (done, a
+  commitment waiting for a partner, a fee check waiting for its epoch) is neutral too. A test
+  about such a wait (a node late, a silent party, a decline grace) keeps real time: `wait_job(..., skip_windows=False)`.
 
 A jump happens only after two observations in a row agree: the same waiting items, nothing busy, and in the second
 every node has handled every block up to the head read at the end of the first (so an event a node has not seen yet,
-e.g. a window that just opened for a verifier that has not decided whether to check it, holds the jump). A paused
+e.g. a window that just opened for a verifier that has not decided whether to check it, holds the jump). The same
+Revealed tasks (and epochs) must be seen in both looks. A paused
 (SIGSTOP) node never advances its cursor, so it holds every jump too; killed nodes are left out.
 """
 from __future__ import annotations
@@ -26,17 +33,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verity.chain import TxFailed
-from verity.chain.protocol import TaskStatus
+from verity.chain.protocol import DisputePhase, TaskStatus
 from verity.chain.views import read
 from verity.devnet.ticker import rpc_call
 
 BUSY = {"assigned", "trained", "watching", "disputing", "seated", "vote_committed", "vote_revealed"}
+FOLLOWING = {("solve", "disputing"), ("watch", "disputing")}  # a dispute seen from a task's item: the chain decides
 MARGIN = 1  # seconds past a deadline (the contracts compare with `>`)
+SETTLED = {TaskStatus.ACCEPTED, TaskStatus.CANCELLED}
+
+
+@dataclass(frozen=True)
+class Window:
+    task_id: int
+    epoch: int
+    deadline: int   # challenge deadline (chain time)
+    grace: int      # reveal grace after it
 
 
 @dataclass
 class Observation:
-    waiting: frozenset      # (node, item key, phase) of items waiting on a window
+    windows: frozenset      # Window of every Revealed task
+    challenged: frozenset   # (task id, epoch) with a committed, unrevealed challenge
     cursors: dict           # node name -> next block it will read
     busy: bool
     head: int               # read after the snapshots: every state seen here was mined at or before it
@@ -48,19 +66,23 @@ class WindowSkipper:
     state_root: Path
     jumps: list = field(default_factory=list)   # (from chain time, seconds jumped): how much waiting was skipped
     _last: Observation | None = None
+    _settled: set = field(default_factory=set)  # task ids Accepted or Cancelled: never read again
+    _resolved: set = field(default_factory=set)  # dispute ids resolved: never read again
 
     def step(self, client, nodes) -> int:
         """One look; jumps when two looks agree that only a window is left. Returns the seconds jumped (0 if none)."""
-        obs, items = self._observe(client, nodes)
+        obs = self._observe(client, nodes)
         last, self._last = self._last, obs
-        if obs.busy or last is None or last.busy or obs.waiting != last.waiting or not obs.waiting:
+        if obs.busy or last is None or last.busy or not obs.windows:
+            return 0
+        if (obs.windows, obs.challenged) != (last.windows, last.challenged):
             return 0
         if any(obs.cursors.get(name, 0) <= last.head for name in obs.cursors):
             return 0
         now = client.now()
-        targets = [t for t in (self._target(client, item, now) for item in items) if t is not None]
-        if not targets or min(targets) <= now:
-            return 0  # something can move already (a keeper will finalize): nothing to skip
+        targets = [self._target(w, obs.challenged, now) for w in obs.windows]
+        if min(targets) <= now:
+            return 0  # something can move already (a keeper will finalize, a challenger reveal): nothing to skip
         delta = min(targets) - now
         rpc_call(self.rpc_url, "evm_increaseTime", [delta])
         rpc_call(self.rpc_url, "evm_mine")
@@ -68,8 +90,8 @@ class WindowSkipper:
         self._last = None  # the nodes must see the new block before the next jump
         return delta
 
-    def _observe(self, client, nodes) -> tuple[Observation, list]:
-        waiting, cursors, items, busy = set(), {}, [], False
+    def _observe(self, client, nodes) -> Observation:
+        challenged, cursors, busy = set(), {}, False
         for node in nodes:
             if node.killed or node.proc.poll() is not None:
                 continue
@@ -78,15 +100,45 @@ class WindowSkipper:
                 busy = True  # not started yet: it has read nothing
                 continue
             cursors[node.name] = int(snap.get("next_block", 0))
-            for key, item in snap.get("items", {}).items():
+            for item in snap.get("items", {}).values():
                 phase, kind = item.get("phase"), item.get("kind")
-                if phase in BUSY:
+                if phase in BUSY and (kind, phase) not in FOLLOWING:
                     busy = True
-                elif (kind, phase) in (("solve", "revealed"), ("watch", "challenge_committed")):
-                    waiting.add((node.name, key, phase))
-                    items.append(item)
+                elif (kind, phase) == ("watch", "challenge_committed"):
+                    epoch = item.get("data", {}).get("epoch")
+                    challenged.add((int(item.get("task_id", 0)), None if epoch is None else int(epoch)))
+        windows, contested = self._windows(client)
+        busy = busy or contested or self._dispute_open(client)
         head = client.block_number()
-        return Observation(frozenset(waiting), cursors, busy, head), items
+        return Observation(windows, frozenset(challenged), cursors, busy, head)
+
+    def _windows(self, client) -> tuple[frozenset, bool]:
+        """The Window of every Revealed task, and whether any task is Contested."""
+        out, contested = set(), False
+        for tid in range(1, int(read(client, client.jobs, "taskCount")) + 1):
+            if tid in self._settled:
+                continue
+            status = TaskStatus(read(client, client.jobs, "getTask", tid).status)
+            if status in SETTLED:
+                self._settled.add(tid)
+            elif status == TaskStatus.CONTESTED:
+                contested = True
+            elif status == TaskStatus.REVEALED:
+                try:
+                    claim = read(client, client.jobs, "claimOf", tid)
+                except TxFailed:
+                    continue  # settled between the two reads (claimOf reverts unless Revealed)
+                out.add(Window(tid, int(claim.epoch), int(claim.challengeDeadline), int(claim.revealGrace)))
+        return frozenset(out), contested
+
+    def _dispute_open(self, client) -> bool:
+        for did in range(1, int(read(client, client.game, "disputeCount")) + 1):
+            if did in self._resolved:
+                continue
+            if DisputePhase(read(client, client.game, "getDispute", did).phase) != DisputePhase.RESOLVED:
+                return True
+            self._resolved.add(did)
+        return False
 
     def _snapshot(self, name: str) -> dict | None:
         path = self.state_root / "nodes" / name / "snapshot.json"
@@ -96,21 +148,11 @@ class WindowSkipper:
             return None  # not written yet, or caught between write and rename (never: os.replace is atomic)
 
     @staticmethod
-    def _target(client, item: dict, now: int) -> int | None:
-        """The chain time from which `item` can move on, or None if that is not a window passing."""
-        tid = int(item.get("task_id", 0))
-        task = read(client, client.jobs, "getTask", tid)
-        if TaskStatus(task.status) != TaskStatus.REVEALED:
-            return None  # contested, accepted or reopened: the nodes act on it without any window
-        try:
-            claim = read(client, client.jobs, "claimOf", tid)
-        except TxFailed:
-            return None  # settled between the two reads (claimOf reverts unless Revealed)
-        deadline = int(claim.challengeDeadline)
-        if item["kind"] == "watch":
-            if int(item.get("data", {}).get("epoch", claim.epoch)) != int(claim.epoch):
-                return None
-            if now > deadline:
-                return now  # its reveal is due now: not a window to skip
-            return deadline + MARGIN
-        return deadline + int(claim.revealGrace) + MARGIN
+    def _target(window: Window, challenged: frozenset, now: int) -> int:
+        """The chain time from which `window`'s task can move on: its reveal time if a challenge against this epoch
+        is committed, else its finalize time."""
+        if {(window.task_id, window.epoch), (window.task_id, None)} & challenged:
+            if now > window.deadline:
+                return now  # the reveal is due now: not a window to skip
+            return window.deadline + MARGIN
+        return window.deadline + window.grace + MARGIN

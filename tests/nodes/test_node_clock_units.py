@@ -9,15 +9,18 @@ import pytest
 
 import node_clock
 from node_clock import WindowSkipper
-from verity.chain.protocol import TaskStatus
+from verity.chain.protocol import DisputePhase, TaskStatus
 
 
 class _Client:
     def __init__(self):
         self.time, self.block = 1_000, 50
-        self.jobs = "jobs"
+        self.jobs, self.game = "jobs", "game"
+        self.disputes = [SimpleNamespace(phase=DisputePhase.RESOLVED)]
         self.tasks = {7: SimpleNamespace(status=TaskStatus.REVEALED)}
+        self.tasks.update({t: SimpleNamespace(status=TaskStatus.ACCEPTED) for t in range(1, 7)})
         self.claims = {7: SimpleNamespace(epoch=0, challengeDeadline=1_060, revealGrace=30)}
+        self.reads = []
 
     def now(self):
         return self.time
@@ -26,8 +29,15 @@ class _Client:
         return self.block
 
 
-def _read(client, contract, fn, tid):
-    return client.tasks[tid] if fn == "getTask" else client.claims[tid]
+def _read(client, contract, fn, *args):
+    client.reads.append((fn, *args))
+    if fn == "taskCount":
+        return max(client.tasks)
+    if fn == "disputeCount":
+        return len(client.disputes)
+    if fn == "getDispute":
+        return client.disputes[args[0] - 1]
+    return client.tasks[args[0]] if fn == "getTask" else client.claims[args[0]]
 
 
 @pytest.fixture
@@ -69,7 +79,7 @@ def test_skipper_waits_whileANodeHasNotReadTheLastChange_succeeds(world):
     assert w.skipper.step(w.client, w.nodes) == 0 and w.calls == []
 
 
-@pytest.mark.parametrize("phase", ["assigned", "trained", "watching", "disputing", "seated", "vote_committed"])
+@pytest.mark.parametrize("phase", ["assigned", "trained", "watching", "seated", "vote_committed"])
 def test_skipper_neverJumps_whileANodeIsBusy_succeeds(world, phase):
     w = world
     w.snap("s", 51, **{"task:7:0": {"kind": "solve", "phase": "revealed"}})
@@ -97,5 +107,70 @@ def test_skipper_ignoresKilledNodes_andHoldsForOneNotStartedYet_succeeds(world):
     w.skipper.step(w.client, w.nodes)
     assert w.skipper.step(w.client, w.nodes) == 0
     w.nodes[-1].killed = True
+    w.skipper.step(w.client, w.nodes)
+    assert w.skipper.step(w.client, w.nodes) == 91
+
+
+def test_skipper_jumpsForACandidateNoNodeHoldsAnItemFor_readsSettledTasksOnce_succeeds(world):
+    """A dispute's winner becomes the candidate with a fresh window: its task is Revealed on-chain while every node's
+    item about it is done. The window is still only a wait."""
+    w = world
+    w.client.claims[7] = SimpleNamespace(epoch=1, challengeDeadline=1_100, revealGrace=30)
+    w.snap("s", 51, **{"task:7:0": {"kind": "solve", "phase": "lost"}})
+    w.snap("v", 51, **{"watch:7:1": {"kind": "watch", "phase": "done"}})
+    w.skipper.step(w.client, w.nodes)
+    w.client.block = 52
+    assert w.skipper.step(w.client, w.nodes) == 131         # to 1_100 + 30 + 1
+    assert sum(1 for r in w.client.reads if r[0] == "getTask" and r[1] < 7) == 6  # accepted tasks: read once
+
+
+def test_skipper_waitsOnALookThatSawAnotherEpoch_succeeds(world):
+    w = world
+    _both_waiting(w, 51)
+    w.skipper.step(w.client, w.nodes)
+    w.client.claims[7] = SimpleNamespace(epoch=1, challengeDeadline=1_100, revealGrace=30)  # replaced in between
+    assert w.skipper.step(w.client, w.nodes) == 0 and w.calls == []
+    assert w.skipper.step(w.client, w.nodes) == 131
+
+
+def test_skipper_skipsNothing_withoutARevealedTask_succeeds(world):
+    w = world
+    w.client.tasks[7] = SimpleNamespace(status=TaskStatus.ASSIGNED)
+    w.snap("s", 51, **{"task:7:0": {"kind": "solve", "phase": "committed"}})
+    w.snap("v", 51)
+    for _ in range(3):
+        assert w.skipper.step(w.client, w.nodes) == 0
+    assert w.calls == []
+
+
+def test_skipper_neverJumps_whileADisputeIsOpenOrATaskContested_succeeds(world):
+    w = world
+    _both_waiting(w, 51)
+    w.client.disputes.append(SimpleNamespace(phase=DisputePhase.JUDGING))
+    for _ in range(3):
+        assert w.skipper.step(w.client, w.nodes) == 0
+    w.client.disputes[-1].phase = DisputePhase.RESOLVED
+    w.client.tasks[8] = SimpleNamespace(status=TaskStatus.CONTESTED)
+    for _ in range(3):
+        assert w.skipper.step(w.client, w.nodes) == 0
+    assert w.calls == []
+    w.client.tasks[8].status = TaskStatus.ACCEPTED
+    w.skipper.step(w.client, w.nodes)
+    assert w.skipper.step(w.client, w.nodes) == 91
+    assert sum(1 for r in w.client.reads if r == ("getDispute", 1)) == 1  # a resolved dispute is read once
+
+
+def test_skipper_aDisputeItem_holds_butATaskItemFollowingAnEndedDispute_doesNot_succeeds(world):
+    """A contest's winner keeps its solve item `disputing` while it waits out its fresh window."""
+    w = world
+    w.snap("s", 51, **{"task:7:0": {"kind": "solve", "phase": "disputing"}, "dispute:1": {"kind": "dispute",
+                                                                                           "phase": "disputing"}})
+    w.snap("v", 51, **{"watch:7:0": {"kind": "watch", "phase": "disputing"}})
+    for _ in range(3):
+        assert w.skipper.step(w.client, w.nodes) == 0
+    w.snap("s", 52, **{"task:7:0": {"kind": "solve", "phase": "disputing"}, "dispute:1": {"kind": "dispute",
+                                                                                           "phase": "done"}})
+    w.snap("v", 52, **{"watch:7:0": {"kind": "watch", "phase": "disputing"}})
+    w.client.block = 51
     w.skipper.step(w.client, w.nodes)
     assert w.skipper.step(w.client, w.nodes) == 91
