@@ -12,6 +12,9 @@
 # Exit status: nonzero if any tier or forge failed; a tier that collected nothing (pytest's 5) is a failure too.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# run by hand too (not only by make): the venv, node tools, the solc-js front and hash seed that make exports
+source ./env.sh
+export PYTHONHASHSEED=${PYTHONHASHSEED:-0}
 BIN=${BIN:-.venv/bin}
 TIERS=${TIERS:-unit,chain,scenario}
 FORGE=${FORGE:-$([ "$TIERS" = unit,chain,scenario ] && echo 1 || echo 0)}

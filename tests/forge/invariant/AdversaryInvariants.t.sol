@@ -17,7 +17,7 @@ import {
 
 /// @notice Issue 9's adversaries under the same random traffic as InvariantsTest: a griefing poster (minimal windows,
 ///         poisoned inputs), sybil identities that come and go with the minimum stake, heavy stake no posted job
-///         accepts, and an owner moving every setter. Honest stake is InvariantsTest's invariant_honestNeverSlashed;
+///         accepts, and an owner moving every setter. Honest stake is InvariantsTest's check_honestNeverSlashed;
 ///         here: the selection trees match the registry, ineligible stake is never drawn, and no protocol rule the
 ///         adversaries push against (decline grace, minimum windows, the poster bond, the seal, the supply cap, the
 ///         one-time wirings) ever gives.

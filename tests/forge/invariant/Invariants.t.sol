@@ -31,10 +31,41 @@ interface VmSnapshots {
 }
 
 contract InvariantsTest is InvariantSetup {
+    // ---------------------------------------------------------------- campaigns
+
+    // forge runs one campaign per invariant_ function, each from a fresh setUp. Each campaign below asserts every
+    // check_ property after every call, so each property is asserted after 3 x 10,240 calls, in short, medium and
+    // long sequences (one campaign per property and length cost the suite ~1,070 s of CPU for a third of that).
+
+    /// @notice 320 runs x 32 calls: many fresh starts (posting, drawing, first disputes).
+    function invariant_shortRuns() public view {
+        _everyCheck();
+    }
+
+    /// @notice 80 runs x 128 calls: disputes, panels and candidate replacements inside one run.
+    /// forge-config: default.invariant.runs = 80
+    /// forge-config: default.invariant.depth = 128
+    function invariant_mediumRuns() public view {
+        _everyCheck();
+    }
+
+    /// @notice 40 runs x 256 calls: a forfeit needs a consumer accepted after its input, which 32 calls from a fresh
+    ///         start never reach; at depth 256 the campaign's first few runs already forfeit and report honestly.
+    /// forge-config: default.invariant.runs = 40
+    /// forge-config: default.invariant.depth = 256
+    function invariant_longRuns() public view {
+        _everyCheck();
+    }
+
+    function _everyCheck() internal view {
+        _allInvariants();
+        check_handlerIsCalled();
+    }
+
     // ---------------------------------------------------------------- conservation
 
     /// @notice balances + burned == minted, and each contract holds exactly its books.
-    function invariant_tokensConserved() public view {
+    function check_tokensConserved() public view {
         uint256 sum = token.balanceOf(submitter) + token.balanceOf(address(escrow)) + token.balanceOf(address(jobs))
             + token.balanceOf(address(registry)) + token.balanceOf(address(game)) + token.balanceOf(address(panel))
             + token.balanceOf(address(handler)) + token.balanceOf(owner) + token.balanceOf(griefer) + token.totalBurned();
@@ -108,12 +139,9 @@ contract InvariantsTest is InvariantSetup {
     ///         nothing); every escrow burn is such a forfeit, each exactly its payment burned from its job's escrow
     ///         and nothing else. Forfeits never touch stake: every stake and lock moved over each action by exactly
     ///         its registry events (the handler's per-action audit), and the stake books
-    ///         (invariant_lockedMatchesWork, "registry holds the stakes") hold alongside.
-    /// @dev Deep runs (40 x 256 calls): a forfeit needs a consumer accepted after its input, which 32 calls from a
-    ///      fresh start never reach; at depth 256 the campaign's first few runs already forfeit and report honestly.
-    /// forge-config: default.invariant.runs = 40
-    /// forge-config: default.invariant.depth = 256
-    function invariant_forfeitsNeedEveryHolder() public view {
+    ///         (check_lockedMatchesWork, "registry holds the stakes") hold alongside.
+    /// @dev Reached in invariant_longRuns.
+    function check_forfeitsNeedEveryHolder() public view {
         assertEq(handler.availabilityViolations(), 0, handler.lastAvailabilityViolation());
         assertEq(handler.ghostEscrowBurned(), handler.ghostForfeited(), "every escrow burn is a forfeit");
         uint256 forfeited;
@@ -140,8 +168,8 @@ contract InvariantsTest is InvariantSetup {
         assertEq(forfeited, handler.ghostForfeited(), "every forfeit is of a known task");
         // The deep runs are where forfeits happen: the books (escrow accounted with its burns, payments == accepted
         // work less forfeits) and the stake locks must hold there too.
-        invariant_tokensConserved();
-        invariant_lockedMatchesWork();
+        check_tokensConserved();
+        check_lockedMatchesWork();
     }
 
     /// @dev The consumers of accepted task `t`: a TRAIN task's round AGGREGATE (input `t.index`), an AGGREGATE's
@@ -213,7 +241,7 @@ contract InvariantsTest is InvariantSetup {
     // ---------------------------------------------------------------- stake
 
     /// @notice Every node's locked stake is exactly what its live work holds; nothing locked is withdrawable.
-    function invariant_lockedMatchesWork() public view {
+    function check_lockedMatchesWork() public view {
         uint256[] memory expected = new uint256[](nodes.length);
         for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
             Task memory t = jobs.getTask(id);
@@ -248,7 +276,7 @@ contract InvariantsTest is InvariantSetup {
     // ---------------------------------------------------------------- states
 
     /// @notice Task, replica, candidate, epoch and dispute states agree.
-    function invariant_statesConsistent() public view {
+    function check_statesConsistent() public view {
         uint256 tasks = jobs.taskCount();
         uint256[] memory live = new uint256[](tasks + 1);
         for (uint256 id = 1; id <= game.disputeCount(); ++id) {
@@ -329,9 +357,7 @@ contract InvariantsTest is InvariantSetup {
 
     /// @notice No Accepted task holds a wrong final, and every completed job's model is the honest AGGREGATE of its
     ///         last round.
-    /// forge-config: default.invariant.runs = 80
-    /// forge-config: default.invariant.depth = 128
-    function invariant_soundness() public view {
+    function check_soundness() public view {
         for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
             Task memory t = jobs.getTask(id);
             if (t.status != TaskStatus.Accepted) continue;
@@ -348,9 +374,7 @@ contract InvariantsTest is InvariantSetup {
     /// @notice Nobody acting honestly (replica, challenger, defender, referee, decliner) is ever slashed or counted
     ///         late: not by a griefing poster's windows or poisoned inputs, not by sybils, not by an owner's parameter
     ///         change mid-task; and no honest node is ever pushed out of the registry.
-    /// forge-config: default.invariant.runs = 80
-    /// forge-config: default.invariant.depth = 128
-    function invariant_honestNeverSlashed() public view {
+    function check_honestNeverSlashed() public view {
         assertEq(handler.honestSlashes(), 0, handler.lastHonestSlash());
         for (uint256 i = 0; i < honestNodes.length; ++i) {
             // A referee the handler made skip its commit (a deliberate no-show) is the only late an honest node has.
@@ -363,7 +387,7 @@ contract InvariantsTest is InvariantSetup {
     /// @notice Per-run sanity of the action mix: every call went through a listed action (so the tally below is the
     ///         whole mix), and the adversaries' counters agree with the registry and the jobs. That every action
     ///         really reaches its effect is test_handler_coversAdversaries_succeeds's job (a view sees one run).
-    function invariant_handlerIsCalled() public view {
+    function check_handlerIsCalled() public view {
         bytes4[27] memory actions = [
             Handler.postJob.selector,
             Handler.reportUnavailable.selector,
@@ -427,11 +451,11 @@ contract InvariantsTest is InvariantSetup {
             uint256 start = VmSnapshots(address(vm)).snapshotState();
             _driveMany(CORE_MIX, seed, 600);
             if (_everyPathReached()) {
-                invariant_tokensConserved();
-                invariant_lockedMatchesWork();
-                invariant_statesConsistent();
-                invariant_soundness();
-                invariant_honestNeverSlashed();
+                check_tokensConserved();
+                check_lockedMatchesWork();
+                check_statesConsistent();
+                check_soundness();
+                check_honestNeverSlashed();
                 return;
             }
             VmSnapshots(address(vm)).revertToState(start);
@@ -472,12 +496,12 @@ contract InvariantsTest is InvariantSetup {
     }
 
     function _allInvariants() internal view {
-        invariant_tokensConserved();
-        invariant_lockedMatchesWork();
-        invariant_statesConsistent();
-        invariant_soundness();
-        invariant_honestNeverSlashed();
-        invariant_forfeitsNeedEveryHolder();
+        check_tokensConserved();
+        check_lockedMatchesWork();
+        check_statesConsistent();
+        check_soundness();
+        check_honestNeverSlashed();
+        check_forfeitsNeedEveryHolder();
     }
 
     function _noCheck() internal pure returns (bool) {
@@ -524,7 +548,7 @@ contract InvariantsTest is InvariantSetup {
     }
 
     /// @notice Mutation check: when the handler's ledger misses honest holders' reports (what a registry burning on
-    ///         reports nobody made would look like), invariant_forfeitsNeedEveryHolder catches the burn.
+    ///         reports nobody made would look like), check_forfeitsNeedEveryHolder catches the burn.
     function test_forfeits_withUnrecordedHonestReports_detectsBurn_succeeds() public {
         handler = _newHandler(8);
         _expected = "a lie burned an input";
@@ -538,11 +562,11 @@ contract InvariantsTest is InvariantSetup {
         _driveAvailabilityUntilCaught();
     }
 
-    /// @dev What the mutation under test must fail invariant_forfeitsNeedEveryHolder with.
+    /// @dev What the mutation under test must fail check_forfeitsNeedEveryHolder with.
     string internal _expected;
 
     function _caughtExpected() internal view returns (bool) {
-        return _caught(this.invariant_forfeitsNeedEveryHolder, _expected);
+        return _caught(this.check_forfeitsNeedEveryHolder, _expected);
     }
 
     /// @dev test_handler_reachesForfeits_succeeds's drive until the invariant catches the mutation; fails if it never
@@ -558,24 +582,24 @@ contract InvariantsTest is InvariantSetup {
             && handler.ghostCandidateReplaced() > 0 && handler.ghostAccepted() > 0 && handler.ghostPinpoints() > 0;
     }
 
-    /// @notice Mutation check: when honest verifiers stop looking, wrong results are accepted and invariant_soundness
+    /// @notice Mutation check: when honest verifiers stop looking, wrong results are accepted and check_soundness
     ///         catches it.
     function test_soundness_withoutHonestVerifier_detectsWrongFinal_succeeds() public {
         handler = _newHandler(1);
-        _driveUntilCaught(CORE_MIX, 3, this.invariant_soundness, 1_500, "");
+        _driveUntilCaught(CORE_MIX, 3, this.check_soundness, 1_500, "");
     }
 
     /// @notice Mutation check: when referees side with the defender, honest challengers lose and
-    ///         invariant_honestNeverSlashed catches it.
+    ///         check_honestNeverSlashed catches it.
     function test_honestStake_withCorruptReferees_detectsHonestSlash_succeeds() public {
         handler = _newHandler(2);
-        _driveUntilCaught(CORE_MIX, 3, this.invariant_honestNeverSlashed, 1_500, "");
+        _driveUntilCaught(CORE_MIX, 3, this.check_honestNeverSlashed, 1_500, "");
     }
 
     /// @notice Mutation check: honest nodes that sit on slots they cannot serve (poisoned inputs, a window too short)
-    ///         instead of declining are reported late, and invariant_honestNeverSlashed catches it.
+    ///         instead of declining are reported late, and check_honestNeverSlashed catches it.
     function test_honestStake_withoutDeclines_detectsLateHonest_succeeds() public {
         handler = _newHandler(3);
-        _driveAllUntilFails(this.invariant_honestNeverSlashed, 1_500, "late");
+        _driveAllUntilFails(this.check_honestNeverSlashed, 1_500, "late");
     }
 }
