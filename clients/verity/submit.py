@@ -28,54 +28,13 @@ from verity.storage import Storage, cid_of_bytes
 from verity.submit_data import load_job_data
 from verity.submit_modules import OPTION_OF, add_parallel, execution_window_for, smallest_task_mb
 from verity.submit_network import OPTION_OF as NETWORK_OPTION_OF, add_network
-from verity.submit_options import (BLOCK, CHECKS_PER_TASK, DATASET, EVAL_FRACTION, FEE_SAMPLE_RATE,
-                                   MIN_CHALLENGE_WINDOW, PROFILE, SEED, SHARDS, BadJobSpec, fee_rate_bps, to_wei, validate_spec)
+from verity.submit_options import (MIN_CHALLENGE_WINDOW, BadJobSpec, JobSpec, fee_rate_bps, to_wei,
+                                   validate_spec)
 
 TOKEN = 10**18
 
 __all__ = ["BadJobSpec", "JobSpec", "PreparedJob", "FeeTerms", "PotNotFunded", "plan_job", "upload_job", "prepare_job",
            "post_job_web3", "fees_address_web3", "fund_pot_web3", "verification_pot", "check_funds"]
-
-
-@dataclass
-class JobSpec:
-    model: str = "mlp"                 # mlp | cnn | gpt
-    model_config: dict | None = None   # default: sized to the dataset
-    dataset: str = DATASET             # 'digits', an (x, y) file, a .txt corpus, or a `verity data shard` dir
-    shards: int | None = SHARDS        # None: as many as a shard directory holds (else SHARDS)
-    rounds: int = 3
-    steps: int = 40                    # steps per round
-    k: int = 10                        # checkpoint interval
-    replication: int = 2
-    payment: float = 1.0               # VRT per accepted replica of each task
-    stake: float = 10.0                # VRT locked by each replica
-    aggregation: str = "mean"
-    trim: float = 0.0
-    batch_size: int = 32
-    optimizer: str = "adam"
-    lr: float = 0.01
-    seed: int = SEED
-    eval_fraction: float = EVAL_FRACTION
-    block: int = BLOCK                 # text: characters per sample
-    challenge_window: int = 60         # seconds (optimistic mode)
-    execution_window: int = 0          # 0 = the contract's default
-    reveal_window: int = 0
-    name: str = ""
-    profile: str = PROFILE              # determinism profile: a native hardware class (fast) or portable-f32 (open)
-    # Verification pot (VerificationFees.fund). None: no pot; the submit commands default it to 0.1 x payment
-    # (submit_options.verification_fee_of); library callers opt in.
-    verification_fee: float | None = None   # VRT per matching blind check
-    checks_per_task: int = CHECKS_PER_TASK  # most paid checks per task, 1..8
-    fee_sample_rate: float = FEE_SAMPLE_RATE  # fraction of verifiers sampled per task, (0, 1]
-    # module-parallel training, the outer optimizer and the declared per-step budget (submit_modules.py)
-    modules: str = ""                   # 'name=prefix,prefix;name=prefix'
-    module_plan: str = ""               # 'a;b;a,b' per shard ('' = round-robin)
-    outer_lr: float = 0.0               # 0 = plain aggregation
-    outer_momentum: float = 0.9
-    step_budget_ms: int = 0             # 0 = undeclared
-    # network requirements of the replica draws (submit_network.py)
-    region: str = ""                    # a name of protocol.REGIONS; '' = any region
-    min_bandwidth_mbps: int = 0         # 0 = any
 
 
 class FeeTerms(NamedTuple):

@@ -11,12 +11,9 @@ import math
 from decimal import Decimal
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from verity.errors import VerityError
-
-if TYPE_CHECKING:
-    from verity.submit import JobSpec
 
 # JobRegistry's bounds (contracts/JobRegistry.sol); a job outside them would revert after the approve.
 MAX_SHARDS = 32
@@ -50,6 +47,48 @@ PROFILE = "portable-f32"
 PROFILE_NAMES = ("cpu-f32-strict", "cuda-f32-strict", "portable-f32")  # verity.engine.determinism.PROFILES
 AGGREGATIONS = ("mean", "median", "trimmed_mean")
 OPTIMIZERS = ("sgd", "adam", "adamw")
+
+@dataclass
+class JobSpec:
+    """What a job asks for; the defaults are the submit commands' (a light module: `verity --help` reads them)."""
+    model: str = "mlp"                 # mlp | cnn | gpt
+    model_config: dict | None = None   # default: sized to the dataset
+    dataset: str = DATASET             # 'digits', an (x, y) file, a .txt corpus, or a `verity data shard` dir
+    shards: int | None = SHARDS        # None: as many as a shard directory holds (else SHARDS)
+    rounds: int = 3
+    steps: int = 40                    # steps per round
+    k: int = 10                        # checkpoint interval
+    replication: int = 2
+    payment: float = 1.0               # VRT per accepted replica of each task
+    stake: float = 10.0                # VRT locked by each replica
+    aggregation: str = "mean"
+    trim: float = 0.0
+    batch_size: int = 32
+    optimizer: str = "adam"
+    lr: float = 0.01
+    seed: int = SEED
+    eval_fraction: float = EVAL_FRACTION
+    block: int = BLOCK                 # text: characters per sample
+    challenge_window: int = 60         # seconds (optimistic mode)
+    execution_window: int = 0          # 0 = the contract's default
+    reveal_window: int = 0
+    name: str = ""
+    profile: str = PROFILE              # determinism profile: a native hardware class (fast) or portable-f32 (open)
+    # Verification pot (VerificationFees.fund). None: no pot; the submit commands default it to 0.1 x payment
+    # (submit_options.verification_fee_of); library callers opt in.
+    verification_fee: float | None = None   # VRT per matching blind check
+    checks_per_task: int = CHECKS_PER_TASK  # most paid checks per task, 1..8
+    fee_sample_rate: float = FEE_SAMPLE_RATE  # fraction of verifiers sampled per task, (0, 1]
+    # module-parallel training, the outer optimizer and the declared per-step budget (submit_modules.py)
+    modules: str = ""                   # 'name=prefix,prefix;name=prefix'
+    module_plan: str = ""               # 'a;b;a,b' per shard ('' = round-robin)
+    outer_lr: float = 0.0               # 0 = plain aggregation
+    outer_momentum: float = 0.9
+    step_budget_ms: int = 0             # 0 = undeclared
+    # network requirements of the replica draws (submit_network.py)
+    region: str = ""                    # a name of protocol.REGIONS; '' = any region
+    min_bandwidth_mbps: int = 0         # 0 = any
+
 
 _FLAGS = {"k": "-k/--checkpoint-interval", "alias": "--account", "test_account": "--test-account"}
 

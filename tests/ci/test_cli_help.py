@@ -71,3 +71,12 @@ def test_verity_version_succeeds():
 
     res = subprocess.run([sys.executable, "-m", "verity", "--version"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and res.stdout.strip() == f"verity {__version__}"
+
+
+def test_verityCli_helpImportsNoTorch_succeeds():
+    """`verity --help` and every command's option parsing come before any training: the CLI's modules leave torch
+    (seconds of import) to the commands that train or check models."""
+    code = "import sys, verity.cli; print(','.join(m for m in ('torch', 'verity.engine') if m in sys.modules))"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "", f"importing verity.cli imported {res.stdout.strip()}"

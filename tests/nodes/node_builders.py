@@ -15,6 +15,7 @@ from verity.chain.client import devnet_key
 from verity.chain.deployments import load_deployments
 from verity.chain.protocol import JobStatus
 from verity.chain.views import read
+from verity.devnet.ticker import rpc_call
 from verity.storage import Storage
 from verity.submit import JobSpec, post_job_web3, prepare_job
 
@@ -134,6 +135,14 @@ class Net:
             if skipper is not None:
                 self.skipped += skipper.step(c, self.nodes)
             time.sleep(0.5)
+
+    def advance_clock(self, seconds: int) -> None:
+        """Move the chain clock `seconds` ahead now (a test that knows nobody acts meanwhile, e.g. with the party that
+        would paused); counted in `skipped`."""
+        if seconds > 0:
+            rpc_call(self.rpc_url, "evm_increaseTime", [int(seconds)])
+            rpc_call(self.rpc_url, "evm_mine")
+            self.skipped += int(seconds)
 
     def wait_until(self, predicate, timeout: float, what: str):
         """`wait_for` that skips windows the way wait_job does, for a test waiting on something other than the job's

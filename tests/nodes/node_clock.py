@@ -11,9 +11,10 @@ What it reads:
   its challenge window and reveal grace to pass, when a keeper can finalize it. That is the target, unless a node has
   committed a challenge against it (verity.node.phases: a watch item `challenge_committed` of that epoch): then the
   target is the window's end, when the challenge may be revealed.
-- the chain again: a task Contested (two replicas disagree) or a dispute not yet resolved holds every jump. Its
-  clocks (bisection moves, the panel's commit and reveal) are for a party that stays silent, which a test about that
-  waits out for real.
+- the chain again: a task Contested (two replicas disagree) or a dispute not yet resolved holds every jump, with
+  one exception: a dispute whose every running chess clock belongs to a node started with the TEST-ONLY fault
+  `silent-in-dispute` (and, for the defender's side, no co-defender that could move for it) waits for nothing but
+  that clock to run out, so its expiry is a target too (then the other party claims the timeout).
 - the nodes' items: busy ones (training, re-executing, a seat, a dispute item) hold every jump. A solve or watch item
   whose dispute has ended stays `disputing` until its task is accepted (a contest's winner waits out its fresh window
   there): the chain says whether a dispute is still open, so those two are neutral. Everything else (done, a
@@ -41,6 +42,9 @@ BUSY = {"assigned", "trained", "watching", "disputing", "seated", "vote_committe
 FOLLOWING = {("solve", "disputing"), ("watch", "disputing")}  # a dispute seen from a task's item: the chain decides
 MARGIN = 1  # seconds past a deadline (the contracts compare with `>`)
 SETTLED = {TaskStatus.ACCEPTED, TaskStatus.CANCELLED}
+MOVES = {DisputePhase.BISECT0, DisputePhase.STEP_ROOTS, DisputePhase.BISECT1}  # phases played on the parties' clocks
+SILENT_FAULT = "silent-in-dispute"
+ZERO = "0x" + "0" * 40
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class Window:
 class Observation:
     windows: frozenset      # Window of every Revealed task
     challenged: frozenset   # (task id, epoch) with a committed, unrevealed challenge
+    silent: frozenset       # (dispute id, chain time its silent clock runs out): disputes waiting only on that
     cursors: dict           # node name -> next block it will read
     busy: bool
     head: int               # read after the snapshots: every state seen here was mined at or before it
@@ -73,14 +78,14 @@ class WindowSkipper:
         """One look; jumps when two looks agree that only a window is left. Returns the seconds jumped (0 if none)."""
         obs = self._observe(client, nodes)
         last, self._last = self._last, obs
-        if obs.busy or last is None or last.busy or not obs.windows:
+        if obs.busy or last is None or last.busy or not (obs.windows or obs.silent):
             return 0
-        if (obs.windows, obs.challenged) != (last.windows, last.challenged):
+        if (obs.windows, obs.challenged, obs.silent) != (last.windows, last.challenged, last.silent):
             return 0
         if any(obs.cursors.get(name, 0) <= last.head for name in obs.cursors):
             return 0
         now = client.now()
-        targets = [self._target(w, obs.challenged, now) for w in obs.windows]
+        targets = [self._target(w, obs.challenged, now) for w in obs.windows] + [t for _, t in obs.silent]
         if min(targets) <= now:
             return 0  # something can move already (a keeper will finalize, a challenger reveal): nothing to skip
         delta = min(targets) - now
@@ -91,10 +96,11 @@ class WindowSkipper:
         return delta
 
     def _observe(self, client, nodes) -> Observation:
-        challenged, cursors, busy = set(), {}, False
-        for node in nodes:
-            if node.killed or node.proc.poll() is not None:
-                continue
+        live = [n for n in nodes if not n.killed and n.proc.poll() is None]
+        silent_parties = {_address(n) for n in live if SILENT_FAULT in getattr(n, "args", ())}
+        disputes_open, silent, silent_tasks = self._disputes(client, silent_parties)
+        challenged, cursors, busy = set(), {}, disputes_open
+        for node in live:
             snap = self._snapshot(node.name)
             if snap is None:
                 busy = True  # not started yet: it has read nothing
@@ -102,19 +108,21 @@ class WindowSkipper:
             cursors[node.name] = int(snap.get("next_block", 0))
             for item in snap.get("items", {}).values():
                 phase, kind = item.get("phase"), item.get("kind")
+                if kind == "dispute" and int(item.get("dispute_id") or 0) in {d for d, _ in silent}:
+                    continue  # its only move left is the silent party's, or the timeout claim after the jump
                 if phase in BUSY and (kind, phase) not in FOLLOWING:
                     busy = True
                 elif (kind, phase) == ("watch", "challenge_committed"):
                     epoch = item.get("data", {}).get("epoch")
                     challenged.add((int(item.get("task_id", 0)), None if epoch is None else int(epoch)))
         windows, contested = self._windows(client)
-        busy = busy or contested or self._dispute_open(client)
+        busy = busy or bool(contested - silent_tasks)  # a contest is a dispute: only a silent one's clock may be skipped
         head = client.block_number()
-        return Observation(windows, frozenset(challenged), cursors, busy, head)
+        return Observation(windows, frozenset(challenged), frozenset(silent), cursors, busy, head)
 
-    def _windows(self, client) -> tuple[frozenset, bool]:
-        """The Window of every Revealed task, and whether any task is Contested."""
-        out, contested = set(), False
+    def _windows(self, client) -> tuple[frozenset, set]:
+        """The Window of every Revealed task, and the ids of the Contested ones."""
+        out, contested = set(), set()
         for tid in range(1, int(read(client, client.jobs, "taskCount")) + 1):
             if tid in self._settled:
                 continue
@@ -122,7 +130,7 @@ class WindowSkipper:
             if status in SETTLED:
                 self._settled.add(tid)
             elif status == TaskStatus.CONTESTED:
-                contested = True
+                contested.add(tid)
             elif status == TaskStatus.REVEALED:
                 try:
                     claim = read(client, client.jobs, "claimOf", tid)
@@ -131,14 +139,23 @@ class WindowSkipper:
                 out.add(Window(tid, int(claim.epoch), int(claim.challengeDeadline), int(claim.revealGrace)))
         return frozenset(out), contested
 
-    def _dispute_open(self, client) -> bool:
+    def _disputes(self, client, silent_parties: set) -> tuple[bool, set, set]:
+        """Whether a dispute is open that someone may move in; (id, expiry) of those only a silent clock holds, and
+        their tasks."""
+        busy, silent, tasks = False, set(), set()
         for did in range(1, int(read(client, client.game, "disputeCount")) + 1):
             if did in self._resolved:
                 continue
-            if DisputePhase(read(client, client.game, "getDispute", did).phase) != DisputePhase.RESOLVED:
-                return True
-            self._resolved.add(did)
-        return False
+            d = read(client, client.game, "getDispute", did)
+            phase = DisputePhase(d.phase)
+            if phase == DisputePhase.RESOLVED:
+                self._resolved.add(did)
+            elif (expiry := _silent_expiry(d, phase, silent_parties)) is not None:
+                silent.add((did, expiry))
+                tasks.add(int(d.taskId))
+            else:
+                busy = True
+        return busy, silent, tasks
 
     def _snapshot(self, name: str) -> dict | None:
         path = self.state_root / "nodes" / name / "snapshot.json"
@@ -156,3 +173,26 @@ class WindowSkipper:
                 return now  # the reveal is due now: not a window to skip
             return window.deadline + MARGIN
         return window.deadline + window.grace + MARGIN
+
+
+def _address(node) -> str:
+    return str(node.address).lower()
+
+
+def _silent_expiry(d, phase: DisputePhase, silent_parties: set) -> int | None:
+    """When the first running clock of dispute `d` runs out, if every running clock is a silent party's (ChessClock:
+    a clock runs while `since` != 0; it has run out once used + (now - since) > allowance); else None."""
+    if phase not in MOVES or not silent_parties:
+        return None
+    expiries = []
+    for i, side in enumerate(d.sides):
+        used, since = int(side.clock.used), int(side.clock.since)
+        if since == 0:
+            continue
+        movers = {str(side.party).lower()}
+        if i == 1 and str(d.coDefender).lower() != ZERO:
+            movers.add(str(d.coDefender).lower())  # may move for the defender
+        if not movers <= silent_parties:
+            return None  # an honest party's clock runs: it is about to move
+        expiries.append(since + int(d.allowance) - used + MARGIN)
+    return min(expiries) if expiries else None

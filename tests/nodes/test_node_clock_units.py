@@ -174,3 +174,53 @@ def test_skipper_aDisputeItem_holds_butATaskItemFollowingAnEndedDispute_doesNot_
     w.client.block = 51
     w.skipper.step(w.client, w.nodes)
     assert w.skipper.step(w.client, w.nodes) == 91
+
+
+def _side(party, used=0, since=0):
+    return SimpleNamespace(party=party, clock=SimpleNamespace(used=used, since=since))
+
+
+SILENT, HONEST, ZERO = "0x" + "5" * 40, "0x" + "a" * 40, "0x" + "0" * 40
+
+
+def _silent_dispute(w, *, running_b=True, running_a=False, co_defender=ZERO):
+    """Dispute 2: the silent node is the defender (B); its clock started at 1_000 with 10 s used of 30."""
+    w.nodes.append(SimpleNamespace(name="silent", killed=False, proc=SimpleNamespace(poll=lambda: None),
+                                   args=["--fault", "silent-in-dispute"], address=SILENT))
+    w.snap("silent", 51, **{"dispute:2": {"kind": "dispute", "phase": "disputing", "dispute_id": 2}})
+    w.snap("s", 51, **{"dispute:2": {"kind": "dispute", "phase": "disputing", "dispute_id": 2}})
+    w.snap("v", 51)
+    w.client.disputes.append(SimpleNamespace(
+        phase=DisputePhase.BISECT0, allowance=30, coDefender=co_defender, taskId=7,
+        sides=[_side(HONEST, 5, 990 if running_a else 0), _side(SILENT, 10, 1_000 if running_b else 0)]))
+
+
+def test_skipper_jumpsToASilentPartysClockRunningOut_succeeds(world):
+    w = world
+    _silent_dispute(w)
+    w.skipper.step(w.client, w.nodes)
+    assert w.skipper.step(w.client, w.nodes) == 21          # 1_000 + 30 - 10 + 1, before the task's window end
+    assert w.calls == [("evm_increaseTime", [21]), ("evm_mine", None)]
+
+
+def test_skipper_aContestOnlyASilentClockHolds_isSkippedButAnotherContestHolds_succeeds(world):
+    w = world
+    _silent_dispute(w)
+    w.client.tasks[7] = SimpleNamespace(status=TaskStatus.CONTESTED)  # the silent replica's contest
+    w.skipper.step(w.client, w.nodes)
+    assert w.skipper.step(w.client, w.nodes) == 21
+    w.client.tasks[8] = SimpleNamespace(status=TaskStatus.CONTESTED)  # a contest whose dispute is not open yet
+    for _ in range(3):
+        assert w.skipper.step(w.client, w.nodes) == 0
+
+
+@pytest.mark.parametrize("case", ["honest clock runs too", "honest co-defender may move", "no fault"])
+def test_skipper_holds_whileSomeoneElseMayMoveInTheDispute_succeeds(world, case):
+    w = world
+    _silent_dispute(w, running_a=case == "honest clock runs too",
+                    co_defender=HONEST if case == "honest co-defender may move" else ZERO)
+    if case == "no fault":
+        w.nodes[-1].args = []
+    for _ in range(3):
+        assert w.skipper.step(w.client, w.nodes) == 0
+    assert w.calls == []

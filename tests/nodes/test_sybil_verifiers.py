@@ -53,8 +53,9 @@ def test_sybil_verifiers_challenge_first_and_lose_while_the_honest_challenge_win
         opened = [e for e in _opened(net.events(), solver.address) if e.args["challenger"] in cheaters]
         return [c.call(c.game.functions.clocksRemaining(e.args["disputeId"]))[0] for e in opened]
 
-    wait_for(lambda: len(left := sybil_clocks_left()) == 2 and max(left) <= SYBIL_CLOCK_LEFT, 120,
-             "both sybil challenges to open and their clocks to run down")
+    left = wait_for(lambda: len(left := sybil_clocks_left()) == 2 and left, 120, "both sybil challenges to open")
+    net.advance_clock(max(left) - SYBIL_CLOCK_LEFT)  # the sybils are silent and the honest verifier paused: nobody moves
+    wait_for(lambda: max(sybil_clocks_left()) <= SYBIL_CLOCK_LEFT, 60, "the sybils' clocks to run down")
     honest.resume()
     net.wait_job(job_id, timeout=360)
 

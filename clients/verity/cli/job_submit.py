@@ -14,10 +14,9 @@ from typing import Annotated, Optional
 import typer
 
 from verity.errors import VerityError
-from verity.submit import JobSpec
 from verity.submit_modules import HELP as PARALLEL_HELP
 from verity.submit_network import HELP as NETWORK_HELP
-from verity.submit_options import HELP as OPTION_HELP, BadJobSpec
+from verity.submit_options import HELP as OPTION_HELP, BadJobSpec, JobSpec
 
 HELP = {**OPTION_HELP, **PARALLEL_HELP, **NETWORK_HELP}
 
