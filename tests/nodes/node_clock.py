@@ -15,6 +15,8 @@ What it reads:
   one exception: a dispute whose every running chess clock belongs to a node started with the TEST-ONLY fault
   `silent-in-dispute` (and, for the defender's side, no co-defender that could move for it) waits for nothing but
   that clock to run out, so its expiry is a target too (then the other party claims the timeout).
+- a replica slot of an Assigned task held by a node the test killed waits for nothing but its deadline (then a
+  keeper reports it late and the slot is drawn again): that deadline is a target too.
 - the nodes' items: busy ones (training, re-executing, a seat, a dispute item) hold every jump. A solve or watch item
   whose dispute has ended stays `disputing` until its task is accepted (a contest's winner waits out its fresh window
   there): the chain says whether a dispute is still open, so those two are neutral. Everything else (done, a
@@ -34,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verity.chain import TxFailed
-from verity.chain.protocol import DisputePhase, TaskStatus
+from verity.chain.protocol import DisputePhase, ReplicaStatus, TaskStatus
 from verity.chain.views import read
 from verity.devnet.ticker import rpc_call
 
@@ -60,6 +62,7 @@ class Observation:
     windows: frozenset      # Window of every Revealed task
     challenged: frozenset   # (task id, epoch) with a committed, unrevealed challenge
     silent: frozenset       # (dispute id, chain time its silent clock runs out): disputes waiting only on that
+    late: frozenset         # (task id, slot, deadline) of replica slots held by killed nodes
     cursors: dict           # node name -> next block it will read
     busy: bool
     head: int               # read after the snapshots: every state seen here was mined at or before it
@@ -78,14 +81,16 @@ class WindowSkipper:
         """One look; jumps when two looks agree that only a window is left. Returns the seconds jumped (0 if none)."""
         obs = self._observe(client, nodes)
         last, self._last = self._last, obs
-        if obs.busy or last is None or last.busy or not (obs.windows or obs.silent):
+        if obs.busy or last is None or last.busy or not (obs.windows or obs.silent or obs.late):
             return 0
-        if (obs.windows, obs.challenged, obs.silent) != (last.windows, last.challenged, last.silent):
+        if (obs.windows, obs.challenged, obs.silent, obs.late) != (last.windows, last.challenged, last.silent,
+                                                                   last.late):
             return 0
         if any(obs.cursors.get(name, 0) <= last.head for name in obs.cursors):
             return 0
         now = client.now()
-        targets = [self._target(w, obs.challenged, now) for w in obs.windows] + [t for _, t in obs.silent]
+        targets = ([self._target(w, obs.challenged, now) for w in obs.windows] + [t for _, t in obs.silent]
+                   + [deadline + MARGIN for _, _, deadline in obs.late])
         if min(targets) <= now:
             return 0  # something can move already (a keeper will finalize, a challenger reveal): nothing to skip
         delta = min(targets) - now
@@ -97,6 +102,7 @@ class WindowSkipper:
 
     def _observe(self, client, nodes) -> Observation:
         live = [n for n in nodes if not n.killed and n.proc.poll() is None]
+        dead = {_address(n) for n in nodes if n not in live}
         silent_parties = {_address(n) for n in live if SILENT_FAULT in getattr(n, "args", ())}
         disputes_open, silent, silent_tasks = self._disputes(client, silent_parties)
         challenged, cursors, busy = set(), {}, disputes_open
@@ -115,14 +121,14 @@ class WindowSkipper:
                 elif (kind, phase) == ("watch", "challenge_committed"):
                     epoch = item.get("data", {}).get("epoch")
                     challenged.add((int(item.get("task_id", 0)), None if epoch is None else int(epoch)))
-        windows, contested = self._windows(client)
+        windows, contested, late = self._windows(client, dead)
         busy = busy or bool(contested - silent_tasks)  # a contest is a dispute: only a silent one's clock may be skipped
         head = client.block_number()
-        return Observation(windows, frozenset(challenged), frozenset(silent), cursors, busy, head)
+        return Observation(windows, frozenset(challenged), frozenset(silent), frozenset(late), cursors, busy, head)
 
-    def _windows(self, client) -> tuple[frozenset, set]:
-        """The Window of every Revealed task, and the ids of the Contested ones."""
-        out, contested = set(), set()
+    def _windows(self, client, dead: set) -> tuple[frozenset, set, set]:
+        """The Window of every Revealed task, the ids of the Contested ones, and the slots `dead` nodes hold."""
+        out, contested, late = set(), set(), set()
         for tid in range(1, int(read(client, client.jobs, "taskCount")) + 1):
             if tid in self._settled:
                 continue
@@ -131,13 +137,18 @@ class WindowSkipper:
                 self._settled.add(tid)
             elif status == TaskStatus.CONTESTED:
                 contested.add(tid)
+            elif status == TaskStatus.ASSIGNED and dead:
+                for slot, rep in enumerate(read(client, client.jobs, "getReplicas", tid)):
+                    if (str(rep.node).lower() in dead and int(rep.deadline)
+                            and ReplicaStatus(rep.status) in (ReplicaStatus.ASSIGNED, ReplicaStatus.COMMITTED)):
+                        late.add((tid, slot, int(rep.deadline)))
             elif status == TaskStatus.REVEALED:
                 try:
                     claim = read(client, client.jobs, "claimOf", tid)
                 except TxFailed:
                     continue  # settled between the two reads (claimOf reverts unless Revealed)
                 out.add(Window(tid, int(claim.epoch), int(claim.challengeDeadline), int(claim.revealGrace)))
-        return frozenset(out), contested
+        return frozenset(out), contested, late
 
     def _disputes(self, client, silent_parties: set) -> tuple[bool, set, set]:
         """Whether a dispute is open that someone may move in; (id, expiry) of those only a silent clock holds, and

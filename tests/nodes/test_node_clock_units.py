@@ -9,7 +9,7 @@ import pytest
 
 import node_clock
 from node_clock import WindowSkipper
-from verity.chain.protocol import DisputePhase, TaskStatus
+from verity.chain.protocol import DisputePhase, ReplicaStatus, TaskStatus
 
 
 class _Client:
@@ -17,6 +17,7 @@ class _Client:
         self.time, self.block = 1_000, 50
         self.jobs, self.game = "jobs", "game"
         self.disputes = [SimpleNamespace(phase=DisputePhase.RESOLVED)]
+        self.replicas = {}
         self.tasks = {7: SimpleNamespace(status=TaskStatus.REVEALED)}
         self.tasks.update({t: SimpleNamespace(status=TaskStatus.ACCEPTED) for t in range(1, 7)})
         self.claims = {7: SimpleNamespace(epoch=0, challengeDeadline=1_060, revealGrace=30)}
@@ -37,6 +38,8 @@ def _read(client, contract, fn, *args):
         return len(client.disputes)
     if fn == "getDispute":
         return client.disputes[args[0] - 1]
+    if fn == "getReplicas":
+        return client.replicas[args[0]]
     return client.tasks[args[0]] if fn == "getTask" else client.claims[args[0]]
 
 
@@ -45,7 +48,8 @@ def world(tmp_path, monkeypatch):
     client, calls = _Client(), []
     monkeypatch.setattr(node_clock, "read", _read)
     monkeypatch.setattr(node_clock, "rpc_call", lambda url, method, params=None: calls.append((method, params)))
-    nodes = [SimpleNamespace(name=n, killed=False, proc=SimpleNamespace(poll=lambda: None)) for n in ("s", "v")]
+    nodes = [SimpleNamespace(name=n, killed=False, proc=SimpleNamespace(poll=lambda: None), address="0x" + c * 40)
+             for n, c in (("s", "1"), ("v", "2"))]
 
     def snap(name, next_block, **items):
         path = tmp_path / "nodes" / name / "snapshot.json"
@@ -103,7 +107,8 @@ def test_skipper_stopsAtTheWindowForACommittedChallenge_thenLetsItReveal_succeed
 def test_skipper_ignoresKilledNodes_andHoldsForOneNotStartedYet_succeeds(world):
     w = world
     _both_waiting(w, 51)
-    w.nodes.append(SimpleNamespace(name="late", killed=False, proc=SimpleNamespace(poll=lambda: None)))  # no snapshot
+    w.nodes.append(SimpleNamespace(name="late", killed=False, proc=SimpleNamespace(poll=lambda: None),
+                                   address="0x" + "3" * 40))  # no snapshot
     w.skipper.step(w.client, w.nodes)
     assert w.skipper.step(w.client, w.nodes) == 0
     w.nodes[-1].killed = True
@@ -224,3 +229,22 @@ def test_skipper_holds_whileSomeoneElseMayMoveInTheDispute_succeeds(world, case)
     for _ in range(3):
         assert w.skipper.step(w.client, w.nodes) == 0
     assert w.calls == []
+
+
+def test_skipper_jumpsToTheDeadlineOfASlotAKilledNodeHolds_succeeds(world):
+    """The victim was killed mid-task; its partner committed and waits. Only the victim's deadline is left."""
+    w = world
+    victim, partner = "0x" + "d" * 40, "0x" + "e" * 40
+    w.nodes[0].address, w.nodes[1].address = partner, "0x" + "f" * 40
+    w.nodes.append(SimpleNamespace(name="victim", killed=True, proc=SimpleNamespace(poll=lambda: -9), address=victim))
+    w.client.tasks[7] = SimpleNamespace(status=TaskStatus.ASSIGNED)
+    w.client.replicas[7] = [SimpleNamespace(node=partner, status=ReplicaStatus.COMMITTED, deadline=0),
+                            SimpleNamespace(node=victim, status=ReplicaStatus.ASSIGNED, deadline=1_030)]
+    w.snap("s", 51, **{"task:7:0": {"kind": "solve", "phase": "committed"}})
+    w.snap("v", 51)
+    w.skipper.step(w.client, w.nodes)
+    assert w.skipper.step(w.client, w.nodes) == 31          # to 1_030 + 1: a keeper reports the victim late
+    w.nodes[-1].killed, w.nodes[-1].proc = False, SimpleNamespace(poll=lambda: None)  # restarted: it works again
+    w.snap("victim", 52, **{"task:7:1": {"kind": "solve", "phase": "assigned"}})
+    for _ in range(3):
+        assert w.skipper.step(w.client, w.nodes) == 0
