@@ -17,8 +17,7 @@ setup: $(VENV)/.installed anvil/node_modules/.installed
 $(VENV)/.installed: requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# --no-compile: no bytecode for all of torch up front (94 -> 55 s here); Python compiles what is imported, once
-	$(BIN)/pip install -q --no-compile -r requirements.lock
+	$(BIN)/pip install -q -r requirements.lock
 	$(BIN)/pip install -q --no-deps -e .
 	touch $@
 
