@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import math
-from decimal import Decimal
 import tempfile
-from pathlib import Path
 from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
 
 from verity.errors import VerityError
 
@@ -47,6 +47,7 @@ PROFILE = "portable-f32"
 PROFILE_NAMES = ("cpu-f32-strict", "cuda-f32-strict", "portable-f32")  # verity.engine.determinism.PROFILES
 AGGREGATIONS = ("mean", "median", "trimmed_mean")
 OPTIMIZERS = ("sgd", "adam", "adamw")
+
 
 @dataclass
 class JobSpec:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from verity.chain import ChainClient, EventCursor
@@ -40,8 +41,8 @@ class Node:
     env: dict
     killed: bool = False  # set when a test kills it on purpose
 
-    @property
-    def address(self) -> str:
+    @cached_property
+    def address(self) -> str:  # read at every look of the window skipper
         from eth_account import Account
 
         return Account.from_key(devnet_key(self.account)).address

@@ -11,7 +11,8 @@ import pytest
 
 from verity.devnet.process import ManagedProcess, PortTaken
 
-# Like js-ipfs: on its first start it reports EADDRINUSE and hangs; later starts listen.
+# Like js-ipfs: on its first start it reports EADDRINUSE and hangs; later starts listen. Either way it runs until the
+# test stops it (the sleeps only bound a leaked one; it also dies with the test process).
 FAKE = """
 import pathlib, socket, sys, time
 marker = pathlib.Path(sys.argv[2])

@@ -176,7 +176,7 @@ class ManagedProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._pid: ProcessId | None = None
         self.extra_env: dict[str, str] = {}  # added to the child's environment (a devnet's owner mark)
-        self._log_start = 0  # where this start's output begins in the (appended) log
+        self._log_read = 0  # how far the (appended) log was scanned for a bind failure
 
     @property
     def log_path(self) -> Path:
@@ -238,17 +238,18 @@ class ManagedProcess:
         previous = self._recorded()
         if previous is not None and previous.alive():
             raise ServiceError(self._label, f"already running as pid {previous.pid}")
-        for attempt in range(1, self.bind_attempts + 1):
+        attempt = 1
+        while True:
             try:
                 return self._start_once()
             except PortTaken:
                 # A picked port is only free until someone binds it: another test worker's
                 # daemon or an outgoing connection can take it while this one starts.
-                if attempt == self.bind_attempts or not self._auto_ports:
+                if attempt >= self.bind_attempts or not self._auto_ports:
                     raise
-                self._pick_ports({name: None if name in self._auto_ports else getattr(self, name)
-                                  for name in self._port_attrs})
-        raise AssertionError("unreachable")
+            attempt += 1
+            self._pick_ports({name: None if name in self._auto_ports else getattr(self, name)
+                              for name in self._port_attrs})
 
     def _start_once(self) -> Self:
         busy = [port for port in self._ports() if not port_is_free(port)]
@@ -256,7 +257,7 @@ class ManagedProcess:
             raise PortTaken(self._label, f"port(s) {busy} already in use")
         self.directory.mkdir(parents=True, exist_ok=True)
         self._prepare()
-        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._log_read = self.log_path.stat().st_size if self.log_path.exists() else 0
         env = self._env()
         if self.extra_env:
             env = {**(os.environ if env is None else env), **self.extra_env}
@@ -272,13 +273,16 @@ class ManagedProcess:
         return self
 
     def _bind_failed(self) -> bool:
-        """Whether this start's part of the log says a port was taken."""
+        """Whether the log written since the last look (this start's part of it) says a port was taken."""
+        overlap = max(map(len, BIND_FAILURES))  # a marker may straddle two looks
+        start = max(0, self._log_read - overlap)
         try:
             with open(self.log_path, "rb") as log:
-                log.seek(self._log_start)
+                log.seek(start)
                 text = log.read(1 << 20)
         except OSError:
             return False
+        self._log_read = max(self._log_read, start + len(text))
         return any(marker in text for marker in BIND_FAILURES)
 
     def _wait_ready(self) -> None:
