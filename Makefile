@@ -27,8 +27,9 @@ anvil/node_modules/.installed: anvil/package.json anvil/package-lock.json
 
 # forge beside pytest's tiers (unit, then chain, then node scenarios; two xdist workers), each judged by its own
 # summary line (scripts/test_all.sh).
-test: setup
-	BIN=$(BIN) scripts/test_all.sh
+# It sets up what is missing itself (SETUP=1): forge starts as soon as the node tools are in, beside pip.
+test:
+	BIN=$(BIN) SETUP=1 scripts/test_all.sh
 
 # One tier alone (no forge): the tiers are the markers in tests/conftest.py.
 test-unit test-chain test-scenario: setup

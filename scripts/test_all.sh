@@ -21,19 +21,43 @@ FORGE=${FORGE:-$([ "$TIERS" = unit,chain,scenario ] && echo 1 || echo 0)}
 mkdir -p .build
 forge_log=.build/forge-run.log
 started=$(date +%s)
+# SETUP=1 (make test): install what is missing here, ordered for a clean clone's critical path. pip (~95 s, mostly
+# downloads and unpacking) runs in the background while npm (~25 s) installs the node tools; forge needs only those,
+# so its compile (~250 s of one core under solc-js) starts before the venv is ready instead of after it.
+py_setup_pid=
+if [ "${SETUP:-0}" = 1 ]; then
+  ${MAKE:-make} --no-print-directory -s .venv/.installed > .build/setup-python.log 2>&1 &
+  py_setup_pid=$!
+  ${MAKE:-make} --no-print-directory -s anvil/node_modules/.installed || { echo "npm setup failed"; exit 2; }
+fi
 forge_pid=
 if [ "$FORGE" = 1 ]; then
   nice -n 10 scripts/forge_test.sh > "$forge_log" 2>&1 &
   forge_pid=$!
 fi
-# ape compiles the contracts once here: two workers compiling into one .build/ at the same time could race.
-"$BIN/ape" compile > .build/ape-compile.log 2>&1 || { cat .build/ape-compile.log; echo "ape compile failed"; }
+if [ -n "$py_setup_pid" ] && ! wait "$py_setup_pid"; then
+  cat .build/setup-python.log; echo "python setup failed"
+  [ -z "$forge_pid" ] || { pkill -P "$forge_pid"; kill "$forge_pid"; } 2>/dev/null
+  exit 2
+fi
+echo "set-up done after $(($(date +%s) - started)) s"
+# ape compiles the contracts once, for the chain and scenario tiers (two workers compiling into one .build/ at the
+# same time could race); the unit tier needs no contract, so the compile runs beside it.
+"$BIN/ape" compile > .build/ape-compile.log 2>&1 &
+compile_pid=$!
+compiled=
+wait_compile() {
+  [ -z "$compiled" ] || return 0
+  compiled=1
+  wait "$compile_pid" || { cat .build/ape-compile.log; echo "ape compile failed"; }
+}
 
 declare -A marker=([unit]="not integration" [chain]="integration and not scenario" [scenario]="scenario")
 summary=()
 py_rc=0
 for tier in ${TIERS//,/ }; do
   [ -n "${marker[$tier]:-}" ] || { echo "unknown tier '$tier' (unit, chain, scenario)"; exit 2; }
+  [ "$tier" = unit ] || wait_compile
   echo "==================== pytest tier: $tier (-m \"${marker[$tier]}\") ===================="
   # worksteal, not load: scenario tests take 20-90 s each, and an idle worker takes queued ones from the busy one
   # instead of waiting out the other's queue at the end.
@@ -48,6 +72,7 @@ for tier in ${TIERS//,/ }; do
   fi
 done
 py_done=$(date +%s)
+wait_compile
 
 forge_rc=0
 if [ -n "$forge_pid" ]; then
