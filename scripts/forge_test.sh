@@ -5,6 +5,8 @@
 # test at all), so its exit code alone proves nothing: this wrapper also
 # requires forge's own summary line with at least one test suite and one
 # passed test, and no compiler error. Extra arguments go to `forge test`.
+# Then the deployed sizes: docs/contracts.md's table must match the build and every contract must stay under the
+# project's 20,480-byte bar (scripts/contract_sizes.py; CONTRACT_SIZES=0 skips it, as the wrapper's own tests do).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # FORGE_TEST_LOG: where forge's output is kept (tests of this wrapper, which run beside the real one under
@@ -24,4 +26,7 @@ fi
 passed=${BASH_REMATCH[1]}; failed=${BASH_REMATCH[2]}
 [ "$passed" -gt 0 ] || fail "forge ran no test ($summary)"
 [ "$failed" -eq 0 ] || fail "$failed forge tests failed ($summary)"
+if [ "${CONTRACT_SIZES:-1}" = 1 ]; then
+  python3 scripts/contract_sizes.py --check > /dev/null || fail "contract sizes (scripts/contract_sizes.py --check)"
+fi
 echo "forge summary: $summary"

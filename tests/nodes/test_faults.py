@@ -98,8 +98,8 @@ def test_killed_solver_is_reported_late_and_its_task_reassigned(net):
 
 def test_unreachable_cid_and_malformed_manifest_end_in_a_refund(net):
     env = {"VERITY_IPFS_TIMEOUT": "2"}
-    net.start_node("solver-a", 1, roles="solver", extra_env=env)
-    net.start_node("solver-b", 2, roles="solver", extra_env=env)
+    a = net.start_node("solver-a", 1, roles="solver", extra_env=env)
+    b = net.start_node("solver-b", 2, roles="solver", extra_env=env)
     net.wait_registered(2)
     nowhere = cid_of_bytes(os.urandom(64))  # a valid CID that no node has
     doc = {"schema_version": 1, "model": {"arch": "mlp", "config": {"in_features": 64, "hidden": [16], "out_features": 10}},
@@ -124,7 +124,7 @@ def test_unreachable_cid_and_malformed_manifest_end_in_a_refund(net):
 
     def refused() -> bool:
         logs = "".join(n.text() for n in net.nodes)
-        return ("CidNotFound" in logs or "not found" in logs) and "ManifestInvalid" in logs
+        return "InputsUnreachable" in logs and "ManifestInvalid" in logs
 
     # Drawn (two-phase: a few blocks after posting), the solvers fetch the inputs and refuse them. Only then does the
     # submitter cancel (before any draw it could cancel at once, which would test nothing).
@@ -136,6 +136,12 @@ def test_unreachable_cid_and_malformed_manifest_end_in_a_refund(net):
     # each job's escrow: 1 VRT x 1 replica x 2 tasks, none spent, and its poster bond (two refusals do not fail it)
     assert after - before == 2 * (2 * 10**18 + POSTER_BOND)
     assert refused()
+    # the unreachable shard is the poster's doing: each drawn solver declines it inside the grace (it used to retry
+    # until its deadline, be reported late and lose 10 % of its task stake, once per solver drawn)
+    events = net.events()
+    assert [e.args for e in events if e.name in ("ReplicaLate", "StakeSlashed")] == []
+    declined = {(e.args["taskId"], e.args["node"]) for e in events if e.name == "ReplicaDeclined"}
+    assert {node for _, node in declined} == {a.address, b.address}, declined
     conserved(submitter)
 
 

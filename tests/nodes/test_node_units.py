@@ -199,11 +199,27 @@ def test_loop_abandons_an_item_with_bad_inputs_at_once_and_retries_others_a_boun
     snap2.items["task:2:0"] = _item()
     flaky = _Handler(RuntimeError("unexpected"))
     loop2 = _loop(tmp_path / "b", _Cursor(fail=False), flaky, snap2)
-    for _ in range(loop2.item_attempts + 2):
+    for _ in range(loop2.item_attempts - 1):
+        loop2.tick()
+    assert flaky.declined == []  # a transient failure keeps the slot while retries last (it may still commit in time)
+    for _ in range(3):
         loop2.tick()  # never raises: the node keeps running
     assert snap2.items["task:2:0"].phase == Phase.LOST and flaky.calls == loop2.item_attempts
-    assert flaky.declined == []  # a transient failure keeps the slot (it may still commit in time)
+    # given up before it started, the slot is declined (unslashed within the grace) rather than left to be reported
+    # late; running out of retries is this node's trouble, not the poster's
+    assert flaky.declined == [(1, "RuntimeError: unexpected", False)]
     assert SnapshotStore(tmp_path / "b").load().items["task:2:0"].phase == Phase.LOST  # persisted
+
+
+def test_loop_gives_up_a_committed_item_without_declining(tmp_path):
+    snap = Snapshot()
+    snap.items["task:1:0"] = _item(Phase.COMMITTED)
+    flaky = _Handler(RuntimeError("unexpected"))
+    loop = _loop(tmp_path, _Cursor(fail=False), flaky, snap)
+    for _ in range(loop.item_attempts + 1):
+        loop.tick()
+    assert snap.items["task:1:0"].phase == Phase.LOST
+    assert flaky.declined == []  # committed: the slot is no longer the node's to decline
 
 
 def test_loop_declines_work_it_cannot_do_without_blaming_the_poster(tmp_path):

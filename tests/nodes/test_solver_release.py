@@ -142,3 +142,54 @@ def test_first_to_commit_commits_its_result_and_cid(partner):
     SolverRole(ctx).advance(snap, item)
     expected = replica_commitment(b"\x33" * 32, b"\x22" * 32, cid_to_digest(item.data["cid"]), ME)
     assert ctx.chain.calls == [("commit", (1, expected))] and item.phase == Phase.COMMITTED
+
+
+class _FetchCtx:
+    """A drawn solver whose input fetch failed: the job's window, the storage timeout, the poster's CIDs."""
+
+    def __init__(self, now):
+        from verity.cid import cid_to_digest
+
+        self.chain = SimpleNamespace(now=lambda: now)
+        self.storage = SimpleNamespace(timeout=2.0)
+        self._job = SimpleNamespace(executionWindow=400, manifestCid=cid_to_digest(MANIFEST_CID))
+        self._manifest = SimpleNamespace(shards=[SimpleNamespace(cid=SHARD_CID)], init=SimpleNamespace(weights=None))
+
+    def job(self, job_id):
+        return self._job
+
+    def manifest(self, job_id):
+        return self._manifest
+
+
+MANIFEST_CID = "QmTgGsizN2jkuNMC9H12Nwmy7Ducw7SPTksHKmigxnLDdP"
+SHARD_CID = "QmeuwDDP9aQL9WMAZpbHVnZYTXcLd76LHgBA5ahssxpZXg"
+OTHER_CID = "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG"
+# assigned at 1,000 with a 400-s window: deadline 1,400, decline grace until 1,000 + 25 % of 400 = 1,100
+TASK, REP = SimpleNamespace(jobId=1), SimpleNamespace(deadline=1_400)
+
+
+def _unreachable(now, cid):
+    from verity.storage import CidNotFound
+
+    item = WorkItem(key="task:1:0", kind="solve", phase=Phase.ASSIGNED, task_id=1)
+    SolverRole(_FetchCtx(now))._unreachable(item, TASK, REP, CidNotFound(cid, "/ip4/127.0.0.1/tcp/5001/http", 2.0))
+
+
+def test_unreachable_input_is_retried_while_the_grace_leaves_room():
+    from verity.storage import CidNotFound
+
+    with pytest.raises(CidNotFound):  # 100 s of grace left: another fetch and a decline still fit
+        _unreachable(1_000, SHARD_CID)
+    with pytest.raises(CidNotFound):  # 11 s left > 2 fetches of 2 s + the decline's 6 s
+        _unreachable(1_089, SHARD_CID)
+
+
+@pytest.mark.parametrize("cid, poster", [(SHARD_CID, True), (MANIFEST_CID, True), (OTHER_CID, False)])
+def test_unreachable_input_near_the_grace_end_is_declined_blaming_only_the_posters_cids(cid, poster):
+    from verity.node.solver import InputsUnreachable
+
+    with pytest.raises(InputsUnreachable, match="of task 1: not retrievable .* 9 s of the decline grace left") as err:
+        _unreachable(1_091, cid)
+    assert isinstance(err.value, ValueError)  # the loop ends the item and declines the slot
+    assert err.value.invalid_inputs is poster  # another solver's missing output never counts against the poster

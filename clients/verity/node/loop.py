@@ -21,7 +21,7 @@ from typing import Protocol
 import requests
 
 from verity.errors import CapacityExceeded, ProfileUnsupported, VerityError
-from verity.node.phases import TERMINAL
+from verity.node.phases import TERMINAL, Phase
 from verity.node.snapshot import Snapshot, SnapshotStore, WorkItem
 from verity.node.work import WorkPool
 
@@ -136,20 +136,22 @@ class NodeLoop:
         """Bad inputs (a ValueError: malformed manifest, wrong hash, bad shard, …) or an
         unsupported profile end the item at once; anything else is retried a bounded
         number of times. Either way one bad job never stops the node. A solve item that ends
-        for bad inputs, a profile or work this node cannot do (CapacityExceeded) declines its slot on-chain
-        (unslashed, within the decline grace)."""
+        for bad inputs, a profile or work this node cannot do (CapacityExceeded), or that runs out of retries
+        before it started, declines its slot on-chain (unslashed, within the decline grace)."""
         item.attempts += 1
         item.data.pop("computing", None)
         permanent = isinstance(exc, (ValueError, ProfileUnsupported, CapacityExceeded))
         log.warning("%s: %s: %s (attempt %d%s)", item.key, type(exc).__name__, exc, item.attempts,
-                    ", giving up" if permanent else "", exc_info=not isinstance(exc, (VerityError, OSError)))
-        declined = permanent and item.kind == "solve"
+                    ", giving up" if permanent or item.attempts >= self.item_attempts else "", exc_info=not isinstance(exc, (VerityError, OSError)))
+        giving_up = permanent or item.attempts >= self.item_attempts
+        # a slot given up unstarted is declined too (within the grace, unslashed) rather than left to a late report
+        declined = item.kind == "solve" and (permanent or (giving_up and item.phase == Phase.ASSIGNED))
         if declined and hasattr(handler, "decline"):
-            # a ValueError is the poster's inputs (manifest, shard, hash); an unsupported profile or work this
-            # node cannot hold is ours, and must not count towards failing the poster's job
-            invalid = isinstance(exc, ValueError)
+            # a ValueError is the poster's inputs (manifest, shard, hash); an unsupported profile, work this node
+            # cannot hold or retries that ran out are ours, and must not count towards failing the poster's job
+            invalid = permanent and isinstance(exc, ValueError) and getattr(exc, "invalid_inputs", True)
             handler.decline(item, f"{type(exc).__name__}: {exc}", invalid_inputs=invalid)
-        if permanent or item.attempts >= self.item_attempts:
+        if giving_up:
             self.snap.abandon(item, f"{'declined: ' if declined else ''}{type(exc).__name__}: {exc}")
 
 

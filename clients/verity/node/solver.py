@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import logging
 
-from verity.chain.protocol import ReplicaStatus, TaskStatus, replica_commitment
+from verity.chain.protocol import BPS, DECLINE_GRACE_BPS, ReplicaStatus, TaskStatus, replica_commitment
 from verity.node.compute import compute_result
-from verity.node.context import NodeContext
+from verity.node.context import InputRejected, NodeContext
 from verity.node.dispute import open_dispute
 from verity.node.phases import Phase
 from verity.node.snapshot import Snapshot, WorkItem
+from verity.storage import CidNotFound
 
 log = logging.getLogger("verity.node.solver")
+
+# Seconds a decline's transaction is given to land before the grace ends (a few blocks of a 2-s chain; a 12-s chain
+# needs windows whose grace holds several blocks, issue 23).
+DECLINE_TX_SECONDS = 6
 
 
 def _last_to_commit(ctx: NodeContext, task_id: int, task, slot: int) -> bool:
@@ -35,6 +40,41 @@ def _b(hexstr: str) -> bytes:
 
 def _h(b: bytes) -> str:
     return "0x" + bytes(b).hex()
+
+
+class InputsUnreachable(InputRejected):
+    """An input of an assigned task stayed unreachable until the decline grace nearly ended: a ValueError, so the
+    loop ends the item and declines the slot (node/loop.py) instead of retrying into a late report and its slash.
+    `invalid_inputs`: the CID is the poster's (manifest, shard, initial weights), so the refusal counts towards
+    failing the job; another solver's output (a previous round's state) is not the poster's fault."""
+
+    def __init__(self, task_id: int, exc: CidNotFound, *, invalid_inputs: bool, grace_left: float):
+        self.invalid_inputs = invalid_inputs
+        whose = "the poster's" if invalid_inputs else "an earlier task's"
+        super().__init__(f"{whose} input {exc.cid} of task {task_id}",
+                         f"not retrievable ({exc.reason}) with {grace_left:.0f} s of the decline grace left")
+
+
+def decline_grace_end(ctx: NodeContext, task, rep) -> int:
+    """TaskMachine.decline's bound: the slot may be declined until DECLINE_GRACE_BPS of its window has passed."""
+    window = int(ctx.job(task.jobId).executionWindow)
+    return int(rep.deadline) - window + window * DECLINE_GRACE_BPS // BPS
+
+
+def _poster_cids(ctx: NodeContext, task) -> set[str]:
+    """The CIDs the poster published for this job: its manifest and, once the manifest is in, the shards and the
+    initial weights it names."""
+    from verity.cid import digest_to_cid
+
+    cids = {digest_to_cid(ctx.job(task.jobId).manifestCid)}
+    try:
+        m = ctx.manifest(task.jobId)
+    except Exception:  # noqa: BLE001 — the manifest itself is what is missing
+        return cids
+    cids.update(ref.cid for ref in m.shards)
+    if m.init.weights:
+        cids.add(m.init.weights)
+    return cids
 
 
 def _partner_starved(ctx: NodeContext, task) -> bool:
@@ -96,6 +136,17 @@ class SolverRole:
                  fit.memory_bytes / (1 << 20), f", {fit.seconds:.0f} s of training" if fit.seconds else "")
         return {"memory_mb": round(fit.memory_bytes / (1 << 20)), "seconds": fit.seconds}
 
+    def _unreachable(self, item: WorkItem, task, rep, exc: CidNotFound) -> None:
+        """An input did not arrive: retried (the loop counts attempts) while the decline grace leaves room for
+        another fetch and the decline's transaction; then InputsUnreachable, so the slot is declined unslashed
+        rather than missed. A poster that publishes inputs nobody can fetch pays for it (its bond, once
+        FAIL_DECLINES nodes said so), never the solvers it drew."""
+        left = decline_grace_end(self.ctx, task, rep) - self.ctx.chain.now()
+        if left > 2 * float(getattr(self.ctx.storage, "timeout", exc.timeout)) + DECLINE_TX_SECONDS:
+            raise exc
+        raise InputsUnreachable(item.task_id, exc, invalid_inputs=exc.cid in _poster_cids(self.ctx, task),
+                                grace_left=max(0, left)) from exc
+
     def _report_unavailable(self, task_id: int, task) -> None:
         """P10: before our result counts, say which inputs no accepted replica's bundle yielded (we recomputed them).
         The input's payment is burned when every accepted holder of this task says so. Idempotent on-chain (a bit
@@ -123,10 +174,13 @@ class SolverRole:
         if item.phase == Phase.ASSIGNED:
             if status != ReplicaStatus.ASSIGNED:
                 return  # on-chain state is ahead of ours only if data was lost: wait for the slot to resolve
-            if "fit" not in item.data:  # once, inside the decline grace: raises (and the loop declines) if it cannot
-                item.data["fit"] = self._fits(item.task_id, task, rep)
-            res = ctx.work.poll(item.key, lambda: compute_result(ctx, item.task_id, task),
-                                what=f"training task {item.task_id}")
+            try:
+                if "fit" not in item.data:  # once, inside the decline grace: raises (and the loop declines) if not
+                    item.data["fit"] = self._fits(item.task_id, task, rep)
+                res = ctx.work.poll(item.key, lambda: compute_result(ctx, item.task_id, task),
+                                    what=f"training task {item.task_id}")
+            except CidNotFound as exc:
+                self._unreachable(item, task, rep, exc)
             if res is None:
                 item.data["computing"] = "training"
                 return  # still training: the loop goes on with every other duty meanwhile
