@@ -587,3 +587,57 @@ def test_a_watch_item_reuses_the_audit_items_result_succeeds(fees, monkeypatch):
     assert {k: watch.data[k] for k in ("final", "trace", "root", "cid")} == \
         {k: item.data[k] for k in ("final", "trace", "root", "cid")}
     assert watch.data["verdict"] == "agrees"
+
+
+def _window_opened(f, verifier, tid=7, epoch=0):
+    f.ctx.tasks[tid].status, f.ctx.tasks[tid].epoch = TaskStatus.REVEALED, epoch
+    verifier.on_event(f.snap, SimpleNamespace(name="ChallengeWindowOpened", contract="JobRegistry",
+                                              args={"taskId": tid}))
+    return f.snap.items[watch_key(tid, epoch)]
+
+
+def test_an_unsampled_verifier_that_audited_a_wrong_result_challenges_it_succeeds(fees, monkeypatch):
+    """Issue 23: two fee-paid verifiers at sampling rate 0 re-executed all 4 tasks, committed the right finals before
+    any result was public, then let 4 of 4 fabricated results through: the watch item ended "not sampled" from its
+    private draw alone. A node holding its own different final now challenges."""
+    f = fees
+    _anchored(f)
+    audit = _to_committed(f)  # re-executed before the result was public: TRACE[-1]
+    monkeypatch.setattr(verifier_mod, "compute_result", lambda *a, **k: pytest.fail("re-executed twice"))
+    fabricated = b"\x99" * 32
+    claim = SimpleNamespace(defender=SOLVER, coDefender=SOLVER, finalHash=fabricated, challengeDeadline=f.chain.time + 60,
+                            resultCid=bytes(32), root=ZERO32)
+    monkeypatch.setattr(verifier_mod, "read", lambda c, contract, fn, *args: claim)
+    f.chain.game = _Contract("game")
+    f.state.send = lambda name, args: None  # the game's commitChallenge: accepted
+    verifier = VerifierRole(f.ctx, sample_rate=0.0)
+    watch = _window_opened(f, verifier)
+    assert watch.phase == Phase.WATCHING and watch.data["audited"]
+    for _ in range(2):  # the salt is persisted first, then the commitment goes out
+        verifier.advance(f.snap, watch)
+    assert watch.phase == Phase.CHALLENGE_COMMITTED
+    assert watch.data["final"] == audit.data["final"] == "0x" + TRACE[-1].hex()
+    assert f.chain.sent[-1][0] == "commitChallenge"
+
+
+def test_an_unsampled_verifier_waits_for_its_running_audit_then_ends_without_one(fees, monkeypatch):
+    f = fees
+    _anchored(f)
+    audit = _created(f, status=TaskStatus.ASSIGNED)
+    monkeypatch.setattr(verifier_mod, "compute_result", lambda *a, **k: pytest.fail("re-executed twice"))
+    monkeypatch.setattr(verifier_mod, "read", lambda c, contract, fn, *args: SimpleNamespace(
+        defender=SOLVER, coDefender=SOLVER, finalHash=b"\x99" * 32, challengeDeadline=f.chain.time + 60))
+    verifier = VerifierRole(f.ctx, sample_rate=0.0)
+    watch = _window_opened(f, verifier)
+    verifier.advance(f.snap, watch)  # the audit is still re-executing: wait for it, start nothing
+    assert watch.phase == Phase.WATCHING and watch.data["computing"].startswith("re-executing")
+    f.snap.move(audit, Phase.DONE, verdict="too late: result public before our check")
+    verifier.advance(f.snap, watch)  # the audit ended without a result: unsampled, nothing to compare
+    assert watch.phase == Phase.DONE and watch.data["verdict"].startswith("not sampled")
+
+
+def test_an_unsampled_verifier_without_an_audit_does_not_check(fees):
+    f = fees
+    f.ctx.tasks[7] = SimpleNamespace(jobId=1, status=TaskStatus.REVEALED, epoch=0)
+    watch = _window_opened(f, VerifierRole(f.ctx, sample_rate=0.0))
+    assert watch.phase == Phase.DONE and watch.data["verdict"] == "not sampled"

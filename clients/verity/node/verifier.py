@@ -11,7 +11,9 @@ Sampling policy (P5, node side): a verifier re-executes a claim (task, epoch) wi
 `sample_rate`, decided by a private lottery, keccak(key, taskId, epoch) with a key only this node
 holds (verity.node.sampling): fixed per claim (a restart doesn't re-roll), unknowable to a solver
 even one that reads this code. With V verifiers a wrong result escapes with probability (1 - p)^V
-(p = 1 on the devnet: every result checked).
+(p = 1 on the devnet: every result checked). A claim on a task this node re-executed for a verification fee
+(verity.node.auditor) is checked whatever the draw: the result costs nothing more, and a verifier that stays silent
+on a wrong result it already holds lets it be paid (issue 23).
 
 Reveal timing: a challenge is revealed only once the claim's commit window has closed (in the
 reveal grace after challengeDeadline). Revealed earlier, its (root, final, cid) could be committed
@@ -37,6 +39,7 @@ from verity.chain.protocol import PROFILE_BITS, DisputeOutcome, DisputePhase, Ta
 from verity.chain.views import read
 from verity.cid import cid_to_digest, digest_to_cid
 from verity.engine import merkle
+from verity.node.auditor import audit_key
 from verity.node.compute import compute_result
 from verity.node.context import InputRejected, NodeContext
 from verity.node.phases import Phase
@@ -57,6 +60,11 @@ def _b(hexstr: str) -> bytes:
 
 def _same(a: str, b: str) -> bool:
     return a.lower() == b.lower()
+
+
+def _audit_of(snap: Snapshot, task_id: int) -> WorkItem | None:
+    """This node's fee check of the task (verity.node.auditor), if it made one."""
+    return snap.items.get(audit_key(task_id))
 
 
 class VerifierRole:
@@ -110,9 +118,14 @@ class VerifierRole:
                                        data={"epoch": epoch, "verdict": f"not checked: profile {profile} not served"})
             log.info("task %d: verdict: not checked (job profile %s is not one this node serves)", tid, profile)
             return
-        if self._sampled(tid, epoch):
-            snap.items[key] = WorkItem(key=key, kind="watch", phase=Phase.WATCHING, task_id=tid, data={"epoch": epoch})
-            log.info("task %d epoch %d: challenge window open; checking the candidate result", tid, epoch)
+        audited = _audit_of(snap, tid) is not None
+        if audited or self._sampled(tid, epoch):
+            # a task this node re-executed for a fee (or is re-executing) is checked whatever the sampling draw: the
+            # result is ours already, and a wrong candidate it would not challenge is paid like a right one
+            snap.items[key] = WorkItem(key=key, kind="watch", phase=Phase.WATCHING, task_id=tid,
+                                       data={"epoch": epoch, **({"audited": True} if audited else {})})
+            log.info("task %d epoch %d: challenge window open; checking the candidate result%s", tid, epoch,
+                     " (re-executed for its verification fee)" if audited else "")
         else:
             snap.items[key] = WorkItem(key=key, kind="watch", phase=Phase.DONE, task_id=tid,
                                        data={"epoch": epoch, "verdict": "not sampled"})
@@ -147,6 +160,13 @@ class VerifierRole:
                     and other is not item:  # an audit item (verity.node.auditor) re-executed it before it was public
                 item.data.update({k: other.data[k] for k in ("final", "trace", "root", "cid")})
                 return True
+        audit = _audit_of(snap, item.task_id)
+        if audit is not None and audit.phase == Phase.WATCHING:
+            item.data["computing"] = "re-executing (for the verification fee)"
+            return False  # the audit's own re-execution is under way: one computation, not two
+        if item.data.get("audited") and not self._sampled(item.task_id, int(item.data.get("epoch", 0))):
+            snap.move(item, Phase.DONE, verdict="not sampled (the fee check ended without a result)")
+            return False
         ctx = self.ctx
         res = ctx.work.poll(item.key, lambda: compute_result(ctx, item.task_id, task, label="verify"),
                             what=f"re-executing task {item.task_id}")
