@@ -15,8 +15,9 @@ What it reads:
   one exception: a dispute whose every running chess clock belongs to a node started with the TEST-ONLY fault
   `silent-in-dispute` (and, for the defender's side, no co-defender that could move for it) waits for nothing but
   that clock to run out, so its expiry is a target too (then the other party claims the timeout).
-- a replica slot of an Assigned task held by a node the test killed waits for nothing but its deadline (then a
-  keeper reports it late and the slot is drawn again): that deadline is a target too.
+- a replica slot of an Assigned task held by a node the test killed, or by a copier (`copy-result`, which never
+  computes), waits for nothing but its deadline (then a keeper reports it late and the slot is drawn again): that
+  deadline is a target too.
 - the nodes' items: busy ones (training, re-executing, a seat, a dispute item) hold every jump. A solve or watch item
   whose dispute has ended stays `disputing` until its task is accepted (a contest's winner waits out its fresh window
   there): the chain says whether a dispute is still open, so those two are neutral. Everything else (done, a
@@ -46,6 +47,7 @@ MARGIN = 1  # seconds past a deadline (the contracts compare with `>`)
 SETTLED = {TaskStatus.ACCEPTED, TaskStatus.CANCELLED}
 MOVES = {DisputePhase.BISECT0, DisputePhase.STEP_ROOTS, DisputePhase.BISECT1}  # phases played on the parties' clocks
 SILENT_FAULT = "silent-in-dispute"
+COPY_FAULT = "copy-result"
 ZERO = "0x" + "0" * 40
 
 
@@ -105,8 +107,11 @@ class WindowSkipper:
         dead = {_address(n) for n in nodes if n not in live}
         silent_parties = {_address(n) for n in live if SILENT_FAULT in getattr(n, "args", ())}
         disputes_open, silent, silent_tasks = self._disputes(client, silent_parties)
+        # a copier (--fault copy-result) never computes: like a killed node's, its slot waits only for its deadline
+        copiers = {_address(n) for n in live if COPY_FAULT in getattr(n, "args", ())}
         challenged, cursors, busy = set(), {}, disputes_open
         for node in live:
+            copier = _address(node) in copiers
             snap = self._snapshot(node.name)
             if snap is None:
                 busy = True  # not started yet: it has read nothing
@@ -116,12 +121,14 @@ class WindowSkipper:
                 phase, kind = item.get("phase"), item.get("kind")
                 if kind == "dispute" and int(item.get("dispute_id") or 0) in {d for d, _ in silent}:
                     continue  # its only move left is the silent party's, or the timeout claim after the jump
+                if copier and (kind, phase) == ("solve", "assigned"):
+                    continue  # it only lists pins for something to copy
                 if phase in BUSY and (kind, phase) not in FOLLOWING:
                     busy = True
                 elif (kind, phase) == ("watch", "challenge_committed"):
                     epoch = item.get("data", {}).get("epoch")
                     challenged.add((int(item.get("task_id", 0)), None if epoch is None else int(epoch)))
-        windows, contested, late = self._windows(client, dead)
+        windows, contested, late = self._windows(client, dead | copiers)
         busy = busy or bool(contested - silent_tasks)  # a contest is a dispute: only a silent one's clock may be skipped
         head = client.block_number()
         return Observation(windows, frozenset(challenged), frozenset(silent), frozenset(late), cursors, busy, head)

@@ -253,12 +253,14 @@ CID = cid_of_bytes(b"our bundle")
 def fees(monkeypatch, tmp_path):
     chain = _Chain()
     ctx = _Ctx(chain, tmp_path)
-    computed = []
-    monkeypatch.setattr(auditor_mod, "compute_result", lambda c, tid, task, label: computed.append((tid, label))
-                        or Result(list(TRACE), merkle.root(TRACE), CID, 10))
+    computed, published = [], []
+    # computed: re-executions that keep their result back; published: those that would add it to IPFS at once
+    monkeypatch.setattr(auditor_mod, "compute_result", lambda c, tid, task, label, publish: (
+        published if publish else computed).append((tid, label)) or Result(list(TRACE), merkle.root(TRACE), CID, 10))
     chain.state.pots[1] = [10 * 10**18, 10**18, BPS, 2, 0]
     role = AuditorRole(ctx)
-    return SimpleNamespace(role=role, ctx=ctx, chain=chain, state=chain.state, snap=Snapshot(), computed=computed)
+    return SimpleNamespace(role=role, ctx=ctx, chain=chain, state=chain.state, snap=Snapshot(), computed=computed,
+                           published=published)
 
 
 def _anchored(f):
@@ -393,6 +395,7 @@ def test_result_then_salt_are_persisted_before_the_blind_commit_succeeds(fees):
     _tick(f)
     assert item.data["final"] == "0x" + TRACE[-1].hex() and "salt" not in item.data and _names(f) == ["anchor"]
     assert set(item.data) >= {"final", "trace", "root", "cid"} and f.computed == [(7, "audit")]
+    assert f.published == []  # a fee check's result is never added to IPFS (a copier could read it)
     _tick(f)
     assert "salt" in item.data and _names(f) == ["anchor"]  # the salt is saved before anything is sent
     _tick(f)

@@ -248,3 +248,25 @@ def test_skipper_jumpsToTheDeadlineOfASlotAKilledNodeHolds_succeeds(world):
     w.snap("victim", 52, **{"task:7:1": {"kind": "solve", "phase": "assigned"}})
     for _ in range(3):
         assert w.skipper.step(w.client, w.nodes) == 0
+
+
+def test_skipper_jumpsToTheDeadlineOfASlotACopierHolds_butAnHonestAssignedSlotHolds_succeeds(world):
+    """A copier (--fault copy-result) never computes: its assigned slot waits only for its deadline, like a killed
+    node's; the same slot held by an honest node that is training holds every jump."""
+    w = world
+    copier, partner = "0x" + "c" * 40, "0x" + "e" * 40
+    w.nodes[0].address, w.nodes[1].address = partner, "0x" + "f" * 40
+    w.nodes.append(SimpleNamespace(name="copier", killed=False, proc=SimpleNamespace(poll=lambda: None),
+                                   args=["--fault", "copy-result"], address=copier))
+    w.client.tasks[7] = SimpleNamespace(status=TaskStatus.ASSIGNED)
+    w.client.replicas[7] = [SimpleNamespace(node=partner, status=ReplicaStatus.COMMITTED, deadline=0),
+                            SimpleNamespace(node=copier, status=ReplicaStatus.ASSIGNED, deadline=1_030)]
+    w.snap("s", 51, **{"task:7:0": {"kind": "solve", "phase": "committed"}})
+    w.snap("v", 51)
+    w.snap("copier", 51, **{"task:7:1": {"kind": "solve", "phase": "assigned"}})
+    w.skipper.step(w.client, w.nodes)
+    assert w.skipper.step(w.client, w.nodes) == 31          # to 1_030 + 1: a keeper reports the copier late
+    w.nodes[-1].args = []  # the same slot held by an honest node: it is training
+    w.snap("copier", 52, **{"task:7:1": {"kind": "solve", "phase": "assigned"}})
+    for _ in range(3):
+        assert w.skipper.step(w.client, w.nodes) == 0

@@ -88,7 +88,7 @@ def long_task_1(monkeypatch):
     """compute_result: task 1 trains until released, any other task at once."""
     release, started = threading.Event(), threading.Event()
 
-    def fake_compute(ctx, tid, task, label="solve"):
+    def fake_compute(ctx, tid, task, label="solve", publish=True):
         if tid == 1:
             started.set()
             assert release.wait(20), "test never released the long task"

@@ -142,7 +142,7 @@ def run(
     fault: Annotated[Optional[list[str]], typer.Option(
         "--fault", hidden=not FAULTS_ENABLED,
         help="TEST ONLY (needs VERITY_ENABLE_FAULTS=1): bitflip@step=N, lazy, silent-in-dispute, withhold-checkpoint, "
-             "corrupt-checkpoint, sybil-challenge")] = None,
+             "corrupt-checkpoint, sybil-challenge, copy-result")] = None,
     sample_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="verifier: share of candidate results re-executed, "
                                                                     "drawn by a private per-node lottery")] = 1.0,
     workers: Annotated[int, typer.Option(min=1, max=16, help="training / re-execution jobs run at once (referee and "

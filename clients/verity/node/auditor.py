@@ -27,8 +27,9 @@ the younger fee to a refund).
 Only jobs under a determinism profile this node serves are checked (`profiles`, the doctor's mask):
 on another hardware class the re-execution would give other bits and the fee would never be paid.
 
-The item stores the result under the keys VerifierRole's watch items use (final, trace, root, cid):
-when the task's candidate is published later, the watch item copies it instead of re-executing.
+The item stores the result under the keys VerifierRole's watch items use (RESULT_KEYS): when the task's candidate is
+published later, the watch item copies it instead of re-executing. Nothing of it is added to IPFS (compute_result's
+publish=False): a copier can read no fee check's result; a watch item that challenges publishes it at its reveal.
 """
 from __future__ import annotations
 
@@ -49,6 +50,9 @@ from verity.node.snapshot import Snapshot, WorkItem
 log = logging.getLogger("verity.node.auditor")
 
 KIND = "audit"
+# what a re-execution leaves in an item's data, shared with watch items (verity.node.verifier); "unpublished" is what
+# compute_result kept back: nothing of a fee check is added to IPFS unless a challenge reveals it
+RESULT_KEYS = ("final", "trace", "root", "cid", "unpublished")
 REVEAL_DELAY_EPOCHS = 2   # VerificationFees.REVEAL_DELAY_EPOCHS: k_e may be revealed from epoch e + 2
 MAX_DEFER_EPOCHS = 2      # a claim waits at most this long past e + 2 for older epochs' claims (< CLAIM_GRACE_EPOCHS)
 ANCHOR_MARGIN = 16        # re-anchor when the chain covers fewer epochs than this beyond the current one
@@ -223,17 +227,17 @@ class AuditorRole:
         for other in snap.items.values():
             if other is not item and other.task_id == item.task_id and other.kind in (KIND, "watch") \
                     and "final" in other.data:
-                item.data.update({k: other.data[k] for k in ("final", "trace", "root", "cid")})
+                item.data.update({k: other.data[k] for k in RESULT_KEYS if k in other.data})
                 return
         ctx = self.ctx
-        res = ctx.work.poll(item.key, lambda: compute_result(ctx, item.task_id, task, label="audit"),
+        res = ctx.work.poll(item.key, lambda: compute_result(ctx, item.task_id, task, label="audit", publish=False),
                             what=f"re-executing task {item.task_id} for a verification fee")
         if res is None:
             item.data["computing"] = "re-executing"
             return
         item.data.pop("computing", None)
         item.data.update(final="0x" + res.final.hex(), trace=["0x" + h.hex() for h in res.trace],
-                         root="0x" + res.root.hex(), cid=res.result_cid)
+                         root="0x" + res.root.hex(), cid=res.result_cid, unpublished=res.unpublished)
 
     def _check(self, snap: Snapshot, item: WorkItem) -> None:
         ctx, c = self.ctx, self.ctx.chain

@@ -18,7 +18,7 @@ from verity.engine.runner import checkpoint_path, replay_segment, run_task
 from verity.engine.state import TaskRef
 from verity.node.context import InputRejected, NodeContext
 from verity.node.work import Cancelled
-from verity.storage import cid_of_bytes, cid_of_file
+from verity.storage import canonical_json, cid_of_bytes, cid_of_file
 
 log = logging.getLogger("verity.node.referee")
 
@@ -29,6 +29,8 @@ class Result:
     root: bytes
     result_cid: str
     k: int
+    # what compute_result(publish=False) kept back: {"files": [paths], "bundle": {...}}; `publish` adds them at reveal
+    unpublished: dict | None = None
 
     @property
     def n(self) -> int:
@@ -46,16 +48,28 @@ def task_ref(task) -> TaskRef:
     return TaskRef(int(task.jobId), int(task.round), int(task.index))
 
 
-def compute_result(ctx: NodeContext, task_id: int, task, *, label: str = "solve") -> Result:
-    """Run the task (TRAIN or AGGREGATE), store checkpoints and the bundle on IPFS."""
+def compute_result(ctx: NodeContext, task_id: int, task, *, label: str = "solve", publish: bool = True) -> Result:
+    """Run the task (TRAIN or AGGREGATE) and name its checkpoints and bundle by CID.
+
+    publish=True adds them to our IPFS node at once. publish=False (solvers, verifiers, auditors: issue 23) only
+    computes the CIDs, so nothing of the result can be read, listed among our pins or announced before our own
+    commitment is final; `publish` adds the kept files and bundle when the result is revealed."""
     m = ctx.manifest(task.jobId)
     workdir = ctx.workdir(label, task_id)
+    held: list[str] = []  # files to add at reveal (publish=False)
+
+    def put(path) -> str:
+        if publish and not ctx.faults.withhold_checkpoint:
+            return ctx.storage.put_file(path)
+        held.append(str(path))
+        return cid_of_file(path)
+
     if TaskKind(task.kind) == TaskKind.AGGREGATE:
         states, hashes = ctx.shard_finals(task)
         agg = run_aggregate(m, states, hashes, **ctx.aggregate_inputs(task))
-        data = checkpoint_bytes(agg.state, m)
-        cid = ctx.storage.put_bytes(data) if not ctx.faults.withhold_checkpoint else cid_of_bytes(data)
-        trace, k, cids = agg.trace, 1, {1: cid}
+        path = workdir / "aggregate.safetensors"
+        path.write_bytes(checkpoint_bytes(agg.state, m))
+        trace, k, cids = agg.trace, 1, {1: put(path)}
     else:
         shard = ctx.shard(task.jobId, task.index)
         cids: dict[int, str] = {}
@@ -66,7 +80,7 @@ def compute_result(ctx: NodeContext, task_id: int, task, *, label: str = "solve"
             if ctx.faults.corrupt_checkpoint:  # TEST-ONLY: a malformed file where the checkpoint should be
                 cids[ck.index] = ctx.storage.put_bytes(b"verity:corrupt checkpoint %d of task %d" % (ck.index, task_id))
                 return
-            cids[ck.index] = cid_of_file(ck.path) if ctx.faults.withhold_checkpoint else ctx.storage.put_file(ck.path)
+            cids[ck.index] = put(ck.path)
 
         if ctx.faults.lazy:
             trace = [bytes(task.inputHash)] * (int(task.n) + 1)
@@ -79,7 +93,25 @@ def compute_result(ctx: NodeContext, task_id: int, task, *, label: str = "solve"
     bundle = {"version": 1, "job": int(task.jobId), "round": int(task.round), "index": int(task.index),
               "k": k, "steps": k * (len(trace) - 1), "trace": ["0x" + h.hex() for h in trace],
               "checkpoints": {str(j): c for j, c in sorted(cids.items())}, "final": cids[len(trace) - 1]}
-    return Result(trace, merkle.root(trace), ctx.storage.put_json(bundle), k)
+    if publish:
+        return Result(trace, merkle.root(trace), ctx.storage.put_json(bundle), k)
+    if ctx.faults.withhold_checkpoint:  # TEST-ONLY: the checkpoints are never added, the bundle is
+        held.clear()
+    return Result(trace, merkle.root(trace), cid_of_bytes(canonical_json(bundle)), k,
+                  unpublished={"files": held, "bundle": bundle})
+
+
+def publish(ctx: NodeContext, unpublished: dict | None, result_cid: str) -> None:
+    """Add what compute_result(publish=False) kept back: every checkpoint file, then the bundle, which must come
+    out under the CID the commitment named. Idempotent (adding again pins the same CIDs), so a reveal retried after
+    a crash publishes again harmlessly; None (a result published at once) does nothing."""
+    if not unpublished:
+        return
+    for path in unpublished["files"]:
+        ctx.storage.put_file(path)
+    cid = ctx.storage.put_json(unpublished["bundle"])
+    if cid != result_cid:
+        raise RuntimeError(f"the published bundle is {cid}, not the committed {result_cid}")
 
 
 def segment_hashes(ctx: NodeContext, task_id: int, task, segment: int, own_trace: list[bytes],

@@ -12,6 +12,9 @@
                                 claim built to lose (the candidate's own trace, its last leaf replaced): a cheater's
                                 sybil trying to pre-empt honest challenges (P1); combine with silent-in-dispute
                                 to throw the dispute on its clock
+    --fault copy-result         a solver that never trains: it lists its IPFS node's pins until it finds a result
+                                bundle naming its task's job, round and index, and commits that (issue 23: nothing
+                                of a result may be readable before every commitment is final)
 
 Honest nodes run with no faults. Nothing here is reachable without the flag.
 """
@@ -25,13 +28,13 @@ import torch
 from verity.errors import VerityError
 
 _SPEC = re.compile(r"^(bitflip@step=(?P<step>\d+)|lazy|silent-in-dispute|withhold-checkpoint|corrupt-checkpoint"
-                   r"|sybil-challenge)$")
+                   r"|sybil-challenge|copy-result)$")
 
 
 class BadFault(VerityError, ValueError):
     def __init__(self, spec: str):
         super().__init__(f"unknown fault {spec!r}; expected bitflip@step=N, lazy, silent-in-dispute, "
-                         "withhold-checkpoint, corrupt-checkpoint or sybil-challenge")
+                         "withhold-checkpoint, corrupt-checkpoint, sybil-challenge or copy-result")
 
 
 @dataclass
@@ -42,6 +45,7 @@ class Faults:
     withhold_checkpoint: bool = False
     corrupt_checkpoint: bool = False
     sybil_challenge: bool = False
+    copy_result: bool = False
     specs: list[str] = field(default_factory=list)
 
     @classmethod
@@ -62,6 +66,8 @@ class Faults:
                 f.corrupt_checkpoint = True
             elif name == "sybil-challenge":
                 f.sybil_challenge = True
+            elif name == "copy-result":
+                f.copy_result = True
             else:
                 f.withhold_checkpoint = True
         return f

@@ -39,8 +39,8 @@ from verity.chain.protocol import PROFILE_BITS, DisputeOutcome, DisputePhase, Ta
 from verity.chain.views import read
 from verity.cid import cid_to_digest, digest_to_cid
 from verity.engine import merkle
-from verity.node.auditor import audit_key
-from verity.node.compute import compute_result
+from verity.node.auditor import RESULT_KEYS, audit_key
+from verity.node.compute import compute_result, publish
 from verity.node.context import InputRejected, NodeContext
 from verity.node.phases import Phase
 from verity.node.sampling import load_or_create_key, sampled
@@ -158,7 +158,7 @@ class VerifierRole:
         for other in snap.items.values():
             if other.kind in ("watch", "audit") and other.task_id == item.task_id and "final" in other.data \
                     and other is not item:  # an audit item (verity.node.auditor) re-executed it before it was public
-                item.data.update({k: other.data[k] for k in ("final", "trace", "root", "cid")})
+                item.data.update({k: other.data[k] for k in RESULT_KEYS if k in other.data})
                 return True
         audit = _audit_of(snap, item.task_id)
         if audit is not None and audit.phase == Phase.WATCHING:
@@ -168,14 +168,14 @@ class VerifierRole:
             snap.move(item, Phase.DONE, verdict="not sampled (the fee check ended without a result)")
             return False
         ctx = self.ctx
-        res = ctx.work.poll(item.key, lambda: compute_result(ctx, item.task_id, task, label="verify"),
+        res = ctx.work.poll(item.key, lambda: compute_result(ctx, item.task_id, task, label="verify", publish=False),
                             what=f"re-executing task {item.task_id}")
         if res is None:
             item.data["computing"] = "re-executing"
             return False
         item.data.pop("computing", None)
         item.data.update(final="0x" + res.final.hex(), trace=["0x" + h.hex() for h in res.trace],
-                         root="0x" + res.root.hex(), cid=res.result_cid)
+                         root="0x" + res.root.hex(), cid=res.result_cid, unpublished=res.unpublished)
         return False
 
     def _check(self, snap: Snapshot, item: WorkItem) -> None:
@@ -281,6 +281,7 @@ class VerifierRole:
             return
         trace = [_b(h) for h in item.data["trace"]]
         n = len(trace) - 1
+        publish(ctx, item.data.get("unpublished"), item.data["cid"])  # commits closed: our bundle may be read now
         receipt = c.transact(c.game.functions.challengeOptimistic(
             item.task_id, _b(item.data["root"]), trace[-1], n, cid_to_digest(item.data["cid"]), _b(item.data["salt"]),
             merkle.proof(trace, 0), merkle.proof(trace, n)))

@@ -263,6 +263,18 @@ class Storage:
         self._call("pin/add", lambda t: self._request("/pin/add", (cid,), opts=_server_timeout(t), timeout=t),
                    timeout=timeout, cid=cid)
 
+    def pins(self, *, timeout: float | None = None) -> list[str]:
+        """Every CID this node pins directly or recursively (`pin/ls`; Kubo's {"Keys": ...} or js-ipfs's stream)."""
+        res = self._call("pin/ls", lambda t: self._request("/pin/ls", opts={"type": "recursive"}, timeout=t),
+                         timeout=timeout)
+        found: list[str] = []
+        for part in res if isinstance(res, list) else [res]:
+            if "Keys" in part:
+                found.extend(part["Keys"])
+            elif "Cid" in part:
+                found.append(part["Cid"] if isinstance(part["Cid"], str) else part["Cid"]["/"])
+        return found
+
     # ------------------------------------------------------------------- get
     def size(self, cid: str, *, timeout: float | None = None) -> int:
         """File size in bytes from the root block (`files/stat`), before any download."""
