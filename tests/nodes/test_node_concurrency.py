@@ -52,7 +52,9 @@ class _FakeChain:
 
 class _FakeCtx:
     def __init__(self, work):
-        self.me, self.work = ME, work
+        from verity.node.faults import Faults
+
+        self.me, self.work, self.faults = ME, work, Faults()
         self.reps = {t: SimpleNamespace(node=ME, status=ReplicaStatus.ASSIGNED, deadline=0) for t in (1, 2)}
         self.partners = {t: SimpleNamespace(node="0x" + "cd" * 20, status=ReplicaStatus.ASSIGNED, deadline=0)
                          for t in (1, 2)}
