@@ -47,6 +47,10 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
 
     /// @notice Largest value accepted for the clock allowance.
     uint64 public constant MAX_WINDOW = 7 days;
+    /// @notice Bounds of `challengerBond`: a challenge always costs something, and never more than ten times the
+    ///         minimum registration stake (a node that can register can afford to challenge).
+    uint256 internal constant MIN_CHALLENGER_BOND = 1e18;
+    uint256 internal constant MAX_CHALLENGER_BOND = 100e18;
 
     /// @dev Transition table: bit (8 * from + to) is set when `from -> to` is legal.
     ///      None->Bisect0; Bisect0->StepRoots|Judging|Resolved; StepRoots->Bisect1|Resolved;
@@ -159,13 +163,24 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
     /// @notice Sets each party's clock allowance (seconds) for disputes opened afterwards.
     function setClockAllowance(uint64 value) external onlyOwner {
         // INVARIANT: a party always has some time, and never unbounded time, to move.
-        if (value == 0 || value > MAX_WINDOW) revert ParameterOutOfRange("clockAllowance", value, 1, MAX_WINDOW);
+        unchecked {
+            if (value - 1 >= MAX_WINDOW) revert ParameterOutOfRange("clockAllowance", value, 1, MAX_WINDOW); // 0 wraps
+        }
         clockAllowance = value;
         emit ParameterSet("clockAllowance", value);
     }
 
-    /// @notice Sets the optimistic challenger bond for challenges opened afterwards.
+    /// @notice Sets the optimistic challenger bond for challenges opened afterwards, within
+    ///         [MIN_CHALLENGER_BOND, MAX_CHALLENGER_BOND].
     function setChallengerBond(uint256 value) external onlyOwner {
+        // INVARIANT (issue 23): governance cannot shut challenges out (a 10^9 VRT bond passed the Timelock), nor make
+        // them free to spam.
+        unchecked {
+            // one comparison for both bounds (a value below the minimum wraps far above the range): bytes are short here
+            if (value - MIN_CHALLENGER_BOND > MAX_CHALLENGER_BOND - MIN_CHALLENGER_BOND) {
+                revert ParameterOutOfRange("challengerBond", value, MIN_CHALLENGER_BOND, MAX_CHALLENGER_BOND);
+            }
+        }
         challengerBond = value;
         emit ParameterSet("challengerBond", value);
     }

@@ -28,6 +28,10 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     uint8 public constant MAX_REDRAWS = 2;
     /// @notice Largest value accepted for any window.
     uint64 public constant MAX_WINDOW = 7 days;
+    /// @notice Bounds of `refereeStake`: at most NodeRegistry.MIN_REGISTRATION_STAKE (10 VRT), so any registered
+    ///         referee with nothing locked can be seated; at least 1 VRT, so a blind vote always risks a slash.
+    uint256 public constant MIN_REFEREE_STAKE = 1e18;
+    uint256 public constant MAX_REFEREE_STAKE = 10e18;
     /// @notice Longest exclusion list NodeRegistry accepts (INodeRegistry MAX_EXCLUDE).
     uint256 public constant MAX_EXCLUDE = 16;
 
@@ -139,10 +143,13 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         emit ParameterSet("panelSize", size);
     }
 
-    /// @notice Sets the stake each referee locks (nonzero) for panels opened afterwards.
+    /// @notice Sets the stake each referee locks for panels opened afterwards, within
+    ///         [MIN_REFEREE_STAKE, MAX_REFEREE_STAKE].
     function setRefereeStake(uint256 amount) external onlyOwner {
-        if (amount == 0 || amount > type(uint128).max) {
-            revert ParameterOutOfRange("refereeStake", amount, 1, type(uint128).max);
+        // INVARIANT (issue 23): every registered referee can take a seat (2^128 - 1 passed the Timelock and no panel
+        // could seat), and a seat always risks something.
+        if (amount < MIN_REFEREE_STAKE || amount > MAX_REFEREE_STAKE) {
+            revert ParameterOutOfRange("refereeStake", amount, MIN_REFEREE_STAKE, MAX_REFEREE_STAKE);
         }
         refereeStake = amount;
         emit ParameterSet("refereeStake", amount);

@@ -154,6 +154,13 @@ CONTRACTS = [
         "return elapsed(c) > allowance;",
         Forge("tests/forge/ChessClock.t.sol", fuzz_runs=64),
     ),
+    Mutant(
+        "c-bond-unbounded", "the owner may set any challenger bond (10^9 VRT shuts every challenge out)",
+        "contracts/DisputeGame.sol",
+        "            if (value - MIN_CHALLENGER_BOND > MAX_CHALLENGER_BOND - MIN_CHALLENGER_BOND) {",
+        "            if (false) {",
+        Forge("tests/forge/Timelock.t.sol"),
+    ),
 ]
 
 CLIENTS = [

@@ -432,6 +432,13 @@ contract DisputeGameTest is DisputeFixture {
         game.setShares(6_000, 5_000);
         vm.expectRevert(abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("clockAllowance"), 0, 1, 7 days));
         game.setClockAllowance(0);
+        uint256[3] memory badBonds = [uint256(0), 1e18 - 1, 100e18 + 1];
+        for (uint256 i = 0; i < badBonds.length; ++i) {
+            vm.expectRevert(
+                abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("challengerBond"), badBonds[i], 1e18, 100e18)
+            );
+            game.setChallengerBond(badBonds[i]);
+        }
         vm.prank(honest);
         vm.expectRevert();
         game.setChallengerBond(0);

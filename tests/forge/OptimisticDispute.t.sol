@@ -535,7 +535,7 @@ contract OptimisticDisputeTest is DisputeFixture {
     {
         uint256 w = bound(wBps, 0, 10_000);
         uint256 r = bound(rBps, 0, 10_000 - w);
-        uint256 b = bound(bond, 0, 100e18);
+        uint256 b = bound(bond, 1e18, 100e18); // the bond's on-chain range
         game.setShares(w, r);
         game.setChallengerBond(b);
         Verdict verdict = Verdict(bound(v, 1, 4));

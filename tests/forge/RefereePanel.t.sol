@@ -78,15 +78,18 @@ contract RefereePanelTest is PanelFixture {
     }
 
     function test_setRefereeStake_value_succeeds() public {
-        panel.setRefereeStake(20e18);
-        assertEq(panel.refereeStake(), 20e18, "stake");
+        panel.setRefereeStake(5e18);
+        assertEq(panel.refereeStake(), 5e18, "stake");
     }
 
-    function test_setRefereeStake_zero_reverts() public {
-        vm.expectRevert(
-            abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("refereeStake"), 0, 1, type(uint128).max)
-        );
-        panel.setRefereeStake(0);
+    function test_setRefereeStake_outOfRange_reverts() public {
+        uint256[3] memory bad = [uint256(0), 1e18 - 1, 10e18 + 1];
+        for (uint256 i = 0; i < bad.length; ++i) {
+            vm.expectRevert(
+                abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("refereeStake"), bad[i], 1e18, 10e18)
+            );
+            panel.setRefereeStake(bad[i]);
+        }
     }
 
     function test_setSlashes_values_succeeds() public {
@@ -154,7 +157,7 @@ contract RefereePanelTest is PanelFixture {
     function test_open_parameterChangeAfterOpen_keepsSnapshot_succeeds() public {
         _open(ID);
         panel.setPanelSize(5);
-        panel.setRefereeStake(20e18);
+        panel.setRefereeStake(5e18);
         panel.setSlashes(0, 0);
         panel.setWindows(10, 10);
         address[] memory seats = _seat(ID);

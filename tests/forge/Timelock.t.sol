@@ -101,6 +101,51 @@ contract TimelockTest is Fixture {
         timelock.execute(address(jobs), _windowsData()); // not twice
     }
 
+    /// @dev Issue 23, governance inside hard bounds: `setChallengerBond(1e9 VRT)` and `setRefereeStake(2^128 - 1)`
+    ///      used to pass the Timelock, after which nobody could challenge (no node holds the bond) or no panel could
+    ///      seat (no referee holds the stake), so a wrong result could never be disputed. Each now reverts with the
+    ///      target's own range error at execute, and stays queued (the admin cancels it).
+    function test_execute_boundsThatStopVerification_reverts() public {
+        bytes[4] memory calls = [
+            abi.encodeCall(game.setChallengerBond, (1e9 * 1e18)),
+            abi.encodeCall(game.setChallengerBond, (0)),
+            abi.encodeCall(panel.setRefereeStake, (type(uint128).max)),
+            abi.encodeCall(panel.setRefereeStake, (1e18 - 1))
+        ];
+        address[4] memory targets = [address(game), address(game), address(panel), address(panel)];
+        bytes[4] memory errors = [
+            abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("challengerBond"), 1e9 * 1e18, 1e18, 100e18),
+            abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("challengerBond"), 0, 1e18, 100e18),
+            abi.encodeWithSelector(
+                ParameterOutOfRange.selector, bytes32("refereeStake"), type(uint128).max, 1e18, 10e18
+            ),
+            abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("refereeStake"), 1e18 - 1, 1e18, 10e18)
+        ];
+        for (uint256 i = 0; i < calls.length; ++i) {
+            bytes32 id = timelock.queue(targets[i], calls[i]);
+            vm.warp(timelock.readyAt(id));
+            vm.expectRevert(errors[i]);
+            timelock.execute(targets[i], calls[i]);
+            timelock.cancel(id);
+        }
+        assertEq(game.challengerBond(), 10e18, "bond unchanged");
+        assertEq(panel.refereeStake(), 10e18, "referee stake unchanged");
+        // the bounds themselves pass
+        bytes[4] memory edges = [
+            abi.encodeCall(game.setChallengerBond, (1e18)),
+            abi.encodeCall(game.setChallengerBond, (100e18)),
+            abi.encodeCall(panel.setRefereeStake, (1e18)),
+            abi.encodeCall(panel.setRefereeStake, (10e18))
+        ];
+        for (uint256 i = 0; i < edges.length; ++i) {
+            bytes32 id = timelock.queue(targets[i], edges[i]);
+            vm.warp(timelock.readyAt(id));
+            timelock.execute(targets[i], edges[i]);
+        }
+        assertEq(game.challengerBond(), 100e18, "upper bond bound applied");
+        assertEq(panel.refereeStake(), 10e18, "upper referee stake bound applied");
+    }
+
     function test_execute_tooEarly_reverts() public {
         bytes32 id = _queueWindows();
         uint256 ready = timelock.readyAt(id);

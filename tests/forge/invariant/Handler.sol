@@ -241,10 +241,10 @@ contract Handler is AdversarySide {
         if (which == 15) return _rewire();
         vm.startPrank(owner);
         if (which == 0) game.setClockAllowance(uint64(bound(a, 1, 300)));
-        else if (which == 1) game.setChallengerBond(bound(a, 0, 20e18));
+        else if (which == 1) game.setChallengerBond(bound(a, 1e18, 20e18));
         else if (which == 2) game.setShares(bound(a, 0, 6_000), bound(b, 0, 4_000));
         else if (which == 3) panel.setPanelSize(uint8(1 + 2 * bound(a, 0, 3)));
-        else if (which == 4) panel.setRefereeStake(bound(a, 1, 50e18));
+        else if (which == 4) panel.setRefereeStake(bound(a, 1e18, 10e18));
         else if (which == 5) panel.setSlashes(bound(a, 0, 10_000), bound(b, 0, 10_000));
         else if (which == 6) panel.setWindows(uint64(bound(a, 1, 300)), uint64(bound(b, 1, 300)));
         else if (which == 7) jobs.setLateSlashBps(bound(a, 0, 10_000));
