@@ -301,8 +301,8 @@ CLIENTS = [
     Mutant(
         "p-publish-before-commit", "a result's checkpoints are added to IPFS as they are written, before the commit",
         "clients/verity/node/compute.py",
-        "        if publish and not ctx.faults.withhold_checkpoint:",
-        "        if not ctx.faults.withhold_checkpoint:",
+        "        if publish:\n            return ctx.storage.put_file(path)",
+        "        if True:\n            return ctx.storage.put_file(path)",
         pytest("tests/nodes/test_publish_units.py"),
     ),
     Mutant(
@@ -317,7 +317,7 @@ CLIENTS = [
         "p-unreachable-input-retried-late",
         "a drawn solver retries an unreachable input past the decline grace (reported late and slashed)",
         "clients/verity/node/solver.py",
-        "        if left > 2 * float(getattr(self.ctx.storage, \"timeout\", exc.timeout)) + DECLINE_TX_SECONDS:",
+        "        if left > 2 * exc.timeout + DECLINE_TX_SECONDS:",
         "        if True:",
         pytest("tests/nodes/test_solver_release.py", k="unreachable"),
     ),

@@ -15,7 +15,7 @@ import pytest
 
 import verity.node.compute as compute_mod
 from verity.chain.protocol import TaskKind
-from verity.node.compute import compute_result, publish
+from verity.node.compute import compute_result, publish, published
 from verity.node.faults import Faults
 from verity.storage import canonical_json, cid_of_bytes, cid_of_file
 
@@ -90,6 +90,18 @@ def test_withheld_checkpoints_stay_unpublished_but_the_bundle_is_published(ctx):
     assert [kind for kind, _ in ctx.storage.added] == ["json"]
 
 
-def test_nothing_kept_back_publishes_nothing(ctx):
-    publish(ctx, None, "Qm-anything")
-    assert ctx.storage.added == []
+def test_published_uploads_a_kept_result_once_and_nothing_for_a_result_published_at_once(ctx):
+    from verity.node.phases import Phase
+    from verity.node.snapshot import WorkItem
+    from verity.node.work import WorkPool
+
+    ctx.work = WorkPool(inline=True)  # the node runs the upload in its urgent lane; inline here
+    res = compute_result(ctx, 9, TASK, publish=False)
+    item = WorkItem(key="task:9:0", kind="solve", phase=Phase.TRAINED, task_id=9,
+                    data={"cid": res.result_cid, "unpublished": res.unpublished})
+    assert published(ctx, item) and "unpublished" not in item.data
+    assert published(ctx, item)  # a reveal retried after a failed transaction uploads nothing again
+    assert [kind for kind, _ in ctx.storage.added] == ["file", "file", "json"]
+    ctx.storage.added.clear()
+    at_once = WorkItem(key="task:9:1", kind="solve", phase=Phase.TRAINED, task_id=9, data={"cid": res.result_cid})
+    assert published(ctx, at_once) and ctx.storage.added == []

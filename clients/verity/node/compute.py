@@ -17,6 +17,7 @@ from verity.engine.checkpoint import checkpoint_bytes
 from verity.engine.runner import checkpoint_path, replay_segment, run_task
 from verity.engine.state import TaskRef
 from verity.node.context import InputRejected, NodeContext
+from verity.node.snapshot import WorkItem
 from verity.node.work import Cancelled
 from verity.storage import canonical_json, cid_of_bytes, cid_of_file
 
@@ -59,7 +60,9 @@ def compute_result(ctx: NodeContext, task_id: int, task, *, label: str = "solve"
     held: list[str] = []  # files to add at reveal (publish=False)
 
     def put(path) -> str:
-        if publish and not ctx.faults.withhold_checkpoint:
+        if ctx.faults.withhold_checkpoint:  # TEST-ONLY: named, never added
+            return cid_of_file(path)
+        if publish:
             return ctx.storage.put_file(path)
         held.append(str(path))
         return cid_of_file(path)
@@ -95,23 +98,36 @@ def compute_result(ctx: NodeContext, task_id: int, task, *, label: str = "solve"
               "checkpoints": {str(j): c for j, c in sorted(cids.items())}, "final": cids[len(trace) - 1]}
     if publish:
         return Result(trace, merkle.root(trace), ctx.storage.put_json(bundle), k)
-    if ctx.faults.withhold_checkpoint:  # TEST-ONLY: the checkpoints are never added, the bundle is
-        held.clear()
     return Result(trace, merkle.root(trace), cid_of_bytes(canonical_json(bundle)), k,
                   unpublished={"files": held, "bundle": bundle})
 
 
-def publish(ctx: NodeContext, unpublished: dict | None, result_cid: str) -> None:
+def publish(ctx: NodeContext, unpublished: dict, result_cid: str) -> str:
     """Add what compute_result(publish=False) kept back: every checkpoint file, then the bundle, which must come
-    out under the CID the commitment named. Idempotent (adding again pins the same CIDs), so a reveal retried after
-    a crash publishes again harmlessly; None (a result published at once) does nothing."""
-    if not unpublished:
-        return
+    out under the CID the commitment named (returned). Idempotent (adding again pins the same CIDs), so a reveal
+    retried after a crash publishes again harmlessly."""
     for path in unpublished["files"]:
         ctx.storage.put_file(path)
     cid = ctx.storage.put_json(unpublished["bundle"])
     if cid != result_cid:
         raise RuntimeError(f"the published bundle is {cid}, not the committed {result_cid}")
+    return cid
+
+
+def published(ctx: NodeContext, item: WorkItem) -> bool:
+    """Whether the result `item` holds (data "cid", and "unpublished" from compute_result(publish=False)) is on our
+    IPFS node, so its reveal may go out. The upload runs in the WorkPool's urgent lane (a reveal waits on it) and the
+    loop keeps its other duties meanwhile: False while it runs. Once in, "unpublished" is dropped from the item, so
+    a failed reveal transaction does not upload it all again."""
+    kept = item.data.get("unpublished")
+    if not kept:
+        return True
+    done = ctx.work.poll(f"{item.key}:publish", lambda: publish(ctx, kept, item.data["cid"]), urgent=True,
+                         what=f"publishing task {item.task_id}'s result")
+    if done is None:
+        return False
+    del item.data["unpublished"]
+    return True
 
 
 def segment_hashes(ctx: NodeContext, task_id: int, task, segment: int, own_trace: list[bytes],

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from verity.chain.protocol import BPS, DECLINE_GRACE_BPS, ReplicaStatus, TaskStatus, replica_commitment
-from verity.node.compute import compute_result, publish
+from verity.node.compute import compute_result, published
 from verity.node.context import InputRejected, NodeContext
 from verity.node.dispute import open_dispute
 from verity.node.phases import Phase
@@ -168,7 +168,7 @@ class SolverRole:
         rather than missed. A poster that publishes inputs nobody can fetch pays for it (its bond, once
         FAIL_DECLINES nodes said so), never the solvers it drew."""
         left = decline_grace_end(self.ctx, task, rep) - self.ctx.chain.now()
-        if left > 2 * float(getattr(self.ctx.storage, "timeout", exc.timeout)) + DECLINE_TX_SECONDS:
+        if left > 2 * exc.timeout + DECLINE_TX_SECONDS:
             raise exc
         raise InputsUnreachable(item.task_id, exc, invalid_inputs=exc.cid in _poster_cids(self.ctx, task),
                                 grace_left=max(0, left)) from exc
@@ -234,14 +234,16 @@ class SolverRole:
                 self._report_unavailable(item.task_id, task)
             if replication == 1:
                 if status == ReplicaStatus.ASSIGNED:
-                    publish(ctx, d.get("unpublished"), d["cid"])  # submitted and public in one step
+                    if not published(ctx, item):  # submitted and public in one step
+                        return
                     c.transact(c.jobs.functions.submitResult(item.task_id, root, final, n, cid,
                                                              merkle.proof(trace, 0), merkle.proof(trace, n)))
                 snap.move(item, Phase.REVEALED)
             elif status == ReplicaStatus.ASSIGNED and _last_to_commit(ctx, item.task_id, task, item.slot):
                 # every other result is fixed: reveal in place of a commit (one transaction; it also reveals a
                 # partner that committed this same result, so agreeing replicas need no further reveal)
-                publish(ctx, d.get("unpublished"), d["cid"])
+                if not published(ctx, item):
+                    return
                 c.transact(c.jobs.functions.reveal(item.task_id, root, final, n, cid,
                                                    merkle.proof(trace, 0), merkle.proof(trace, n)))
                 snap.move(item, Phase.REVEALED)
@@ -253,13 +255,15 @@ class SolverRole:
 
         if item.phase == Phase.COMMITTED:
             if status == ReplicaStatus.REVEALED:  # the last replica to commit revealed our identical result too
-                publish(ctx, d.get("unpublished"), d["cid"])  # our copy serves the same bytes (P10)
+                if not published(ctx, item):  # our copy serves the same bytes (P10)
+                    return
                 snap.move(item, Phase.REVEALED)
                 return
             reps = ctx.replicas(item.task_id)
             all_committed = all(ReplicaStatus(r.status) in (ReplicaStatus.COMMITTED, ReplicaStatus.REVEALED) for r in reps)
             if all_committed or (rep.deadline and ctx.chain.now() > int(rep.deadline)):
-                publish(ctx, d.get("unpublished"), d["cid"])  # every commitment is final: nothing left to copy
+                if not published(ctx, item):  # every commitment is final: nothing left to copy
+                    return
                 c.transact(c.jobs.functions.reveal(item.task_id, root, final, n, cid,
                                                    merkle.proof(trace, 0), merkle.proof(trace, n)))
                 snap.move(item, Phase.REVEALED)

@@ -40,7 +40,7 @@ from verity.chain.views import read
 from verity.cid import cid_to_digest, digest_to_cid
 from verity.engine import merkle
 from verity.node.auditor import RESULT_KEYS, audit_key
-from verity.node.compute import compute_result, publish
+from verity.node.compute import compute_result, published
 from verity.node.context import InputRejected, NodeContext
 from verity.node.phases import Phase
 from verity.node.sampling import load_or_create_key, sampled
@@ -281,7 +281,8 @@ class VerifierRole:
             return
         trace = [_b(h) for h in item.data["trace"]]
         n = len(trace) - 1
-        publish(ctx, item.data.get("unpublished"), item.data["cid"])  # commits closed: our bundle may be read now
+        if not published(ctx, item):  # commits closed: our bundle may be read now (uploading: a later tick)
+            return
         receipt = c.transact(c.game.functions.challengeOptimistic(
             item.task_id, _b(item.data["root"]), trace[-1], n, cid_to_digest(item.data["cid"]), _b(item.data["salt"]),
             merkle.proof(trace, 0), merkle.proof(trace, n)))
