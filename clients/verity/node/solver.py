@@ -230,20 +230,21 @@ class SolverRole:
 
         cid = cid_to_digest(d["cid"])
         if item.phase == Phase.TRAINED:
+            # submitted (replication 1) or revealed in place of a commit (the last replica to commit): public now
+            public_now = status == ReplicaStatus.ASSIGNED and (
+                replication == 1 or _last_to_commit(ctx, item.task_id, task, item.slot))
+            if public_now and not published(ctx, item):
+                return  # uploading; the unavailability reports below go out once, with the result
             if status == ReplicaStatus.ASSIGNED:
                 self._report_unavailable(item.task_id, task)
             if replication == 1:
                 if status == ReplicaStatus.ASSIGNED:
-                    if not published(ctx, item):  # submitted and public in one step
-                        return
                     c.transact(c.jobs.functions.submitResult(item.task_id, root, final, n, cid,
                                                              merkle.proof(trace, 0), merkle.proof(trace, n)))
                 snap.move(item, Phase.REVEALED)
-            elif status == ReplicaStatus.ASSIGNED and _last_to_commit(ctx, item.task_id, task, item.slot):
+            elif public_now:
                 # every other result is fixed: reveal in place of a commit (one transaction; it also reveals a
                 # partner that committed this same result, so agreeing replicas need no further reveal)
-                if not published(ctx, item):
-                    return
                 c.transact(c.jobs.functions.reveal(item.task_id, root, final, n, cid,
                                                    merkle.proof(trace, 0), merkle.proof(trace, n)))
                 snap.move(item, Phase.REVEALED)
