@@ -9,6 +9,7 @@ import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 
 import {INodeRegistry} from "./interfaces/INodeRegistry.sol";
 import {PackedSumTree} from "./lib/PackedSumTree.sol";
+import {NodeMath} from "./lib/NodeMath.sol";
 import {
     Node,
     Reputation,
@@ -18,7 +19,8 @@ import {
     DEVICE_CPU,
     DEVICE_CUDA,
     MAX_REGION,
-    BPS
+    BPS,
+    SELECTION_EPOCH_BLOCKS
 } from "./types/VerityTypes.sol";
 import {ZeroAddress, ParameterOutOfRange, NotProtocol} from "./errors/CommonErrors.sol";
 import "./errors/NodeRegistryErrors.sol";
@@ -45,11 +47,17 @@ import "./errors/NodeRegistryErrors.sol";
 ///      (region 0). A job with no region reads the region-any family (what every draw read before regions
 ///      existed); a region job reads only its region's family, so stake declared elsewhere, or not declared, absorbs
 ///      none of its draws. A bandwidth requirement rounds up to a tier floor, as memory does.
-/// @dev Selection weight = (stake - pendingUnstake) * reputationFactor * promptnessFactor / BPS^2, kept in whole gwei
-///      (WEIGHT_UNIT) so the packed trees' 64-bit lanes hold every sum. The weight is linear in stake,
+/// @dev Selection weight = (stake - pendingUnstake) * reputationFactor * promptnessFactor / BPS^2, kept in whole
+///      micro-VRT (WEIGHT_UNIT) so the packed trees' 56-bit lanes hold every sum. The weight is linear in stake,
 ///      so splitting a stake over many identities never raises the chance of being drawn. Weights change only on
 ///      stake, unstake, slash, heartbeat, declaration updates and reputation penalties; lock/unlock leave them
 ///      alone (the free-stake filter at draw time handles busy nodes), which keeps the task lifecycle cheap.
+/// @dev Draws fixed before their value is known (issue 23): every tree, and the map of trees with weight, is read as
+///      it stood when the current selection epoch (SELECTION_EPOCH_BLOCKS) began, and BlockhashRandomness makes a
+///      value readable only inside its target block's epoch. A node that took its slot this epoch (registered, or
+///      moved by a leaving node) is not drawn until the next, so a slot's snapshot weight always belongs to the node
+///      in it. What a party can still do after seeing the value is make its own nodes ineligible (liveness, free
+///      stake, declaration): that only ever gives its draws away.
 contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     using SafeERC20 for IERC20;
     using PackedSumTree for PackedSumTree.Tree;
@@ -99,23 +107,23 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     ///         without bound.
     uint256 public constant MAX_NODES = type(uint16).max;
     /// @notice Floor of the reputation factor, in basis points.
-    uint256 public constant MIN_REPUTATION_BPS = 1_000;
+    uint256 public constant MIN_REPUTATION_BPS = NodeMath.MIN_REPUTATION_BPS;
     /// @notice Probation: phantom tasks in the reputation factor's denominator, so a fresh identity (no history)
     ///         starts at (0+1)/(0+1+9) = MIN_REPUTATION_BPS and earns weight only by completing work.
-    uint256 public constant PROBATION_TASKS = 9;
+    uint256 public constant PROBATION_TASKS = NodeMath.PROBATION_TASKS;
     /// @notice Largest value accepted for the time parameters.
     uint256 public constant MAX_PERIOD = 30 days;
     /// @notice Promptness: each commit's share of the execution window used moves the node's average by 1/this.
     uint256 public constant PROMPTNESS_SMOOTHING = 8;
     /// @notice Memory tiers: a node sits in the tier of the largest floor (MB) its declared memory reaches; a draw
     ///         reads the tiers whose floor is at least the job's minimum (rounding the requirement up to a floor).
-    uint256 public constant MEMORY_TIERS = 11;
-    /// @notice Selection weights are kept in whole gwei of weighted stake (the trees' 64-bit lanes hold any sum: the
-    ///         10^9 VRT supply cap is 10^18 gwei < 2^64); the weight views return them in wei (multiples of this).
-    uint256 public constant WEIGHT_UNIT = 1e9;
+    uint256 public constant MEMORY_TIERS = NodeMath.MEMORY_TIERS;
+    /// @notice Selection weights are kept in whole micro-VRT of weighted stake (the trees' 56-bit lanes hold any sum:
+    ///         the 10^9 VRT supply cap is 10^15 micro-VRT < 2^56); NodeLens returns them in wei (multiples of this).
+    uint256 public constant WEIGHT_UNIT = 1e12;
     /// @notice Bandwidth tiers (floors 0, 10, 100, 1 000, 10 000 Mbit/s): a node sits in the tier of the largest floor
     ///         its declared bandwidth reaches; a draw reads the tiers whose floor is at least the job's minimum.
-    uint256 public constant BANDWIDTH_TIERS = 5;
+    uint256 public constant BANDWIDTH_TIERS = NodeMath.BANDWIDTH_TIERS;
     /// @notice Profile bits a node may serve (PROFILE_CPU_F32_STRICT, PROFILE_CUDA_F32_STRICT, PROFILE_PORTABLE_F32).
     uint32 public constant PROFILE_MASK = 7;
 
@@ -144,7 +152,11 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     /// @dev Per (role, region, profile, CUDA-only) class family: bit c set iff the tree of cell c (memory tier +
     ///      MEMORY_TIERS * bandwidth tier, < 55) has weight, so a draw reads only the totals of trees that can yield a
     ///      node.
+    ///      Packed as live bits | snapshot bits << 64 | epoch stamp << 128, the snapshot being the map as it was
+    ///      when the stamp's epoch began (as in PackedSumTree).
     mapping(uint256 => uint256) internal _tiersWithWeight;
+    /// @dev Epoch stamp (_stamp) in which each slot got its current node; a draw skips a slot taken this epoch.
+    mapping(uint256 => uint256) internal _slotSince;
 
     modifier onlyProtocol() {
         if (!isProtocol[msg.sender]) revert NotProtocol(msg.sender);
@@ -219,6 +231,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         _validateDeclaration(roles, deviceClass, multiaddr);
         nodeList.push(msg.sender);
         n.slot = uint16(nodeList.length); // <= MAX_NODES
+        _slotSince[nodeList.length] = _stamp();
         n.registeredAt = uint64(block.timestamp);
         n.lastSeen = uint64(block.timestamp);
         // INVARIANT: taking a slot costs the minimum stake (a returning node left with an empty stake, so this is
@@ -477,7 +490,10 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         if (n.memoryMb < req.minMemoryMb) return false;
         if (req.profileBit == 0 || (n.profiles & req.profileBit) != req.profileBit) return false;
         if (req.region != 0 && n.region != req.region) return false;
-        if (req.minBandwidthMbps != 0 && bandwidthTier(n.bandwidthMbps) < _firstBandwidthTier(req.minBandwidthMbps)) {
+        if (
+            req.minBandwidthMbps != 0
+                && NodeMath.bandwidthTier(n.bandwidthMbps) < _firstBandwidthTier(req.minBandwidthMbps)
+        ) {
             return false;
         }
         if (block.timestamp > uint256(n.lastSeen) + livenessWindow) return false;
@@ -524,76 +540,41 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         return Reputation(n.tasksCompleted, n.tasksLate, n.disputesWon, n.disputesLost, n.totalSlashed);
     }
 
+    /// @notice One word of this contract's storage, for NodeLens (which knows the layout: `forge inspect NodeRegistry
+    ///         storageLayout`) to show the weights and trees without their views taking room here.
+    function extsload(bytes32 slot) external view returns (bytes32 value) {
+        assembly ("memory-safe") {
+            value := sload(slot)
+        }
+    }
+
     /// @notice Number of registered nodes.
     function nodeCount() external view returns (uint256) {
         return nodeList.length;
     }
 
-    /// @notice Current capacities of the solver and referee trees of one eligibility class of the region-any family
-    ///         (`tier`: the cell, memory tier + MEMORY_TIERS * bandwidth tier; a tree grows a level, x4, when a
-    ///         weighted slot needs it).
-    function treeCapacities(uint32 profileBit, bool cudaOnly, uint256 tier)
-        external
-        view
-        returns (uint256 solverCapacity, uint256 refereeCapacity)
-    {
-        return (_trees[_classKey(ROLE_SOLVER, 0, profileBit, cudaOnly, tier)].capacity(),
-            _trees[_classKey(ROLE_REFEREE, 0, profileBit, cudaOnly, tier)].capacity());
-    }
-
-    /// @notice Total weight (wei, floored to whole gwei) of one eligibility class's tree in `region`'s family (0: the
-    ///         region-any family; `cell`: memory tier + MEMORY_TIERS * bandwidth tier, a node that declared no
-    ///         bandwidth is in cell = its memory tier).
-    function classWeight(uint8 role, uint8 region, uint32 profileBit, bool cudaOnly, uint256 cell)
-        external
-        view
-        returns (uint256)
-    {
-        return uint256(_trees[_classKey(role, region, profileBit, cudaOnly, cell)].total) * WEIGHT_UNIT;
-    }
-
-    /// @notice The memory tier of `memoryMb`: the largest tier whose floor it reaches.
-    function memoryTier(uint32 memoryMb) public pure returns (uint256 tier) {
-        while (tier + 1 < MEMORY_TIERS && memoryMb >= _tierFloor(tier + 1)) ++tier;
-    }
-
-    /// @notice The bandwidth tier of `bandwidthMbps`: the largest tier whose floor (0, 10, 100, 1 000, 10 000 Mbit/s)
-    ///         it reaches.
-    function bandwidthTier(uint32 bandwidthMbps) public pure returns (uint256 tier) {
-        while (tier + 1 < BANDWIDTH_TIERS && bandwidthMbps >= _bandwidthFloor(tier + 1)) ++tier;
-    }
-
-    /// @notice Reputation factor of `node` in basis points: (c+1)/(c+1+late+4*lost+PROBATION_TASKS), floored at
-    ///         MIN_REPUTATION_BPS (c = tasks completed).
-    /// @dev INVARIANT: a fresh identity's factor is the floor and no identity's is below it, so abandoning a
-    ///      penalised identity for a new one never raises the weight a stake earns (docs/contracts.md, "Probation").
-    function reputationFactorBps(address node) public view returns (uint256) {
-        NodeRecord storage n = _nodes[node];
-        uint256 good = uint256(n.tasksCompleted) + 1;
-        uint256 f = (good * BPS) / (good + n.tasksLate + 4 * uint256(n.disputesLost) + PROBATION_TASKS);
-        return f < MIN_REPUTATION_BPS ? MIN_REPUTATION_BPS : f;
-    }
-
-    /// @notice Promptness factor of `node` in basis points: BPS - usedWindowBps / 2, from 100 % (commits at once, or no
-    ///         commit yet) down to 50 % (commits at its deadlines). Abandoning a slow identity never pays: a fresh one
-    ///         is on probation (MIN_REPUTATION_BPS), far below the 50 % floor of this factor.
-    function promptnessFactorBps(address node) public view returns (uint256) {
-        return BPS - uint256(_nodes[node].usedWindowBps) / 2;
-    }
-
-    /// @notice Current selection weights of `node` as a solver and as a referee (the same in each of its trees), in wei
-    ///         of weighted stake floored to whole gwei (WEIGHT_UNIT).
-    function weightsOf(address node) external view returns (uint256 solverWeight, uint256 refereeWeight) {
-        uint256[2] storage w = _weights[_nodes[node].slot];
-        return (w[0] * WEIGHT_UNIT, w[1] * WEIGHT_UNIT);
-    }
-
-    /// @notice Sums of every node's solver and referee weight (each node counted once per role).
-    function totalWeights() external view returns (uint256 solverTotal, uint256 refereeTotal) {
-        return (_totals[0] * WEIGHT_UNIT, _totals[1] * WEIGHT_UNIT);
-    }
-
     // ---------------------------------------------------------------- internals
+
+    /// @dev The current selection epoch's stamp: epoch + 1, so that 0 means "never written" in every stamped map.
+    function _stamp() internal view returns (uint256) {
+        return block.number / SELECTION_EPOCH_BLOCKS + 1;
+    }
+
+    /// @dev Flips the bit of `key`'s cell in its family's map of trees with weight, keeping the map as the epoch
+    ///      found it on the epoch's first change.
+    function _flipTier(uint256 key, uint256 ep) internal {
+        uint256 tiers = _tiersWithWeight[key >> 8];
+        uint256 live = tiers & type(uint64).max;
+        uint256 snap = tiers >> 128 == ep ? (tiers >> 64) & type(uint64).max : live;
+        _tiersWithWeight[key >> 8] = (live ^ (1 << (key & 0xff))) | (snap << 64) | (ep << 128);
+    }
+
+    function _listed(address node, address[] memory list) internal pure returns (bool) {
+        for (uint256 i = 0; i < list.length; ++i) {
+            if (list[i] == node) return true;
+        }
+        return false;
+    }
 
     function _free(NodeRecord storage n) internal view returns (uint256) {
         return uint256(n.stake) - n.locked - n.pendingUnstake;
@@ -616,6 +597,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
             address moved = nodeList[last - 1];
             nodeList[slot - 1] = moved;
             _nodes[moved].slot = uint16(slot);
+            _slotSince[slot] = _stamp();
             _moveClasses(_nodes[moved], last, slot);
         }
         nodeList.pop();
@@ -666,8 +648,10 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     function _syncWeight(address node) internal {
         NodeRecord storage n = _nodes[node];
         if (n.slot == 0) return;
-        uint256 w = ((uint256(n.stake) - n.pendingUnstake) * reputationFactorBps(node) * promptnessFactorBps(node))
-            / (BPS * BPS * WEIGHT_UNIT);
+        uint256 w = (
+            (uint256(n.stake) - n.pendingUnstake) * NodeMath.reputationBps(n.tasksCompleted, n.tasksLate, n.disputesLost)
+                * NodeMath.promptnessBps(n.usedWindowBps)
+        ) / (BPS * BPS * WEIGHT_UNIT);
         if (block.timestamp > uint256(n.lastSeen) + livenessWindow) w = 0; // offline: out until its next heartbeat
         _setWeights(n, (n.roles & ROLE_SOLVER) != 0 ? w : 0, (n.roles & ROLE_REFEREE) != 0 ? w : 0);
     }
@@ -675,6 +659,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     /// @dev Writes the node's solver and referee weights into every tree of its current declaration.
     function _setWeights(NodeRecord storage n, uint256 solverWeight, uint256 refereeWeight) internal {
         uint256 slot = n.slot;
+        uint256 ep = _stamp();
         uint256[2] storage w = _weights[slot];
         uint256[2] memory next = [solverWeight, refereeWeight];
         for (uint256 r = 0; r < 2; ++r) {
@@ -685,18 +670,19 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
             for (uint256 k = 0; k < keys.length; ++k) {
                 PackedSumTree.Tree storage tree = _trees[keys[k]];
                 bool had = tree.total != 0;
-                tree.set(slot, next[r]);
-                if (had != (tree.total != 0)) _tiersWithWeight[keys[k] >> 8] ^= 1 << (keys[k] & 0xff);
+                tree.set(slot, next[r], ep);
+                if (had != (tree.total != 0)) _flipTier(keys[k], ep);
             }
         }
     }
 
     /// @dev Moves the weights of `node` (at slot `from`) to the empty slot `to`, in every tree and in _weights.
     function _moveClasses(NodeRecord storage n, uint256 from, uint256 to) internal {
+        uint256 ep = _stamp();
         for (uint256 r = 0; r < 2; ++r) {
             uint256[] memory keys = _classKeys(n, r == 0 ? ROLE_SOLVER : ROLE_REFEREE);
             for (uint256 k = 0; k < keys.length; ++k) {
-                _trees[keys[k]].move(from, to);
+                _trees[keys[k]].move(from, to, ep);
             }
         }
         _weights[to] = _weights[from];
@@ -715,7 +701,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         for (uint32 bit = 1; bit <= PROFILE_MASK; bit <<= 1) {
             if ((n.profiles & bit) == 0) continue;
             for (uint256 c = 0; c < (cuda ? 2 : 1); ++c) {
-                uint256 key = _classKey(role, 0, bit, c == 1, cell);
+                uint256 key = NodeMath.classKey(role, 0, bit, c == 1, cell);
                 keys[count++] = key;
                 if (region != 0) keys[count++] = key | region;
             }
@@ -725,35 +711,14 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         }
     }
 
-    /// @dev role | region | profile bit | CUDA-only | cell; `key >> 8` is the class family (every cell of it).
-    function _classKey(uint8 role, uint8 region, uint32 profileBit, bool cudaOnly, uint256 cell)
-        internal
-        pure
-        returns (uint256)
-    {
-        return (uint256(role) << 48) | (uint256(region) << 40) | (uint256(profileBit) << 16) | (cudaOnly ? 1 << 8 : 0)
-            | cell;
-    }
-
     /// @dev The cell of a node's declaration in every family it is in: memory tier + MEMORY_TIERS * bandwidth tier.
     function _cell(NodeRecord storage n) internal view returns (uint256) {
-        return memoryTier(n.memoryMb) + MEMORY_TIERS * bandwidthTier(n.bandwidthMbps);
-    }
-
-    /// @dev Floors of the bandwidth tiers, Mbit/s: 0, then 10 multiplying by 10 up to 10 000.
-    function _bandwidthFloor(uint256 tier) internal pure returns (uint256) {
-        return tier == 0 ? 0 : 10 ** tier;
+        return NodeMath.memoryTier(n.memoryMb) + MEMORY_TIERS * NodeMath.bandwidthTier(n.bandwidthMbps);
     }
 
     /// @dev The first bandwidth tier a draw for `minBandwidthMbps` reads (BANDWIDTH_TIERS: none).
     function _firstBandwidthTier(uint32 minBandwidthMbps) internal pure returns (uint256 first) {
-        while (first < BANDWIDTH_TIERS && _bandwidthFloor(first) < minBandwidthMbps) ++first;
-    }
-
-    /// @dev Floors of the memory tiers, MB: 0, then 1 GiB doubling up to 512 GiB. Rounding a requirement up to a
-    ///      floor leaves out at most the nodes with less than twice the requirement.
-    function _tierFloor(uint256 tier) internal pure returns (uint256) {
-        return tier == 0 ? 0 : 1024 << (tier - 1);
+        while (first < BANDWIDTH_TIERS && NodeMath.bandwidthFloor(first) < minBandwidthMbps) ++first;
     }
 
     /// @dev Hard filters of one draw.
@@ -785,15 +750,17 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
             return new uint256[](0);
         }
         uint256 first = 0;
-        while (first < MEMORY_TIERS && _tierFloor(first) < req.minMemoryMb) ++first;
-        uint256 base = _classKey(req.role, req.region, bit, req.deviceClass == DEVICE_CUDA, 0);
+        while (first < MEMORY_TIERS && NodeMath.tierFloor(first) < req.minMemoryMb) ++first;
+        uint256 base = NodeMath.classKey(req.role, req.region, bit, req.deviceClass == DEVICE_CUDA, 0);
         // The cells a node may sit in (memory tier >= first, bandwidth tier >= the job's), those with weight only.
         uint256 row = ((1 << MEMORY_TIERS) - 1) & ~((1 << first) - 1);
         uint256 live = 0;
         for (uint256 b = _firstBandwidthTier(req.minBandwidthMbps); b < BANDWIDTH_TIERS; ++b) {
             live |= row << (MEMORY_TIERS * b);
         }
-        live &= _tiersWithWeight[base >> 8];
+        uint256 tiers = _tiersWithWeight[base >> 8];
+        // The map as this epoch began (the live bits if this epoch has not changed it).
+        live &= (tiers >> 128 == _stamp() ? tiers >> 64 : tiers) & type(uint64).max;
         keys = new uint256[](MEMORY_TIERS * BANDWIDTH_TIERS);
         uint256 count = 0;
         // Ascending cells (bandwidth tier, then memory tier): the order the sampling walks the trees in.
@@ -813,6 +780,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint256[] totals;
         uint256 left;
         uint256 cap; // most rejections one draw can make: exclusions + MAX_DRAWS
+        uint256 at; // the epoch stamp whose snapshot the draw reads (_stamp)
     }
 
     /// @dev Stake-weighted sampling without replacement over the eligible classes' trees: a tree is picked in
@@ -826,8 +794,11 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         for (uint256 attempt = 0; attempt < MAX_DRAWS; ++attempt) {
             if (st.left == 0) return address(0);
             (uint256 k, uint256 slot) = _sample(st, uint256(keccak256(abi.encode(seed, attempt))) % st.left);
-            address candidate = nodeList[slot - 1];
-            if (_eligible(candidate, req)) return candidate;
+            // INVARIANT: the node drawn is the one whose weight the snapshot holds at that slot, and never excluded.
+            if (slot <= nodeList.length && _slotSince[slot] != st.at) {
+                address candidate = nodeList[slot - 1];
+                if (_eligible(candidate, req) && !_listed(candidate, exclude)) return candidate;
+            }
             _rejectIn(st, k, slot);
         }
         return address(0);
@@ -843,8 +814,9 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         st.rej = new Rejected[](len); // each tree's lists are allocated at its first rejection (_reject)
         st.totals = new uint256[](len);
         st.cap = exclude.length + MAX_DRAWS;
+        st.at = _stamp();
         for (uint256 k = 0; k < len; ++k) {
-            st.totals[k] = _trees[st.keys[k]].total;
+            st.totals[k] = _trees[st.keys[k]].totalAt(st.at);
             st.left += st.totals[k];
         }
         if (len == 0) return st;
@@ -858,7 +830,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
             uint256 key = family | _cell(x);
             for (uint256 k = 0; k < len; ++k) {
                 if (st.keys[k] != key) continue;
-                if (_trees[key].weightOf(slot) != 0) _rejectIn(st, k, slot);
+                if (_trees[key].weightOf(slot, st.at) != 0) _rejectIn(st, k, slot);
                 break;
             }
         }
@@ -872,20 +844,23 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
             if (r.starts[j] > u) break;
             u += r.weights[j];
         }
-        slot = _trees[st.keys[k]].find(u);
+        slot = _trees[st.keys[k]].find(u, st.at);
     }
 
     function _rejectIn(DrawState memory st, uint256 k, uint256 slot) internal view {
         Rejected memory r = st.rej[k];
         uint256 before = r.removed;
-        _reject(_trees[st.keys[k]], r, slot, st.cap);
+        _reject(_trees[st.keys[k]], r, slot, st.cap, st.at);
         st.totals[k] -= r.removed - before;
         st.left -= r.removed - before;
     }
 
     /// @dev Inserts `slot` into the sorted rejected list (no duplicates), allocating the lists (`cap` entries) at the
     ///      tree's first rejection.
-    function _reject(PackedSumTree.Tree storage tree, Rejected memory rej, uint256 slot, uint256 cap) internal view {
+    function _reject(PackedSumTree.Tree storage tree, Rejected memory rej, uint256 slot, uint256 cap, uint256 at)
+        internal
+        view
+    {
         if (rej.slots.length == 0) {
             rej.starts = new uint256[](cap);
             rej.weights = new uint256[](cap);
@@ -905,8 +880,8 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
             rej.weights[j] = rej.weights[j - 1];
             rej.slots[j] = rej.slots[j - 1];
         }
-        uint256 w = tree.weightOf(slot);
-        rej.starts[pos] = tree.prefix(slot - 1);
+        uint256 w = tree.weightOf(slot, at);
+        rej.starts[pos] = tree.prefix(slot - 1, at);
         rej.weights[pos] = w;
         rej.slots[pos] = slot;
         rej.count = count + 1;

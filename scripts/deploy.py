@@ -35,6 +35,7 @@ def deploy_system(owner, randomness_delay: int = DEVNET_RANDOMNESS_DELAY, fee_ep
     else:  # the deployer mints the genesis distribution
         token = owner.deploy(project.VerityToken, owner.address)
     registry = owner.deploy(project.NodeRegistry, token.address)
+    lens = owner.deploy(project.NodeLens, registry.address)  # read-only views of the registry's weights and trees
     randomness = owner.deploy(project.BlockhashRandomness, randomness_delay)
     escrow = owner.deploy(project.JobEscrow, token.address)
     jobs = owner.deploy(project.JobRegistry, token.address, registry.address, escrow.address, randomness.address)
@@ -48,7 +49,7 @@ def deploy_system(owner, randomness_delay: int = DEVNET_RANDOMNESS_DELAY, fee_ep
         registry.setProtocol(protocol.address, True, sender=owner)
     registry.sealProtocols(sender=owner)  # no owner can add a "protocol" that slashes stake (issue 9, governance)
     timelock = owner.deploy(project.Timelock, registry.address)
-    deployed.update({"VerityToken": token, "NodeRegistry": registry, "BlockhashRandomness": randomness,
+    deployed.update({"VerityToken": token, "NodeRegistry": registry, "NodeLens": lens, "BlockhashRandomness": randomness,
                      "JobEscrow": escrow, "JobRegistry": jobs, "RefereePanel": panel, "DisputeGame": game,
                      "VerificationFees": fees, "Timelock": timelock})
     hand_to_timelock(owner, deployed, timelock)

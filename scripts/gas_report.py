@@ -471,7 +471,7 @@ def node_scaling(rep: Report, project, accounts, chain, counts: list[int]) -> di
             posts.append(job.receipt.gas_used)
             assigns.append(poster.draw(s.jobs.taskOf(job.id, 0, 0)).gas_used)
         post, assign = round(sum(posts) / len(posts)), round(sum(assigns) / len(assigns))
-        capacity = s.registry.treeCapacities(1, False, s.registry.memoryTier(4096))[0]  # the nodes' class (cpu-f32-strict, 4 GiB)
+        capacity = s.lens.treeCapacities(1, False, s.lens.memoryTier(4096))[0]  # the nodes' class (cpu-f32-strict, 4 GiB)
         out[count] = {"postJob_1shard_r2": post, "assign_2slots": assign, "assign_each": assigns,
                       "register_s": round(reg_s, 1), "tree_capacity": capacity}
         rep.add(f"{count} nodes: postJob (1 shard, requests its draw)", post, f"mean of {JOBS_PER_COUNT} jobs")

@@ -9,14 +9,14 @@ pragma solidity 0.8.28;
 interface IRandomness {
     /// @notice `requester` asked for randomness `requestId`, available from block `targetBlock + 1`.
     event RandomnessRequested(uint256 indexed requestId, address indexed requester, uint64 targetBlock);
-    /// @notice A stale request (its block hash no longer readable) now targets `targetBlock`.
+    /// @notice A stale request (its target's epoch ended before its value was read) now targets `targetBlock`.
     event RandomnessRenewed(uint256 indexed requestId, uint64 targetBlock);
 
     /// @notice Requests a random value; returns its id.
     function request() external returns (uint256 requestId);
-    /// @notice True once the value can be read (target block mined and its hash still readable).
+    /// @notice True once the value can be read (target block mined, and the chain still in the target's epoch).
     function isReady(uint256 requestId) external view returns (bool);
-    /// @notice True when the target block's hash can no longer be read (renew it).
+    /// @notice True when the value can no longer be read (the target's epoch ended): renew it.
     function isStale(uint256 requestId) external view returns (bool);
     /// @notice The value; reverts unless isReady.
     function valueOf(uint256 requestId) external view returns (bytes32);

@@ -21,6 +21,14 @@ uint32 constant PROFILE_PORTABLE_F32 = 4; // same bits on any CPU or GPU (docs/e
 
 uint256 constant BPS = 10_000;
 
+/// @dev Selection epochs (issue 23, "draws fixed at request time"): a draw reads the node weights as they stood when
+///      its epoch began (NodeRegistry), and a random value is readable only inside its target block's epoch
+///      (BlockhashRandomness), so nothing a party changes once the value is known reaches the draw. A target leaves
+///      at least MIN_DRAW_BLOCKS blocks of its epoch to land the draw; otherwise it moves to the next epoch's first
+///      block. A weight change takes effect within one epoch (32 blocks: 6.4 min at 12 s, 64 s at 2 s).
+uint256 constant SELECTION_EPOCH_BLOCKS = 32;
+uint256 constant MIN_DRAW_BLOCKS = 8;
+
 /// @dev Network regions a node may declare (NodeRegistry.declareNetwork) and a job may ask for (PostJobParams.region).
 ///      0 = undeclared (a node) or any region (a job); a region job draws only nodes that declared that region.
 uint8 constant REGION_EUROPE = 1;

@@ -161,6 +161,7 @@ class System:
     game: object
     fees: object
     faucet: object
+    lens: object = None
 
     @classmethod
     def deploy(cls, project, owner, liveness: int = 30 * 24 * 3600, randomness_delay: int = RANDOMNESS_DELAY) -> System:
@@ -171,6 +172,7 @@ class System:
         faucet = owner.deploy(project.DevnetFaucet)
         token = project.VerityToken.at(faucet.token())
         registry = owner.deploy(project.NodeRegistry, token)
+        lens = owner.deploy(project.NodeLens, registry)
         randomness = owner.deploy(project.BlockhashRandomness, randomness_delay)
         escrow = owner.deploy(project.JobEscrow, token)
         jobs = with_delegate_errors(owner.deploy(project.JobRegistry, token, registry, escrow, randomness), project)
@@ -185,7 +187,7 @@ class System:
         registry.sealProtocols(sender=owner)
         # Tests move the clock by minutes; keep every node live unless a test says otherwise.
         registry.setLivenessWindow(liveness, sender=owner)
-        return cls(owner, token, registry, randomness, escrow, jobs, panel, game, fees, faucet)
+        return cls(owner, token, registry, randomness, escrow, jobs, panel, game, fees, faucet, lens)
 
     @property
     def contracts(self) -> list:
@@ -242,7 +244,30 @@ class Nodes:
                 self.s.registry.stake(top_up, sender=a)
             self.all.append(a)
             out.append(a)
+        next_epoch(self.s)
         return out
+
+
+def next_epoch(system: System) -> None:
+    """Mines to the next selection epoch's first block: draws read the weights as their epoch began, so nodes
+    registered (or stakes changed) in this epoch are drawn from the next one on."""
+    from ape import chain
+
+    epoch = system.randomness.EPOCH_BLOCKS()
+    head = chain.blocks.head.number
+    chain.mine(epoch - head % epoch)
+
+
+def mine_to_draw(system: System, request_id: int) -> None:
+    """Mines past a randomness request's target block, renewing it first if its epoch ended unread (as the
+    keepers' assign and seat do)."""
+    from ape import chain
+
+    if system.randomness.isStale(request_id):
+        system.randomness.renew(request_id, sender=system.owner)
+    target = system.randomness.targetOf(request_id)
+    if chain.blocks.head.number <= target:
+        chain.mine(target - chain.blocks.head.number + 1)
 
 
 @dataclass
@@ -294,9 +319,7 @@ class Poster:
         from ape import chain
         from ape.exceptions import ContractLogicError
 
-        target = self.s.randomness.targetOf(self.s.jobs.getTask(task_id).drawRequest)
-        if chain.blocks.head.number <= target:
-            chain.mine(target - chain.blocks.head.number + 1)
+        mine_to_draw(self.s, self.s.jobs.getTask(task_id).drawRequest)
         if not required:
             try:  # a dry run first: a reverting transaction would be sent, mined and traced by ape
                 self.s.jobs.assign.call(task_id, sender=self.account)
@@ -482,9 +505,9 @@ def opened(system: System, receipt) -> int:
 # ---------------------------------------------------------------- referee panel
 
 
-def seat_panel(system: System, chain, dispute_id: int, sender=None, blocks: int = RANDOMNESS_DELAY + 1):
+def seat_panel(system: System, chain, dispute_id: int, sender=None):
     """After the step was pinpointed (the game opened the panel): mine past the randomness target, seat()."""
-    chain.mine(blocks)
+    mine_to_draw(system, system.panel.panelOf(dispute_id).requestId)
     return system.panel.seat(dispute_id, sender=sender or system.owner)
 
 

@@ -213,7 +213,7 @@ def test_region_table_and_bandwidth_tiers_match_verity_types_succeeds():
 def test_bandwidth_tiers_match_node_registry_succeeds(system):
     assert system.registry.BANDWIDTH_TIERS() == len(protocol.BANDWIDTH_TIER_FLOORS_MBPS)
     for mbps in (0, 9, 10, 99, 100, 999, 1_000, 9_999, 10_000, 2**32 - 1):
-        assert system.registry.bandwidthTier(mbps) == protocol.bandwidth_tier(mbps), mbps
+        assert system.lens.bandwidthTier(mbps) == protocol.bandwidth_tier(mbps), mbps
 
 
 @pytest.mark.integration

@@ -38,7 +38,7 @@ contract CapacityTest is Fixture {
 
     function _sumOfWeights() internal view returns (uint256 solver, uint256 referee) {
         for (uint256 i = 0; i < registry.nodeCount(); ++i) {
-            (uint256 s, uint256 r) = registry.weightsOf(registry.nodeList(i));
+            (uint256 s, uint256 r) = lens.weightsOf(registry.nodeList(i));
             solver += s;
             referee += r;
         }
@@ -49,7 +49,7 @@ contract CapacityTest is Fixture {
             assertEq(registry.getNode(registry.nodeList(i)).slot, i + 1, "slot i+1 holds nodeList[i]");
         }
         (uint256 s, uint256 r) = _sumOfWeights();
-        (uint256 ts, uint256 tr) = registry.totalWeights();
+        (uint256 ts, uint256 tr) = lens.totalWeights();
         assertEq(ts, s, "solver total = sum of registered weights");
         assertEq(tr, r, "referee total = sum of registered weights");
     }
@@ -69,7 +69,7 @@ contract CapacityTest is Fixture {
         }
         vm.resumeGasMetering();
         assertEq(registry.nodeCount(), 4_100, "all admitted");
-        (uint256 solverCap,) = registry.treeCapacities(1, false, registry.memoryTier(16_000)); // the sybils' class
+        (uint256 solverCap,) = lens.treeCapacities(1, false, lens.memoryTier(16_000)); // the sybils' class
         assertEq(solverCap, 16_384, "the solver tree grew one level (4-way: 4,096 -> 16,384 slots)");
         assertEq(token.balanceOf(address(registry)), 4_100 * min, "each slot cost the minimum");
         address honest = _newNode(0, ROLE_SOLVER, 1_000_000e18 - 1);
@@ -99,7 +99,7 @@ contract CapacityTest is Fixture {
         Node memory n = registry.getNode(node);
         assertEq(n.stake, min, "stake");
         assertEq(token.balanceOf(node), 0, "pulled");
-        (uint256 w,) = registry.weightsOf(node);
+        (uint256 w,) = lens.weightsOf(node);
         assertEq(w, (min * registry.MIN_REPUTATION_BPS()) / 10_000, "weighted from the start");
     }
 
@@ -145,7 +145,7 @@ contract CapacityTest is Fixture {
         _addNodes(3);
         address leaver = nodes[0];
         address last = nodes[2];
-        (uint256 lastSolver, uint256 lastReferee) = registry.weightsOf(last);
+        (uint256 lastSolver, uint256 lastReferee) = lens.weightsOf(last);
         uint256 before = token.balanceOf(leaver);
         uint64 availableAt = uint64(block.timestamp) + registry.unbondingPeriod();
         vm.expectEmit(true, false, false, true, address(registry));
@@ -165,7 +165,7 @@ contract CapacityTest is Fixture {
         assertEq(registry.nodeCount(), 2, "count");
         assertEq(registry.nodeList(0), last, "last node moved into the freed slot");
         assertEq(registry.getNode(last).slot, 1, "moved node's slot");
-        (uint256 s, uint256 r) = registry.weightsOf(last);
+        (uint256 s, uint256 r) = lens.weightsOf(last);
         assertEq(s, lastSolver, "moved solver weight");
         assertEq(r, lastReferee, "moved referee weight");
         _assertListCoherent();

@@ -21,6 +21,7 @@ contract EligibleDrawsTest is Fixture {
         registry.register(ROLE_SOLVER | ROLE_REFEREE, device, memoryMb, 1, profiles, MULTIADDR);
         registry.stake(SYBIL_STAKE - registry.MIN_REGISTRATION_STAKE());
         vm.stopPrank();
+        _nextEpoch();
     }
 
     function _isSybil(address node) internal pure returns (bool) {
@@ -77,8 +78,9 @@ contract EligibleDrawsTest is Fixture {
         token.approve(address(registry), type(uint256).max);
         registry.register(ROLE_SOLVER | ROLE_REFEREE, 1, 80_000, 1, 2, MULTIADDR); // stake: the minimum only
         vm.stopPrank();
-        (uint256 gpuWeight,) = registry.weightsOf(gpu);
-        (uint256 cpuWeight,) = registry.weightsOf(cpu);
+        _nextEpoch();
+        (uint256 gpuWeight,) = lens.weightsOf(gpu);
+        (uint256 cpuWeight,) = lens.weightsOf(cpu);
         assertGt(cpuWeight, 10_000 * gpuWeight, "each CPU node outweighs the GPU node");
         assertFalse(registry.isEligible(cpu, ROLE_SOLVER, 1, 1_000, 2, 0, 0, 1), "a CPU node: not for CUDA work");
         for (uint256 s = 0; s < 30; ++s) {
@@ -92,8 +94,8 @@ contract EligibleDrawsTest is Fixture {
     function test_draw_memoryRequirement_roundsUpToATierFloor_succeeds() public {
         address small = _sybil(1, 0, 6_000, 1); // tier 4 GiB
         address big = _sybil(2, 0, 9_000, 1); // tier 8 GiB
-        assertEq(registry.memoryTier(6_000), 3, "4 GiB tier");
-        assertEq(registry.memoryTier(9_000), 4, "8 GiB tier");
+        assertEq(lens.memoryTier(6_000), 3, "4 GiB tier");
+        assertEq(lens.memoryTier(9_000), 4, "8 GiB tier");
         for (uint256 s = 0; s < 20; ++s) {
             assertEq(registry.drawSolver(bytes32(s), 0, 5_000, 1, 0, 0, 1, new address[](0)), big, "5,000 MB: 8 GiB tier up");
         }
@@ -111,29 +113,29 @@ contract EligibleDrawsTest is Fixture {
         registry.evictOffline(node);
         vm.warp(block.timestamp + registry.livenessWindow() + 1);
         registry.evictOffline(node);
-        (uint256 s, uint256 r) = registry.weightsOf(node);
+        (uint256 s, uint256 r) = lens.weightsOf(node);
         assertEq(s + r, 0, "weightless");
-        assertEq(registry.classWeight(ROLE_SOLVER, 0, 1, false, registry.memoryTier(16_000)), 0, "out of its tree");
+        assertEq(lens.classWeight(ROLE_SOLVER, 0, 1, false, lens.memoryTier(16_000)), 0, "out of its tree");
         vm.prank(node);
         registry.heartbeat();
-        (s,) = registry.weightsOf(node);
-        assertEq(registry.classWeight(ROLE_SOLVER, 0, 1, false, registry.memoryTier(16_000)), s, "back");
+        (s,) = lens.weightsOf(node);
+        assertEq(lens.classWeight(ROLE_SOLVER, 0, 1, false, lens.memoryTier(16_000)), s, "back");
         assertGt(s, 0, "weighted again");
     }
 
     /// @dev A new declaration moves the weight out of the old classes into the new ones.
     function test_updateNode_movesWeightBetweenClasses_succeeds() public {
         address node = _sybil(1, 0, 16_000, 1);
-        uint256 tier = registry.memoryTier(16_000);
-        (uint256 w,) = registry.weightsOf(node);
-        assertEq(registry.classWeight(ROLE_SOLVER, 0, 1, false, tier), w, "cpu-f32-strict class");
+        uint256 tier = lens.memoryTier(16_000);
+        (uint256 w,) = lens.weightsOf(node);
+        assertEq(lens.classWeight(ROLE_SOLVER, 0, 1, false, tier), w, "cpu-f32-strict class");
         vm.prank(node);
         registry.updateNode(ROLE_SOLVER, 1, 64_000, 1, 4, MULTIADDR); // now a CUDA node serving portable-f32
-        uint256 newTier = registry.memoryTier(64_000);
-        assertEq(registry.classWeight(ROLE_SOLVER, 0, 1, false, tier), 0, "left the old class");
-        assertEq(registry.classWeight(ROLE_REFEREE, 0, 1, false, tier), 0, "and the old referee class");
-        assertEq(registry.classWeight(ROLE_SOLVER, 0, 4, false, newTier), w, "any-device portable class");
-        assertEq(registry.classWeight(ROLE_SOLVER, 0, 4, true, newTier), w, "CUDA-only portable class");
-        assertEq(registry.classWeight(ROLE_REFEREE, 0, 4, false, newTier), 0, "no longer a referee");
+        uint256 newTier = lens.memoryTier(64_000);
+        assertEq(lens.classWeight(ROLE_SOLVER, 0, 1, false, tier), 0, "left the old class");
+        assertEq(lens.classWeight(ROLE_REFEREE, 0, 1, false, tier), 0, "and the old referee class");
+        assertEq(lens.classWeight(ROLE_SOLVER, 0, 4, false, newTier), w, "any-device portable class");
+        assertEq(lens.classWeight(ROLE_SOLVER, 0, 4, true, newTier), w, "CUDA-only portable class");
+        assertEq(lens.classWeight(ROLE_REFEREE, 0, 4, false, newTier), 0, "no longer a referee");
     }
 }

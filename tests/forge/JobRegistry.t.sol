@@ -578,8 +578,8 @@ contract JobRegistryTest is Fixture {
         p.minMemoryMb = 64_000;
         _post(p);
         assertEq(uint8(_status(1)), uint8(TaskStatus.Open), "open");
-        address big = _bigNode(0xB16);
-        jobs.assign(1);
+        address big = _bigNode(0xB16); // in the next epoch: the draw's request is renewed
+        _draw(1);
         assertEq(_replica(1, 0).node, big, "assigned");
         assertEq(uint8(_status(1)), uint8(TaskStatus.Assigned), "assigned status");
     }

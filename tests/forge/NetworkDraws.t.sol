@@ -45,6 +45,7 @@ contract NetworkDrawsTest is Fixture {
         registry.stake(SYBIL_STAKE - registry.MIN_REGISTRATION_STAKE());
         if (region != 0 || bandwidthMbps != 0) registry.declareNetwork(region, bandwidthMbps);
         vm.stopPrank();
+        _nextEpoch();
     }
 
     function _isSybil(address node) internal pure returns (bool) {
@@ -54,6 +55,7 @@ contract NetworkDrawsTest is Fixture {
     function _declare(address node, uint8 region, uint32 bandwidthMbps) internal {
         vm.prank(node);
         registry.declareNetwork(region, bandwidthMbps);
+        _nextEpoch();
     }
 
     function _draw(bytes32 seed, uint8 region, uint32 minBandwidthMbps) internal view returns (address) {
@@ -61,7 +63,7 @@ contract NetworkDrawsTest is Fixture {
     }
 
     function _cell(uint32 memoryMb, uint32 bandwidthMbps) internal view returns (uint256) {
-        return registry.memoryTier(memoryMb) + registry.MEMORY_TIERS() * registry.bandwidthTier(bandwidthMbps);
+        return lens.memoryTier(memoryMb) + registry.MEMORY_TIERS() * lens.bandwidthTier(bandwidthMbps);
     }
 
     // ---------------------------------------------------------------- declareNetwork
@@ -92,24 +94,24 @@ contract NetworkDrawsTest is Fixture {
     function test_declareNetwork_movesWeightBetweenRegionsAndTiers_succeeds() public {
         _addNodes(1);
         address node = nodes[0];
-        (uint256 w, uint256 rw) = registry.weightsOf(node);
+        (uint256 w, uint256 rw) = lens.weightsOf(node);
         uint256 plain = _cell(MEMORY, 0);
         uint256 fast = _cell(MEMORY, 1_000);
         _declare(node, REGION_EUROPE, 1_000);
-        assertEq(registry.classWeight(ROLE_SOLVER, REGION_EUROPE, 1, false, fast), w, "in Europe's family");
-        assertEq(registry.classWeight(ROLE_REFEREE, REGION_EUROPE, 1, false, fast), rw, "both roles");
-        assertEq(registry.classWeight(ROLE_SOLVER, 0, 1, false, fast), w, "and in the region-any family");
-        assertEq(registry.classWeight(ROLE_SOLVER, 0, 1, false, plain), 0, "left its undeclared cell");
+        assertEq(lens.classWeight(ROLE_SOLVER, REGION_EUROPE, 1, false, fast), w, "in Europe's family");
+        assertEq(lens.classWeight(ROLE_REFEREE, REGION_EUROPE, 1, false, fast), rw, "both roles");
+        assertEq(lens.classWeight(ROLE_SOLVER, 0, 1, false, fast), w, "and in the region-any family");
+        assertEq(lens.classWeight(ROLE_SOLVER, 0, 1, false, plain), 0, "left its undeclared cell");
         _declare(node, REGION_NORTH_AMERICA, 50);
         uint256 slow = _cell(MEMORY, 50);
-        assertEq(registry.classWeight(ROLE_SOLVER, REGION_EUROPE, 1, false, fast), 0, "left Europe");
-        assertEq(registry.classWeight(ROLE_SOLVER, REGION_NORTH_AMERICA, 1, false, slow), w, "in North America");
-        assertEq(registry.classWeight(ROLE_SOLVER, 0, 1, false, fast), 0, "left the 1 Gbit/s cell");
-        assertEq(registry.classWeight(ROLE_SOLVER, 0, 1, false, slow), w, "in the 10 Mbit/s cell");
+        assertEq(lens.classWeight(ROLE_SOLVER, REGION_EUROPE, 1, false, fast), 0, "left Europe");
+        assertEq(lens.classWeight(ROLE_SOLVER, REGION_NORTH_AMERICA, 1, false, slow), w, "in North America");
+        assertEq(lens.classWeight(ROLE_SOLVER, 0, 1, false, fast), 0, "left the 1 Gbit/s cell");
+        assertEq(lens.classWeight(ROLE_SOLVER, 0, 1, false, slow), w, "in the 10 Mbit/s cell");
         _declare(node, 0, 0);
-        assertEq(registry.classWeight(ROLE_SOLVER, REGION_NORTH_AMERICA, 1, false, slow), 0, "undeclared");
-        assertEq(registry.classWeight(ROLE_SOLVER, 0, 1, false, plain), w, "back where it started");
-        (uint256 w2,) = registry.weightsOf(node);
+        assertEq(lens.classWeight(ROLE_SOLVER, REGION_NORTH_AMERICA, 1, false, slow), 0, "undeclared");
+        assertEq(lens.classWeight(ROLE_SOLVER, 0, 1, false, plain), w, "back where it started");
+        (uint256 w2,) = lens.weightsOf(node);
         assertEq(w2, w, "the weight itself never changed");
     }
 
@@ -118,12 +120,12 @@ contract NetworkDrawsTest is Fixture {
         _addNodes(1);
         address node = nodes[0];
         _declare(node, REGION_ASIA, 100);
-        (uint256 w,) = registry.weightsOf(node);
+        (uint256 w,) = lens.weightsOf(node);
         vm.prank(node);
         registry.updateNode(ROLE_SOLVER, 0, 64_000, 1, 1, MULTIADDR);
-        assertEq(registry.classWeight(ROLE_SOLVER, REGION_ASIA, 1, false, _cell(MEMORY, 100)), 0, "old cell");
-        assertEq(registry.classWeight(ROLE_SOLVER, REGION_ASIA, 1, false, _cell(64_000, 100)), w, "new cell");
-        assertEq(registry.classWeight(ROLE_SOLVER, 0, 1, false, _cell(64_000, 100)), w, "region-any too");
+        assertEq(lens.classWeight(ROLE_SOLVER, REGION_ASIA, 1, false, _cell(MEMORY, 100)), 0, "old cell");
+        assertEq(lens.classWeight(ROLE_SOLVER, REGION_ASIA, 1, false, _cell(64_000, 100)), w, "new cell");
+        assertEq(lens.classWeight(ROLE_SOLVER, 0, 1, false, _cell(64_000, 100)), w, "region-any too");
     }
 
     /// @dev A node that leaves and registers again starts undeclared: its old region holds none of its weight.
@@ -138,7 +140,7 @@ contract NetworkDrawsTest is Fixture {
         registry.register(ROLE_SOLVER, 0, MEMORY, 1, 1, MULTIADDR);
         vm.stopPrank();
         assertEq(registry.getNode(node).region, 0, "undeclared");
-        assertEq(registry.classWeight(ROLE_SOLVER, REGION_EUROPE, 1, false, _cell(MEMORY, 100)), 0, "Europe empty");
+        assertEq(lens.classWeight(ROLE_SOLVER, REGION_EUROPE, 1, false, _cell(MEMORY, 100)), 0, "Europe empty");
     }
 
     // ---------------------------------------------------------------- draws
@@ -195,9 +197,9 @@ contract NetworkDrawsTest is Fixture {
         address slow = _sybil(1, 0, 50); // the 10 Mbit/s tier
         address mid = _sybil(2, 0, 100); // the 100 Mbit/s tier
         address fast = _sybil(3, REGION_ASIA, 20_000); // the 10 000 Mbit/s tier
-        assertEq(registry.bandwidthTier(50), 1, "10 tier");
-        assertEq(registry.bandwidthTier(100), 2, "100 tier");
-        assertEq(registry.bandwidthTier(20_000), 4, "top tier");
+        assertEq(lens.bandwidthTier(50), 1, "10 tier");
+        assertEq(lens.bandwidthTier(100), 2, "100 tier");
+        assertEq(lens.bandwidthTier(20_000), 4, "top tier");
         bool[3] memory seen;
         for (uint256 s = 0; s < 40; ++s) {
             address a = _draw(bytes32(s), 0, 50); // rounds up to 100
@@ -223,10 +225,10 @@ contract NetworkDrawsTest is Fixture {
         _declare(nodes[2], REGION_EUROPE, 0);
         address a = registry.drawSolver(seed, 0, 1_000, 1, 0, 0, 1, new address[](0));
         assertTrue(a != address(0), "somebody");
-        (uint256 solverTotal,) = registry.totalWeights();
+        (uint256 solverTotal,) = lens.totalWeights();
         uint256 sum;
         for (uint256 c = 0; c < registry.MEMORY_TIERS() * registry.BANDWIDTH_TIERS(); ++c) {
-            sum += registry.classWeight(ROLE_SOLVER, 0, 1, false, c);
+            sum += lens.classWeight(ROLE_SOLVER, 0, 1, false, c);
         }
         assertEq(sum, solverTotal, "the region-any family holds every node's weight once");
     }
@@ -360,12 +362,12 @@ contract NetworkDrawsTest is Fixture {
             Node memory n = registry.getNode(xs[i]);
             if (region != 0 && n.region != region) continue;
             if ((n.profiles & bit) == 0 || (cuda && n.deviceClass != 1)) continue;
-            (uint256 w,) = registry.weightsOf(xs[i]);
+            (uint256 w,) = lens.weightsOf(xs[i]);
             expected += w;
         }
         uint256 sum;
         for (uint256 c = 0; c < 55; ++c) {
-            sum += registry.classWeight(ROLE_SOLVER, region, bit, cuda, c);
+            sum += lens.classWeight(ROLE_SOLVER, region, bit, cuda, c);
         }
         assertEq(sum, expected, "family total == eligible weight");
     }

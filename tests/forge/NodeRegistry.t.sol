@@ -72,12 +72,12 @@ contract NodeRegistryTest is Fixture {
     }
 
     function test_updateNode_changesRolesAndWeights_succeeds() public {
-        (uint256 s0, uint256 r0) = registry.weightsOf(alice);
+        (uint256 s0, uint256 r0) = lens.weightsOf(alice);
         assertGt(s0, 0, "solver weight");
         assertGt(r0, 0, "referee weight");
         vm.prank(alice);
         registry.updateNode(ROLE_VERIFIER, 1, 32_000, 9, 2, "/ip4/10.0.0.1/tcp/1");
-        (uint256 s1, uint256 r1) = registry.weightsOf(alice);
+        (uint256 s1, uint256 r1) = lens.weightsOf(alice);
         assertEq(s1, 0, "no solver weight");
         assertEq(r1, 0, "no referee weight");
         assertEq(registry.getNode(alice).deviceClass, 1, "device");
@@ -205,7 +205,7 @@ contract NodeRegistryTest is Fixture {
     }
 
     function test_record_updatesReputationAndWeight_succeeds() public {
-        (uint256 w0,) = registry.weightsOf(alice);
+        (uint256 w0,) = lens.weightsOf(alice);
         vm.startPrank(proto);
         registry.recordCompleted(alice);
         registry.recordLate(alice);
@@ -218,8 +218,8 @@ contract NodeRegistryTest is Fixture {
         assertEq(r.disputesWon, 1, "won");
         assertEq(r.disputesLost, 1, "lost");
         // factor = 2 / (2 + 1 + 4 + 9 probation) = 1250 bps; w0 was the fresh identity's 1000 bps
-        assertEq(registry.reputationFactorBps(alice), 1250, "factor");
-        (uint256 w1,) = registry.weightsOf(alice);
+        assertEq(lens.reputationFactorBps(alice), 1250, "factor");
+        (uint256 w1,) = lens.weightsOf(alice);
         assertEq(w1, (w0 * 1250) / 1000, "weight");
     }
 
@@ -229,7 +229,7 @@ contract NodeRegistryTest is Fixture {
             registry.recordDispute(alice, false);
         }
         vm.stopPrank();
-        assertEq(registry.reputationFactorBps(alice), registry.MIN_REPUTATION_BPS(), "floor");
+        assertEq(lens.reputationFactorBps(alice), registry.MIN_REPUTATION_BPS(), "floor");
     }
 
     function test_record_notProtocol_reverts() public {
@@ -306,7 +306,7 @@ contract NodeRegistryTest is Fixture {
         assertEq(n.locked, locked - slashAmt, "locked");
         assertEq(registry.freeStake(alice), total - locked - pending, "free");
         assertEq(token.balanceOf(address(registry)), n.stake, "registry holds stake");
-        (uint256 w,) = registry.weightsOf(alice);
+        (uint256 w,) = lens.weightsOf(alice);
         uint256 unit = registry.WEIGHT_UNIT(); // weights are kept in whole gwei
         assertEq(w, ((n.stake - pending) * registry.MIN_REPUTATION_BPS()) / 10_000 / unit * unit, "weight = (stake - pending) x probation");
         if (pending > 0) {

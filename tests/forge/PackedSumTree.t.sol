@@ -10,24 +10,30 @@ contract PackedSumTreeHarness {
 
     PackedSumTree.Tree internal _tree;
     mapping(uint256 => uint256) public naive;
+    /// @notice The epoch stamp writes are made in (the registry's _stamp: epoch + 1).
+    uint256 public epoch = 1;
+
+    function setEpoch(uint256 ep) external {
+        epoch = ep;
+    }
 
     function set(uint256 slot, uint256 w) external {
-        _tree.set(slot, w);
+        _tree.set(slot, w, epoch);
         naive[slot] = w;
     }
 
     function move(uint256 from, uint256 to) external {
-        _tree.move(from, to);
+        _tree.move(from, to, epoch);
         naive[to] = naive[from];
         naive[from] = 0;
     }
 
     function prefix(uint256 slot) external view returns (uint256) {
-        return _tree.prefix(slot);
+        return _tree.prefix(slot, 0);
     }
 
     function find(uint256 target) external view returns (uint256) {
-        return _tree.find(target);
+        return _tree.find(target, 0);
     }
 
     function total() external view returns (uint256) {
@@ -39,7 +45,23 @@ contract PackedSumTreeHarness {
     }
 
     function weight(uint256 slot) external view returns (uint256) {
-        return _tree.weightOf(slot);
+        return _tree.weightOf(slot, 0);
+    }
+
+    function prefixAt(uint256 slot, uint256 at) external view returns (uint256) {
+        return _tree.prefix(slot, at);
+    }
+
+    function findAt(uint256 target, uint256 at) external view returns (uint256) {
+        return _tree.find(target, at);
+    }
+
+    function totalAt(uint256 at) external view returns (uint256) {
+        return _tree.totalAt(at);
+    }
+
+    function weightAt(uint256 slot, uint256 at) external view returns (uint256) {
+        return _tree.weightOf(slot, at);
     }
 }
 
@@ -121,7 +143,7 @@ contract PackedSumTreeTest is Test {
         for (uint256 i = 0; i < slots.length; ++i) {
             uint256 r = uint256(keccak256(abi.encode(seed, i)));
             slots[i] = 1 + (r % 5_000);
-            h.set(slots[i], (r >> 64) % 1e17);
+            h.set(slots[i], (r >> 64) % 1e15);
         }
         _checkAgainstNaive(slots);
         for (uint256 k = 0; k < 4; ++k) {
@@ -135,18 +157,65 @@ contract PackedSumTreeTest is Test {
         }
         for (uint256 k = 0; k < 4; ++k) {
             uint256 r = uint256(keccak256(abi.encode(seed, "reset", k)));
-            h.set(slots[r % slots.length], (r >> 64) % 1e16);
+            h.set(slots[r % slots.length], (r >> 64) % 1e15);
             _checkAgainstNaive(slots);
         }
     }
 
-    function test_set_totalPast64Bits_reverts() public {
-        h.set(1, type(uint64).max - 1);
-        vm.expectRevert(abi.encodeWithSelector(PackedSumTree.SumTreeOverflow.selector, uint256(type(uint64).max) + 1));
+    function test_set_totalPast56Bits_reverts() public {
+        uint256 full = (1 << 56) - 1;
+        h.set(1, full - 1);
+        vm.expectRevert(abi.encodeWithSelector(PackedSumTree.SumTreeOverflow.selector, full + 1));
         h.set(2, 2);
-        h.set(2, 1); // exactly 2^64 - 1 fits
-        assertEq(h.total(), type(uint64).max, "full");
-        assertEq(h.find(type(uint64).max - 1), 2, "last unit");
+        h.set(2, 1); // exactly 2^56 - 1 fits
+        assertEq(h.total(), full, "full");
+        assertEq(h.find(full - 1), 2, "last unit");
+        h.set(5, 0);
+        assertEq(h.weight(4), 0, "the stamp never leaks into a lane");
+    }
+
+    /// @dev Weights written in epoch stamp 1, then sets, growths and moves in stamp 2: reads at stamp 2 return the tree
+    ///      exactly as stamp 1 left it (prefix at every touched slot, find at each interval's ends, total), live reads
+    ///      the current one, and a stamp with no write (3) reads the live tree.
+    function testFuzz_snapshot_readsTheTreeAsTheEpochBegan_succeeds(uint256 seed) public {
+        // Slots 0..9 get weights in stamp 1; slots 10..15 (some beyond the capacity: growth) only in stamp 2.
+        uint256[] memory slots = new uint256[](16);
+        for (uint256 i = 0; i < slots.length; ++i) {
+            uint256 r = uint256(keccak256(abi.encode(seed, i)));
+            slots[i] = 1 + (r % (i < 10 ? 3_000 : 20_000));
+            if (i < 10) h.set(slots[i], (r >> 64) % 1e15);
+        }
+        uint256[] memory before = new uint256[](slots.length);
+        uint256[] memory prefixes = new uint256[](slots.length);
+        for (uint256 i = 0; i < slots.length; ++i) {
+            before[i] = h.naive(slots[i]);
+            prefixes[i] = h.prefix(slots[i]);
+        }
+        uint256 totalBefore = h.total();
+        h.setEpoch(2);
+        for (uint256 k = 0; k < 6; ++k) {
+            uint256 r = uint256(keccak256(abi.encode(seed, "epoch 2", k)));
+            uint256 slot = slots[10 + k];
+            h.set(slots[(r >> 8) % 10], (r >> 64) % 1e15);
+            uint256 from = slots[(r >> 32) % 10];
+            if (from != slot && h.naive(slot) == 0) h.move(from, slot);
+            else h.set(slot, (r >> 128) % 1e15);
+        }
+        for (uint256 i = 0; i < slots.length; ++i) {
+            assertEq(h.weightAt(slots[i], 2), before[i], "weight as the epoch began");
+            assertEq(h.prefixAt(slots[i], 2), prefixes[i], "prefix as the epoch began");
+            assertEq(h.weightAt(slots[i], 0), h.naive(slots[i]), "live weight");
+            if (before[i] != 0) {
+                assertEq(h.findAt(prefixes[i] - before[i], 2), slots[i], "find: interval start");
+                assertEq(h.findAt(prefixes[i] - 1, 2), slots[i], "find: interval end");
+            }
+        }
+        assertEq(h.totalAt(2), totalBefore, "total as the epoch began");
+        _checkAgainstNaive(slots);
+        for (uint256 i = 0; i < slots.length; ++i) {
+            assertEq(h.prefixAt(slots[i], 3), h.prefix(slots[i]), "an epoch without writes reads the live tree");
+        }
+        assertEq(h.totalAt(3), h.total(), "live total");
     }
 
     function test_move_intoSlotBeyondCapacity_grows_succeeds() public {

@@ -31,8 +31,8 @@ contract ProbationTest is Fixture {
 
     function test_freshIdentity_startsAtTheFloor_succeeds() public {
         address fresh = _newNode(0, ROLE_SOLVER, NODE_STAKE);
-        assertEq(registry.reputationFactorBps(fresh), registry.MIN_REPUTATION_BPS(), "fresh = floor");
-        (uint256 w,) = registry.weightsOf(fresh);
+        assertEq(lens.reputationFactorBps(fresh), registry.MIN_REPUTATION_BPS(), "fresh = floor");
+        (uint256 w,) = lens.weightsOf(fresh);
         assertEq(w, (NODE_STAKE * registry.MIN_REPUTATION_BPS()) / 10_000, "weight on probation");
     }
 
@@ -40,16 +40,16 @@ contract ProbationTest is Fixture {
     function test_completedWork_rampsWeight_succeeds() public {
         address node = _newNode(0, ROLE_SOLVER, NODE_STAKE);
         _record(node, 9, 0, 0);
-        assertEq(registry.reputationFactorBps(node), 5263, "c = 9: 10/19");
+        assertEq(lens.reputationFactorBps(node), 5263, "c = 9: 10/19");
         _record(node, 21, 0, 0);
-        assertEq(registry.reputationFactorBps(node), 7750, "c = 30: 31/40");
+        assertEq(lens.reputationFactorBps(node), 7750, "c = 30: 31/40");
         _record(node, 60, 0, 0);
-        assertEq(registry.reputationFactorBps(node), 9100, "c = 90: 91/100");
+        assertEq(lens.reputationFactorBps(node), 9100, "c = 90: 91/100");
         // the weight follows at the node's next heartbeat (the task path does not pay for tree updates)
-        (uint256 before,) = registry.weightsOf(node);
+        (uint256 before,) = lens.weightsOf(node);
         vm.prank(node);
         registry.heartbeat();
-        (uint256 afterBeat,) = registry.weightsOf(node);
+        (uint256 afterBeat,) = lens.weightsOf(node);
         assertEq(before, (NODE_STAKE * 1000) / 10_000, "still the probation weight");
         assertEq(afterBeat, (NODE_STAKE * 9100) / 10_000, "grown after the heartbeat");
     }
@@ -62,9 +62,9 @@ contract ProbationTest is Fixture {
         vm.prank(old);
         registry.heartbeat();
         address fresh = _newNode(1, ROLE_SOLVER, NODE_STAKE);
-        (uint256 wOld,) = registry.weightsOf(old);
-        (uint256 wFresh,) = registry.weightsOf(fresh);
+        (uint256 wOld,) = lens.weightsOf(old);
+        (uint256 wFresh,) = lens.weightsOf(fresh);
         assertLe(wFresh, wOld, "the old identity weighs at least as much as a fresh one");
-        assertLe(registry.reputationFactorBps(fresh), registry.reputationFactorBps(old), "factor");
+        assertLe(lens.reputationFactorBps(fresh), lens.reputationFactorBps(old), "factor");
     }
 }

@@ -27,14 +27,14 @@ contract PromptnessTest is Fixture {
         uint256 taskId = jobs.taskOf(_post(_params(1, 1, 2)), 0, 0);
         address fast = _replica(taskId, 0).node;
         address slow = _replica(taskId, 1).node;
-        assertEq(registry.promptnessFactorBps(fast), 10_000, "no commit yet: full factor");
+        assertEq(lens.promptnessFactorBps(fast), 10_000, "no commit yet: full factor");
         _commitPair(taskId, 0, 10_000); // the slow replica commits at its deadline
-        assertEq(registry.promptnessFactorBps(fast), 10_000, "committed at once");
-        assertEq(registry.promptnessFactorBps(slow), 10_000 - 10_000 / 8 / 2, "one sample: 1/8 of the way to 50 %");
+        assertEq(lens.promptnessFactorBps(fast), 10_000, "committed at once");
+        assertEq(lens.promptnessFactorBps(slow), 10_000 - 10_000 / 8 / 2, "one sample: 1/8 of the way to 50 %");
         _heartbeatAll();
-        (uint256 wFast,) = registry.weightsOf(fast);
-        (uint256 wSlow,) = registry.weightsOf(slow);
-        assertEq(wSlow * 10_000, wFast * registry.promptnessFactorBps(slow), "same stake and reputation: weight ratio");
+        (uint256 wFast,) = lens.weightsOf(fast);
+        (uint256 wSlow,) = lens.weightsOf(slow);
+        assertEq(wSlow * 10_000, wFast * lens.promptnessFactorBps(slow), "same stake and reputation: weight ratio");
     }
 
     /// @dev The average converges to the share used and never leaves 0..10 000: always at the deadline -> 50 %.
@@ -48,7 +48,7 @@ contract PromptnessTest is Fixture {
         }
         vm.stopPrank();
         uint256 share = used > 10_000 ? 10_000 : used;
-        uint256 f = registry.promptnessFactorBps(node);
+        uint256 f = lens.promptnessFactorBps(node);
         assertLe(5_000, f, "floor");
         assertLe(f, 10_000, "ceiling");
         uint256 want = 10_000 - share / 2;

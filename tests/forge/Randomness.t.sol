@@ -5,7 +5,7 @@ import {Test} from "./base/Test.sol";
 import {PanelFixture, VmPanel} from "./base/PanelFixture.sol";
 import {BlockhashRandomness} from "../../contracts/BlockhashRandomness.sol";
 import {RefereePanel} from "../../contracts/RefereePanel.sol";
-import {PanelPhase} from "../../contracts/types/VerityTypes.sol";
+import {PanelPhase, SELECTION_EPOCH_BLOCKS, MIN_DRAW_BLOCKS} from "../../contracts/types/VerityTypes.sol";
 import {ParameterOutOfRange} from "../../contracts/errors/CommonErrors.sol";
 import {UnknownRequest, RandomnessNotReady, RequestNotStale} from "../../contracts/errors/RandomnessErrors.sol";
 import {SeatingRandomnessPending} from "../../contracts/errors/RefereePanelErrors.sol";
@@ -17,6 +17,9 @@ contract RandomnessTest is Test {
     uint64 internal constant DELAY = 5;
     VmPanel internal constant vmx = VmPanel(address(uint160(uint256(keccak256("hevm cheat code")))));
     BlockhashRandomness internal rnd;
+
+    /// @dev 10_000 = 312 * 32 + 16: a request here targets 10_005, and the epoch ends at 10_015.
+    uint256 internal constant EPOCH_END = 10_015;
 
     function setUp() public {
         vm.roll(10_000);
@@ -55,6 +58,22 @@ contract RandomnessTest is Test {
         assertEq(rnd.requestCount(), 2, "count");
     }
 
+    function test_request_nearEpochEnd_targetsNextEpochStart_succeeds() public {
+        vm.roll(10_005); // + DELAY = 10_010: only 5 blocks of the epoch would follow it
+        (, uint64 target) = _request();
+        assertEq(target, EPOCH_END + 1, "the next epoch's first block");
+    }
+
+    /// @notice Every target is at least `delay` ahead, leaves MIN_DRAW_BLOCKS blocks of its epoch after it to land the
+    ///         draw, and waits at most one epoch's tail longer than `delay`.
+    function testFuzz_request_targetLeavesDrawBlocksInItsEpoch_succeeds(uint256 blockNumber) public {
+        vm.roll(bound(blockNumber, 1, 1e12));
+        (, uint64 target) = _request();
+        assertTrue(target >= block.number + DELAY, "at least delay ahead");
+        assertLe(target, block.number + DELAY + MIN_DRAW_BLOCKS, "no longer than the epoch's tail");
+        assertTrue(SELECTION_EPOCH_BLOCKS - 1 - target % SELECTION_EPOCH_BLOCKS >= MIN_DRAW_BLOCKS, "blocks to draw in");
+    }
+
     // ---------------------------------------------------------------- isReady / isStale
 
     function test_isReady_window_succeeds() public {
@@ -64,19 +83,19 @@ contract RandomnessTest is Test {
         assertFalse(rnd.isReady(id), "ready in the target block itself");
         vm.roll(target + 1);
         assertTrue(rnd.isReady(id), "not ready after target");
-        vm.roll(target + 256);
-        assertTrue(rnd.isReady(id), "not ready at the window's last block");
-        vm.roll(target + 257);
-        assertFalse(rnd.isReady(id), "ready once stale");
+        vm.roll(EPOCH_END);
+        assertTrue(rnd.isReady(id), "not ready at the epoch's last block");
+        vm.roll(EPOCH_END + 1);
+        assertFalse(rnd.isReady(id), "ready in the next epoch: the weights a draw reads there changed after the value");
     }
 
     function test_isStale_window_succeeds() public {
-        (uint256 id, uint64 target) = _request();
+        (uint256 id,) = _request();
         assertFalse(rnd.isStale(id), "stale at request");
-        vm.roll(target + 256);
-        assertFalse(rnd.isStale(id), "stale inside the window");
-        vm.roll(target + 257);
-        assertTrue(rnd.isStale(id), "not stale after the window");
+        vm.roll(EPOCH_END);
+        assertFalse(rnd.isStale(id), "stale inside the epoch");
+        vm.roll(EPOCH_END + 1);
+        assertTrue(rnd.isStale(id), "not stale once its epoch ended");
     }
 
     function testFuzz_isReady_exclusiveWithStale_succeeds(uint256 blocks) public {
@@ -107,9 +126,9 @@ contract RandomnessTest is Test {
         bytes32 v = rnd.valueOf(id);
         assertEq(v, keccak256(abi.encode(keccak256("target block"), id)), "value formula");
         // Reading later, after other blocks' hashes changed, gives the same value.
-        vm.roll(target + 200);
+        vm.roll(EPOCH_END);
         vmx.setBlockhash(target + 1, keccak256("other"));
-        vmx.setBlockhash(target + 199, keccak256("other 2"));
+        vmx.setBlockhash(EPOCH_END - 1, keccak256("other 2"));
         vm.prevrandao(keccak256("randao"));
         vm.warp(block.timestamp + 1_000);
         assertEq(rnd.valueOf(id), v, "value moved with the reading block");
@@ -134,8 +153,8 @@ contract RandomnessTest is Test {
 
     function test_valueOf_stale_reverts() public {
         (uint256 id, uint64 target) = _request();
-        vm.roll(target + 257);
-        vm.expectRevert(abi.encodeWithSelector(RandomnessNotReady.selector, id, target, target + 257));
+        vm.roll(EPOCH_END + 1);
+        vm.expectRevert(abi.encodeWithSelector(RandomnessNotReady.selector, id, target, EPOCH_END + 1));
         rnd.valueOf(id);
     }
 
@@ -169,8 +188,8 @@ contract RandomnessTest is Test {
 
     function test_renew_ready_reverts() public {
         (uint256 id, uint64 target) = _request();
-        vm.roll(target + 256);
-        vm.expectRevert(abi.encodeWithSelector(RequestNotStale.selector, id, target, target + 256));
+        vm.roll(EPOCH_END);
+        vm.expectRevert(abi.encodeWithSelector(RequestNotStale.selector, id, target, EPOCH_END));
         rnd.renew(id);
     }
 
@@ -206,7 +225,7 @@ contract PanelRandomnessTest is PanelFixture {
         panel.seat(ID);
         address[] memory early = _panel(ID).seats;
         vmx.revertToState(snap);
-        vm.roll(target + 200);
+        vm.roll(target - target % SELECTION_EPOCH_BLOCKS + SELECTION_EPOCH_BLOCKS - 1); // the epoch's last block
         vm.warp(block.timestamp + 30);
         vm.prevrandao(keccak256("chosen by the caller"));
         vmx.setBlockhash(target + 1, keccak256("another parent"));
@@ -239,12 +258,10 @@ contract PanelRandomnessTest is PanelFixture {
         panel.seat(ID);
     }
 
-    /// @notice RESIDUAL (NodeRegistry, not fixable in the panel): the value is fixed, but the registry's weights are
-    ///         read when seat() runs. A party owning sybil referees that sees the value can re-roll the draw for free
-    ///         by nudging one sybil's weight (requestUnstake of a few wei changes the sampling total) until its sybils
-    ///         hold a majority, then seat in the same transaction. This test shows such a nudge exists; it fails
-    ///         once draws read weights fixed before the request (the fix belongs in NodeRegistry).
-    function test_seat_weightNudgeAfterValue_regrindsSeats_succeeds() public {
+    /// @notice Issue 23 (high), written against v2 first: a party owning sybil referees that saw the value re-rolled
+    ///         the panel for free by nudging one sybil's weight until its sybils held a majority (on v2 a nudge of at
+    ///         most 128 units did it here). Now seat() reads the weights as the epoch began: no nudge moves a seat.
+    function test_seat_weightNudgeAfterValue_cannotRegrindSeats_succeeds() public {
         address[3] memory sybils = [address(0x5B1), address(0x5B2), address(0x5B3)];
         for (uint256 i = 0; i < 3; ++i) {
             _register(sybils[i]);
@@ -253,12 +270,12 @@ contract PanelRandomnessTest is PanelFixture {
         _open(ID);
         _rollToReady(ID);
         uint256 honestCount = _sybilSeats(sybils, 0);
-        uint256 found;
-        for (uint256 nudge = 1; nudge <= 128 && found == 0; ++nudge) {
-            if (_sybilSeats(sybils, nudge) >= 2) found = nudge;
+        uint256 changed;
+        for (uint256 nudge = 1; nudge <= 128; ++nudge) {
+            if (_sybilSeats(sybils, nudge) != honestCount) ++changed;
         }
         assertTrue(honestCount < 2, "pick another setup: sybils already win without grinding");
-        assertGt(found, 0, "no weight nudge re-rolled the seats (residual fixed?)");
+        assertEq(changed, 0, "nudges after the value changed the sybils' seats (of 128 tried)");
     }
 
     function _sybilSeats(address[3] memory sybils, uint256 nudge) internal returns (uint256 count) {

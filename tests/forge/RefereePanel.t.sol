@@ -219,6 +219,7 @@ contract RefereePanelTest is PanelFixture {
         }
         assertEq(filled, 2, "filled seats kept");
         _addReferees(1);
+        _nextEpoch(); // draws read the weights as the epoch began
         _seat(ID);
         assertTrue(_phase(ID) == PanelPhase.Committing, "not full after retry");
     }
@@ -241,6 +242,7 @@ contract RefereePanelTest is PanelFixture {
         assertTrue(game.verdictOf(ID) == Verdict.None, "the game heard a verdict");
         assertEq(_locked(referees[0]) + _locked(referees[1]), 2 * panel.refereeStake(), "seated referees kept");
         _addReferees(1);
+        _nextEpoch(); // draws read the weights as the epoch began
         _seat(ID);
         assertTrue(_phase(ID) == PanelPhase.Committing, "not seated once a referee was eligible");
         _assertConserved();

@@ -29,7 +29,7 @@ class _Chain:
         self.views, self.reads = views, []
         self.w3, self.deployments = None, SimpleNamespace(start_block=0)
         self.escrow = SimpleNamespace(functions=_Functions("escrow", missing=("credits", "withdraw")))
-        for name in ("game", "panel", "registry", "token"):
+        for name in ("game", "panel", "registry", "lens", "token"):
             setattr(self, name, SimpleNamespace(functions=_Functions(name)))
 
     def call(self, call):
@@ -56,9 +56,9 @@ def test_read_status_counts_sent_payments_as_earned_and_only_game_panel_credits_
     monkeypatch.setattr(status_mod, "read", lambda c, contract, fn, *args: SimpleNamespace(slot=1))
     chain = _Chain({("game", "credits"): lambda who: 2 if who == ME else 99,
                     ("panel", "credits"): lambda who: 4 if who == ME else 99,
-                    ("registry", "weightsOf"): lambda who: (1, 1),
-                    ("registry", "reputationFactorBps"): lambda who: 10_000,
-                    ("registry", "promptnessFactorBps"): lambda who: 10_000,
+                    ("lens", "weightsOf"): lambda who: (1, 1),
+                    ("lens", "reputationFactorBps"): lambda who: 10_000,
+                    ("lens", "promptnessFactorBps"): lambda who: 10_000,
                     ("token", "balanceOf"): lambda who: 42})
     st = status_mod.read_status(chain, ME)
     assert (st.earned, st.unwithdrawn, st.balance) == (3 + 5 + 11, 2 + 4, 42)

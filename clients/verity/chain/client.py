@@ -140,6 +140,11 @@ class ChainClient:
         return self.contracts["RefereePanel"]
 
     @property
+    def lens(self):
+        """NodeLens: read-only views of the registry's selection state (`weightsOf`, the factors, tiers, trees)."""
+        return self.contracts["NodeLens"]
+
+    @property
     def randomness(self):
         """BlockhashRandomness (IRandomness): the two-phase random values of replica draws and referee panels."""
         return self.contracts["BlockhashRandomness"]

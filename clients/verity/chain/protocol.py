@@ -54,7 +54,7 @@ MAX_REGION = 6
 REGIONS = {"europe": REGION_EUROPE, "north-america": REGION_NORTH_AMERICA, "south-america": REGION_SOUTH_AMERICA,
            "asia": REGION_ASIA, "africa": REGION_AFRICA, "oceania": REGION_OCEANIA}
 
-# Bandwidth tiers (NodeRegistry.bandwidthTier): a node sits in the tier of the largest floor its declared Mbit/s
+# Bandwidth tiers (NodeLens.bandwidthTier, NodeMath.bandwidthTier): a node sits in the tier of the largest floor its declared Mbit/s
 # reach; a job's minimum rounds UP to a floor (asking 50 draws only nodes of >= 100 Mbit/s), at most the top one.
 BANDWIDTH_TIER_FLOORS_MBPS = (0, 10, 100, 1_000, 10_000)
 MAX_BANDWIDTH_FLOOR_MBPS = 10_000
@@ -76,7 +76,7 @@ def region_name(code: int) -> str:
 
 
 def bandwidth_tier(mbps: int) -> int:
-    """The tier a node declaring `mbps` sits in (NodeRegistry.bandwidthTier)."""
+    """The tier a node declaring `mbps` sits in (NodeLens.bandwidthTier, NodeMath.bandwidthTier)."""
     return max(t for t, floor in enumerate(BANDWIDTH_TIER_FLOORS_MBPS) if int(mbps) >= floor)
 
 # IRefereePanel.RefereeSlashed `reason`
@@ -85,8 +85,8 @@ REFEREE_SLASH_REASONS = {1: "did not commit", 2: "did not reveal", 3: "voted aga
 # The deployment's contracts, in deploy order (docs/protocol-v2.md), as the deployments file names them. On the
 # devnet the DevnetFaucet deploys the token (its only minter) in one transaction; the Timelock comes last and owns
 # every Ownable contract once the wiring is done (issue 9, governance).
-CONTRACTS = ("VerityToken", "DevnetFaucet", "NodeRegistry", "BlockhashRandomness", "JobEscrow", "JobRegistry",
-             "RefereePanel", "DisputeGame", "VerificationFees", "Timelock")
+CONTRACTS = ("VerityToken", "DevnetFaucet", "NodeRegistry", "NodeLens", "BlockhashRandomness", "JobEscrow",
+             "JobRegistry", "RefereePanel", "DisputeGame", "VerificationFees", "Timelock")
 # Deployed on the devnet (chain 31337) only: DevnetFaucet's constructor reverts on any other chain.
 DEVNET_ONLY_CONTRACTS = ("DevnetFaucet",)
 DEVNET_CHAIN_ID = 31337

@@ -86,10 +86,10 @@ def read_status(c: ChainClient, address: str) -> NodeStatus:
             earned += int(ev.args["amount"])
     # only DisputeGame and RefereePanel hold credits: JobEscrow's payments are already in the balance
     unwithdrawn = sum(c.call(x.functions.credits(address)) for x in (c.game, c.panel))
-    reg = c.registry.functions
-    ws, wr = c.call(reg.weightsOf(address))
-    selection = (int(ws), int(wr), int(c.call(reg.reputationFactorBps(address))),
-                 int(c.call(reg.promptnessFactorBps(address))))
+    lens = c.lens.functions
+    ws, wr = c.call(lens.weightsOf(address))
+    selection = (int(ws), int(wr), int(c.call(lens.reputationFactorBps(address))),
+                 int(c.call(lens.promptnessFactorBps(address))))
     return NodeStatus(address, read(c, c.registry, "getNode", address), read(c, c.registry, "reputationOf", address),
                       c.now(), c.call(c.token.functions.balanceOf(address)), earned, unwithdrawn, selection)
 

@@ -4,6 +4,7 @@ pragma solidity 0.8.28;
 import {Test} from "./Test.sol";
 import {VerityToken} from "../../../contracts/VerityToken.sol";
 import {NodeRegistry} from "../../../contracts/NodeRegistry.sol";
+import {NodeLens} from "../../../contracts/NodeLens.sol";
 import {JobRegistry} from "../../../contracts/JobRegistry.sol";
 import {JobEscrow} from "../../../contracts/JobEscrow.sol";
 import {DisputeGame} from "../../../contracts/DisputeGame.sol";
@@ -26,7 +27,8 @@ import {
     TaskStatus,
     ROLE_SOLVER,
     ROLE_VERIFIER,
-    ROLE_REFEREE
+    ROLE_REFEREE,
+    SELECTION_EPOCH_BLOCKS
 } from "../../../contracts/types/VerityTypes.sol";
 
 /// @notice The v2 system deployed and wired in docs/protocol-v2.md's order (token, registry, randomness, escrow, jobs,
@@ -42,6 +44,7 @@ abstract contract Fixture is Test {
 
     VerityToken internal token;
     NodeRegistry internal registry;
+    NodeLens internal lens;
     BlockhashRandomness internal randomness;
     JobEscrow internal escrow;
     JobRegistry internal jobs;
@@ -55,6 +58,7 @@ abstract contract Fixture is Test {
         vm.warp(1_700_000_000);
         token = new VerityToken(address(this)); // the test is the minter, as the deployer is for a genesis distribution
         registry = new NodeRegistry(IERC20(address(token)));
+        lens = new NodeLens(address(registry));
         randomness = new BlockhashRandomness(2);
         escrow = new JobEscrow(IERC20(address(token)));
         jobs = new JobRegistry(
@@ -99,6 +103,13 @@ abstract contract Fixture is Test {
         if (stakeAmount > min) registry.stake(stakeAmount - min);
         vm.stopPrank();
         nodes.push(node);
+        _nextEpoch();
+    }
+
+    /// @dev Rolls to the next selection epoch's first block: draws read the weights as their epoch began, so a node
+    ///      registered (or a stake changed) in this epoch is drawn from the next one on.
+    function _nextEpoch() internal {
+        vm.roll((block.number / SELECTION_EPOCH_BLOCKS + 1) * SELECTION_EPOCH_BLOCKS);
     }
 
     /// @dev A staked node with 128 GB declared memory (eligible for jobs the standard nodes cannot take); not in
@@ -111,6 +122,7 @@ abstract contract Fixture is Test {
         registry.register(ALL_ROLES, 0, 128_000, 1, 1, MULTIADDR);
         registry.stake(NODE_STAKE - registry.MIN_REGISTRATION_STAKE());
         vm.stopPrank();
+        _nextEpoch();
     }
 
     function _addNodes(uint256 count) internal {
@@ -164,8 +176,12 @@ abstract contract Fixture is Test {
         if (_status(taskId) == TaskStatus.Open) _draw(taskId);
     }
 
+    /// @dev Rolls past the draw's target block; a request whose epoch ended unread (the test rolled past it, e.g.
+    ///      to add a node) is renewed first, as a keeper's assign would.
     function _rollToDraw(uint256 taskId) internal {
-        uint256 target = randomness.targetOf(jobs.getTask(taskId).drawRequest);
+        uint256 requestId = jobs.getTask(taskId).drawRequest;
+        if (randomness.isStale(requestId)) randomness.renew(requestId);
+        uint256 target = randomness.targetOf(requestId);
         if (block.number <= target) vm.roll(target + 1);
     }
 

@@ -12,7 +12,9 @@ import {INodeRegistry} from "../../../contracts/interfaces/INodeRegistry.sol";
 import {IRandomness} from "../../../contracts/interfaces/IRandomness.sol";
 import {IRefereePanel} from "../../../contracts/interfaces/IRefereePanel.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
-import {PanelRequest, PanelPhase, ROLE_REFEREE, ROLE_VERIFIER} from "../../../contracts/types/VerityTypes.sol";
+import {
+    PanelRequest, PanelPhase, ROLE_REFEREE, ROLE_VERIFIER, SELECTION_EPOCH_BLOCKS
+} from "../../../contracts/types/VerityTypes.sol";
 
 /// @notice Cheatcodes this suite needs beyond base/Vm.sol.
 interface VmPanel {
@@ -75,6 +77,12 @@ abstract contract PanelFixture is Test {
         registry.register(ROLE_REFEREE | ROLE_VERIFIER, 0, 16_000, 100, 3, MULTIADDR); // pulls the minimum stake
         registry.stake(NODE_STAKE - registry.MIN_REGISTRATION_STAKE());
         vm.stopPrank();
+        _nextEpoch();
+    }
+
+    /// @dev Rolls to the next selection epoch's first block: draws read the weights as their epoch began.
+    function _nextEpoch() internal {
+        vm.roll((block.number / SELECTION_EPOCH_BLOCKS + 1) * SELECTION_EPOCH_BLOCKS);
     }
 
     function _addReferees(uint256 count) internal {
@@ -127,6 +135,8 @@ abstract contract PanelFixture is Test {
 
     /// @dev Mines up to the first block in which the panel's randomness is readable.
     function _rollToReady(uint256 id) internal {
+        uint256 requestId = _panel(id).requestId;
+        if (randomness.isStale(requestId)) randomness.renew(requestId); // the test rolled past its epoch
         uint64 target = _target(id);
         if (block.number <= target) vm.roll(target + 1);
     }

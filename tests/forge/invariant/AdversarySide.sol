@@ -14,6 +14,11 @@ import {
     BPS
 } from "../../../contracts/types/VerityTypes.sol";
 
+interface VmState {
+    function snapshotState() external returns (uint256);
+    function revertToState(uint256) external returns (bool);
+}
+
 /// @dev Every posted job asks for this much memory and profile bit 1 (the ineligible declarations miss one).
 uint32 constant JOB_MEMORY_MB = 1_000;
 
@@ -27,6 +32,8 @@ abstract contract AdversarySide is HonestSide {
     uint256 internal constant MAX_GRIEF_JOBS = 4;
     /// @dev Jobs posted with an illegal window (must stay 0: each is also a rule violation).
     uint256 public ghostIllegalJobs;
+    /// @dev Draws an adversary identity nudged its weight before (nudgeBeforeDraw).
+    uint256 public ghostNudgedDraws;
 
     constructor(System memory s, Actors memory a, uint8 sabotage_) HonestSide(s, a, sabotage_) {}
 
@@ -115,6 +122,7 @@ abstract contract AdversarySide is HonestSide {
     function _drawNow(uint256 taskId) internal returns (bool) {
         Task memory t = jobs.getTask(taskId);
         if (t.status != TaskStatus.Open || jobs.getJob(t.jobId).status != JobStatus.Active) return false;
+        if (randomness.isStale(t.drawRequest)) randomness.renew(t.drawRequest); // its epoch ended unread
         uint256 target = randomness.targetOf(t.drawRequest);
         if (block.number <= target) vm.roll(target + 1);
         try jobs.assign(taskId) {
@@ -209,7 +217,7 @@ abstract contract AdversarySide is HonestSide {
 
     /// @dev Sabotage 4: the registry's solver total drifts from its weights (a registry bug the invariant must catch).
     function _corruptSolverTotal() internal {
-        (uint256 total,) = registry.totalWeights();
+        (uint256 total,) = lens.totalWeights();
         // The registry keeps weights in whole gwei (WEIGHT_UNIT) and its view returns wei: probe for the stored units.
         _corruptRegistryWord(total / registry.WEIGHT_UNIT(), 1, this.solverTotal);
     }
@@ -217,8 +225,61 @@ abstract contract AdversarySide is HonestSide {
     /// @notice The registry's solver total (the view the sabotage-4 mutation probes for).
     /// @dev The solver total in the registry's stored unit (gwei of weighted stake).
     function solverTotal() external view returns (uint256 total) {
-        (total,) = registry.totalWeights();
+        (total,) = lens.totalWeights();
         total /= registry.WEIGHT_UNIT();
+    }
+
+    // ---------------------------------------------------------------- draws fixed before their value
+
+    /// @dev Issue 23, the weight-nudging actor: with an Open task's draw value readable, an adversary identity changes
+    ///      its weight (unstake, stake, heartbeat, redeclare, or a sybil registering) and only then lets the keeper
+    ///      draw. The draw it would have got without acting is simulated first: if the nudged draw seats more
+    ///      adversary identities than that, the nudge steered it (a broken rule). Giving its own slot away is allowed.
+    function nudgeBeforeDraw(uint256 seed, uint256 who, uint96 amount, uint8 kind) external tracked {
+        uint256 taskId = _openTask(seed, false);
+        if (taskId == 0) return;
+        uint256 request = jobs.getTask(taskId).drawRequest;
+        if (randomness.isStale(request)) randomness.renew(request); // its epoch ended unread
+        uint256 target = randomness.targetOf(request);
+        if (block.number <= target) vm.roll(target + 1);
+        uint256 start = VmState(address(vm)).snapshotState();
+        uint256 before = _advAssignedAfterDraw(taskId);
+        VmState(address(vm)).revertToState(start);
+        vmLogs.getRecordedLogs(); // drop the simulated draw's events: the stake audit reads only what happened
+        _nudge(who, amount, kind);
+        ++ghostNudgedDraws;
+        if (_advAssignedAfterDraw(taskId) > before) _rule("a weight nudge after the draw's value steered it");
+    }
+
+    /// @dev Draws the task (if anyone is eligible) and counts the adversary and sybil identities holding its slots.
+    function _advAssignedAfterDraw(uint256 taskId) internal returns (uint256 count) {
+        try jobs.assign(taskId) {} catch {}
+        Replica[] memory reps = jobs.getReplicas(taskId);
+        for (uint256 i = 0; i < reps.length; ++i) {
+            if (reps[i].status == ReplicaStatus.Assigned && (_listed(adv, reps[i].node) || _listed(sybils, reps[i].node))) {
+                ++count;
+            }
+        }
+    }
+
+    function _nudge(uint256 who, uint96 amount, uint8 kind) internal {
+        address node = who % 2 == 0 ? adv[(who >> 1) % adv.length] : sybils[(who >> 1) % sybils.length];
+        uint256 units = bound(amount, 1, 1_000) * registry.WEIGHT_UNIT();
+        vm.startPrank(node);
+        kind %= 5;
+        if (kind == 0) try registry.requestUnstake(units) {} catch {}
+        if (kind == 1) try registry.stake(units) {} catch {}
+        if (kind == 2) try registry.heartbeat() {} catch {}
+        if (kind == 3) try registry.updateNode(amount % 2 == 0 ? 1 : 3, 0, 16_000, 100, 3, MULTIADDR) {} catch {}
+        if (kind == 4) try registry.register(7, 0, 16_000, 100, 3, MULTIADDR) {} catch {}
+        vm.stopPrank();
+    }
+
+    function _listed(address[] storage list, address node) internal view returns (bool) {
+        for (uint256 i = 0; i < list.length; ++i) {
+            if (list[i] == node) return true;
+        }
+        return false;
     }
 
     // ---------------------------------------------------------------- ineligible stake

@@ -111,7 +111,9 @@ contract FeesHandler is Test {
     function draw(uint256 seed) external tracked {
         uint256 id = _pick(seed);
         if (id == 0 || jobs.getTask(id).status != TaskStatus.Open) return;
-        uint256 target = randomness.targetOf(jobs.getTask(id).drawRequest);
+        uint256 request = jobs.getTask(id).drawRequest;
+        if (randomness.isStale(request)) randomness.renew(request); // its epoch ended unread
+        uint256 target = randomness.targetOf(request);
         if (block.number <= target) vm.roll(target + 1);
         try jobs.assign(id) {} catch {}
     }

@@ -4,6 +4,7 @@ pragma solidity 0.8.28;
 import {Test} from "../base/Test.sol";
 import {VerityToken} from "../../../contracts/VerityToken.sol";
 import {NodeRegistry} from "../../../contracts/NodeRegistry.sol";
+import {NodeLens} from "../../../contracts/NodeLens.sol";
 import {JobRegistry} from "../../../contracts/JobRegistry.sol";
 import {JobEscrow} from "../../../contracts/JobEscrow.sol";
 import {DisputeGame} from "../../../contracts/DisputeGame.sol";
@@ -42,6 +43,7 @@ struct Actors {
 abstract contract HandlerState is Test {
     VerityToken internal token;
     NodeRegistry internal registry;
+    NodeLens internal lens;
     BlockhashRandomness internal randomness;
     JobEscrow internal escrow;
     JobRegistry internal jobs;
@@ -160,6 +162,7 @@ abstract contract HandlerState is Test {
         sabotage = sabotage_;
         token = s.token;
         registry = s.registry;
+        lens = new NodeLens(address(s.registry));
         randomness = s.randomness;
         escrow = s.escrow;
         jobs = s.jobs;

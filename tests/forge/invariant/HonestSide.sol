@@ -95,6 +95,7 @@ abstract contract HonestSide is HandlerBase {
     function _playPanel(uint256 id, bool mayNoShow, uint256 seed) internal {
         RefereePanel.Panel memory p = panel.panelOf(id);
         if (p.phase == PanelPhase.Seating) {
+            if (randomness.isStale(p.requestId)) randomness.renew(p.requestId); // its epoch ended unread
             uint256 target = randomness.targetOf(p.requestId);
             if (block.number <= target) vm.roll(target + 1);
             try panel.seat(id) {

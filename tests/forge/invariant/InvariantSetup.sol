@@ -70,6 +70,7 @@ abstract contract InvariantSetup is Fixture {
         registry.register(roles, 0, memoryMb, 100, profiles, INELIGIBLE_ADDR);
         registry.stake(INELIGIBLE_STAKE - registry.MIN_REGISTRATION_STAKE());
         vm.stopPrank();
+        _nextEpoch();
     }
 
     function _newHandler(uint8 sabotage) internal returns (Handler) {
@@ -118,6 +119,7 @@ abstract contract InvariantSetup is Fixture {
         else if (action == 20 && a % 8 == 0) handler.cancel(a);
         else if (action == 20) handler.unstake(a, uint96(a >> 8));
         else if (action == 21) handler.keeperDraws(a);
+        else if (action == 22) handler.nudgeBeforeDraw(a, a >> 8, uint96(a >> 16), uint8(a >> 112));
         else revert("unknown action id in a drive mix");
     }
 

@@ -388,7 +388,7 @@ contract InvariantsTest is InvariantSetup {
     ///         whole mix), and the adversaries' counters agree with the registry and the jobs. That every action
     ///         really reaches its effect is test_handler_coversAdversaries_succeeds's job (a view sees one run).
     function check_handlerIsCalled() public view {
-        bytes4[27] memory actions = [
+        bytes4[28] memory actions = [
             Handler.postJob.selector,
             Handler.reportUnavailable.selector,
             Handler.cancel.selector,
@@ -415,7 +415,8 @@ contract InvariantsTest is InvariantSetup {
             AdversarySide.sybilRegister.selector,
             AdversarySide.sybilLeave.selector,
             AdversarySide.sybilWithdraw.selector,
-            AdversarySide.ineligibleRedeclare.selector
+            AdversarySide.ineligibleRedeclare.selector,
+            AdversarySide.nudgeBeforeDraw.selector
         ];
         uint256 tally;
         for (uint256 i = 0; i < actions.length; ++i) {
@@ -473,6 +474,10 @@ contract InvariantsTest is InvariantSetup {
     }
 
     uint256 internal constant COVERAGE_SEEDS = 6;
+    /// @dev Salts of _driveAvailability that reach forfeits (honest and adversary reports, burned payments) and a report
+    ///      outvoted by a silent holder: the first of 1..40 that do under epoch-fixed draws (issue 23; 7 and 1 before).
+    uint256 internal constant FORFEIT_SALT = 3;
+    uint256 internal constant OUTVOTED_SALT = 7;
 
     /// @notice P10: four jobs of mixed shapes run under keeper blocks, late reports, disputes and holders reporting
     ///         inputs unavailable (_driveAvailability); this reaches honest reports of withheld inputs, adversary
@@ -480,7 +485,7 @@ contract InvariantsTest is InvariantSetup {
     /// @dev Which paths a drive reaches depends on who the registry draws: the salt was chosen for this drive (one
     ///      drive costs most of a test's gas, so a test cannot try several like test_handler_coversEveryPath_succeeds).
     function test_handler_reachesForfeits_succeeds() public {
-        _driveAvailability(7, 150, _noCheck);
+        _driveAvailability(FORFEIT_SALT, 150, _noCheck);
         assertGt(handler.ghostHonestReports(), 0, "no honest report");
         assertGt(handler.ghostUnavailableReports(), handler.ghostHonestReports(), "no adversary report");
         assertGt(handler.ghostForfeited(), 0, "no forfeit");
@@ -490,7 +495,7 @@ contract InvariantsTest is InvariantSetup {
     /// @notice P10: a report outvoted by an accepted holder of the same consumer that did not report (the input was
     ///         paid), and the invariants hold at the end.
     function test_handler_reachesOutvotedReport_succeeds() public {
-        _driveAvailability(1, 150, _noCheck);
+        _driveAvailability(OUTVOTED_SALT, 150, _noCheck);
         assertGt(_reportsThatBurnedNothing(), 0, "no report outvoted by a silent holder");
         _allInvariants();
     }
@@ -572,7 +577,7 @@ contract InvariantsTest is InvariantSetup {
     /// @dev test_handler_reachesForfeits_succeeds's drive until the invariant catches the mutation; fails if it never
     ///      does.
     function _driveAvailabilityUntilCaught() internal {
-        _driveAvailability(7, 150, _caughtExpected);
+        _driveAvailability(FORFEIT_SALT, 150, _caughtExpected);
         assertTrue(_caughtExpected(), "the invariant never caught the mutation");
     }
 
