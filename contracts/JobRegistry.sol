@@ -72,17 +72,10 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         emit DisputeGameSet(game);
     }
 
-    /// @notice Sets the default execution, reveal and challenge windows (seconds).
+    /// @notice Sets the default execution, reveal and challenge windows (seconds), each at least its minimum
+    ///         (`minWindows`).
     function setDefaultWindows(uint64 execution, uint64 revealSeconds, uint64 challenge) external onlyOwner {
-        _checkWindow("executionWindow", execution);
-        _checkWindow("revealWindow", revealSeconds);
-        _checkWindow("challengeWindow", challenge);
-        if (execution < MIN_EXECUTION_WINDOW) {
-            revert ParameterOutOfRange("executionWindow", execution, MIN_EXECUTION_WINDOW, MAX_WINDOW);
-        }
-        if (revealSeconds < MIN_REVEAL_WINDOW) {
-            revert ParameterOutOfRange("revealWindow", revealSeconds, MIN_REVEAL_WINDOW, MAX_WINDOW);
-        }
+        _checkDefaults(execution, revealSeconds, challenge);
         defaultExecutionWindow = execution;
         defaultRevealWindow = revealSeconds;
         defaultChallengeWindow = challenge;
@@ -91,9 +84,18 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         emit ParameterSet("challengeWindow", challenge);
     }
 
+    /// @notice Sets the chain's block time (seconds, 1..MAX_BLOCK_SECONDS): the minimum windows and the decline grace
+    ///         follow it. The default windows must already fit the new minimums (set them first).
+    function setBlockSeconds(uint64 value) external onlyOwner {
+        if (value == 0 || value > MAX_BLOCK_SECONDS) revert ParameterOutOfRange("blockSeconds", value, 1, MAX_BLOCK_SECONDS);
+        blockSeconds = value;
+        _checkDefaults(defaultExecutionWindow, defaultRevealWindow, defaultChallengeWindow);
+        emit ParameterSet("blockSeconds", value);
+    }
+
     /// @notice Sets the assignment timeout (seconds).
     function setAssignmentTimeout(uint64 value) external onlyOwner {
-        _checkWindow("assignmentTimeout", value);
+        _checkRange("assignmentTimeout", value, 1);
         assignmentTimeout = value;
         emit ParameterSet("assignmentTimeout", value);
     }
@@ -498,11 +500,7 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         }
     }
 
-    function _checkWindow(bytes32 name, uint64 value) internal pure {
-        if (value == 0 || value > MAX_WINDOW) revert ParameterOutOfRange(name, value, 1, MAX_WINDOW);
-    }
-
-    function _validate(PostJobParams calldata p) internal pure {
+    function _validate(PostJobParams calldata p) internal view {
         if (p.manifestCid == bytes32(0)) revert InvalidJobParameter("manifestCid", 0);
         if (p.shards == 0 || p.shards > MAX_SHARDS) revert InvalidJobParameter("shards", p.shards);
         if (p.rounds == 0 || p.rounds > MAX_ROUNDS) revert InvalidJobParameter("rounds", p.rounds);
@@ -529,14 +527,30 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
             revert InvalidJobParameter("profileBit", p.profileBit);
         }
         // INVARIANT: no job can set a window an honest node cannot meet (0 takes the default, itself >= the minimum):
-        // a 1-second execution window had every drawn solver reported late and slashed (issue 9).
-        if (p.executionWindow > MAX_WINDOW || (p.executionWindow != 0 && p.executionWindow < MIN_EXECUTION_WINDOW)) {
+        // a 1-second execution window had every drawn solver reported late and slashed (issue 9), and a 30-second
+        // one on a 12-second chain left no block to decline in (issue 23).
+        (uint64 execution, uint64 revealSeconds, uint64 challenge) = _minWindows();
+        if (p.executionWindow > MAX_WINDOW || (p.executionWindow != 0 && p.executionWindow < execution)) {
             revert InvalidJobParameter("executionWindow", p.executionWindow);
         }
-        if (p.revealWindow > MAX_WINDOW || (p.revealWindow != 0 && p.revealWindow < MIN_REVEAL_WINDOW)) {
+        if (p.revealWindow > MAX_WINDOW || (p.revealWindow != 0 && p.revealWindow < revealSeconds)) {
             revert InvalidJobParameter("revealWindow", p.revealWindow);
         }
-        if (p.challengeWindow > MAX_WINDOW) revert InvalidJobParameter("challengeWindow", p.challengeWindow);
+        if (p.challengeWindow > MAX_WINDOW || (p.challengeWindow != 0 && p.challengeWindow < challenge)) {
+            revert InvalidJobParameter("challengeWindow", p.challengeWindow);
+        }
+    }
+
+    /// @dev Default windows: each within its minimum and MAX_WINDOW.
+    function _checkDefaults(uint64 execution, uint64 revealSeconds, uint64 challenge) internal view {
+        (uint64 minExecution, uint64 minReveal, uint64 minChallenge) = _minWindows();
+        _checkRange("executionWindow", execution, minExecution);
+        _checkRange("revealWindow", revealSeconds, minReveal);
+        _checkRange("challengeWindow", challenge, minChallenge);
+    }
+
+    function _checkRange(bytes32 name, uint64 value, uint64 least) internal pure {
+        if (value < least || value > MAX_WINDOW) revert ParameterOutOfRange(name, value, least, MAX_WINDOW);
     }
 
     /// @dev A revealed slot's commitment is not stored (its slot holds the root): it is the hash of what it revealed.

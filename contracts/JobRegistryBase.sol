@@ -31,13 +31,24 @@ abstract contract JobRegistryBase is Ownable {
     uint8 public constant MAX_BANNED = 4;
     /// @notice Draws per empty slot before it waits for the next request, when the drawn nodes were banned.
     uint8 public constant BANNED_REDRAWS = 4;
-    /// @notice Share of its execution window (from assignment) in which a drawn replica may decline unslashed.
+    /// @notice Share of its execution window (from assignment) in which a drawn replica may decline unslashed: at
+    ///         least 4 blocks, since a window is at least MIN_EXECUTION_BLOCKS (16) blocks of `blockSeconds`.
     uint256 public constant DECLINE_GRACE_BPS = 2_500;
     /// @notice Shortest execution window a job may have (or the registry default), seconds: a drawn node must be
-    ///         able to fetch the inputs, decline within the grace or train and commit before it can be late.
+    ///         able to fetch the inputs, decline within the grace or train and commit before it can be late. Also at
+    ///         least MIN_EXECUTION_BLOCKS blocks of `blockSeconds` (windows that fit the chain, issue 23).
     uint64 public constant MIN_EXECUTION_WINDOW = 30;
-    /// @notice Shortest reveal window, seconds: a committed node must be able to send its reveal.
+    uint64 public constant MIN_EXECUTION_BLOCKS = 16;
+    /// @notice Shortest reveal window, seconds, and blocks: a committed node must be able to send its reveal.
     uint64 public constant MIN_REVEAL_WINDOW = 5;
+    uint64 public constant MIN_REVEAL_BLOCKS = 4;
+    /// @notice Shortest challenge window, seconds, and blocks: a challenge must be able to land at all (a 1-second
+    ///         window made a job's results final unchallengeable). What a verifier needs to re-execute is the job's
+    ///         own choice above it (the client's default is 60 s).
+    uint64 public constant MIN_CHALLENGE_WINDOW = 3;
+    uint64 public constant MIN_CHALLENGE_BLOCKS = 3;
+    /// @notice Largest `blockSeconds`.
+    uint64 public constant MAX_BLOCK_SECONDS = 60;
     /// @notice Distinct nodes that must decline one task for invalid inputs (none of its replicas having committed)
     ///         before the job is failed: one honest refusal is not proof, three drawn by stake are (issue 9).
     uint8 public constant FAIL_DECLINES = 3;
@@ -70,6 +81,9 @@ abstract contract JobRegistryBase is Ownable {
     uint64 public assignmentTimeout = 300;
     /// @notice Share of the task stake burned when a replica misses a deadline, in basis points.
     uint256 public lateSlashBps = 1_000;
+    /// @notice The chain's block time, seconds (1..MAX_BLOCK_SECONDS; the deployment sets it): the minimum windows and
+    ///         the decline grace are at least a number of blocks of it, so they fit the chain they run on.
+    uint64 public blockSeconds = 1;
     /// @notice Number of jobs posted (ids run 1..jobCount).
     uint256 public jobCount;
     /// @notice Number of tasks created (ids run 1..taskCount).
@@ -253,6 +267,20 @@ abstract contract JobRegistryBase is Ownable {
             return (_traceOf(taskId, s).finalHash, _cidOf(taskId, s));
         }
         return (_tasks[taskId].finalHash, _tasks[taskId].resultCid);
+    }
+
+    /// @dev The shortest execution, reveal and challenge windows: each its seconds floor or its blocks of
+    ///      `blockSeconds`, whichever is longer (clients compute the same from the public constants and blockSeconds:
+    ///      verity.chain.protocol.min_windows).
+    function _minWindows() internal view returns (uint64 execution, uint64 reveal, uint64 challenge) {
+        uint64 b = blockSeconds;
+        execution = _atLeast(MIN_EXECUTION_WINDOW, MIN_EXECUTION_BLOCKS * b);
+        reveal = _atLeast(MIN_REVEAL_WINDOW, MIN_REVEAL_BLOCKS * b);
+        challenge = _atLeast(MIN_CHALLENGE_WINDOW, MIN_CHALLENGE_BLOCKS * b);
+    }
+
+    function _atLeast(uint64 a, uint64 b) internal pure returns (uint64) {
+        return a > b ? a : b;
     }
 
     /// @dev The last second of a Revealed task's challenge window plus the reveal grace after it: `finalize` accepts

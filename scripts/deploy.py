@@ -23,7 +23,30 @@ DEVNET_RANDOMNESS_DELAY = 2  # the devnet ticker mines a block every interval
 DEVNET_FEE_EPOCH = 30  # seconds; a public chain uses at least its longest execution window (an hour or more)
 
 
-def deploy_system(owner, randomness_delay: int = DEVNET_RANDOMNESS_DELAY, fee_epoch: int = DEVNET_FEE_EPOCH) -> dict:
+def block_seconds_of_chain(sample: int = 20) -> int:
+    """The chain's block time in whole seconds (at least 1), from the last `sample` blocks: the devnet mines a block per
+    transaction and one a second, so it reads 1; a 12-second chain reads 12."""
+    head = chain.blocks.head
+    if head.number < 2:
+        return 1
+    first = chain.blocks[max(0, head.number - sample)]
+    return max(1, -(-(head.timestamp - first.timestamp) // max(1, head.number - first.number)))
+
+
+def fit_windows_to_block_time(owner, jobs, block_seconds: int) -> None:
+    """JobRegistry.setBlockSeconds, first raising any default window below the new minimums (a no-op at 1 s)."""
+    if block_seconds <= 1:
+        return
+    b = block_seconds
+    windows = (max(jobs.defaultExecutionWindow(), jobs.MIN_EXECUTION_BLOCKS() * b),
+               max(jobs.defaultRevealWindow(), jobs.MIN_REVEAL_BLOCKS() * b),
+               max(jobs.defaultChallengeWindow(), jobs.MIN_CHALLENGE_BLOCKS() * b))
+    jobs.setDefaultWindows(*windows, sender=owner)
+    jobs.setBlockSeconds(b, sender=owner)
+
+
+def deploy_system(owner, randomness_delay: int = DEVNET_RANDOMNESS_DELAY, fee_epoch: int = DEVNET_FEE_EPOCH,
+                  block_seconds: int = 1) -> dict:
     """Deploys the contracts in protocol order (CONTRACTS), wires them (docs/protocol-v2.md), then hands every
     Ownable one to the Timelock; name -> instance, in CONTRACTS order.
 
@@ -45,6 +68,7 @@ def deploy_system(owner, randomness_delay: int = DEVNET_RANDOMNESS_DELAY, fee_ep
     escrow.setJobs(jobs.address, sender=owner)
     jobs.setDisputeGame(game.address, sender=owner)
     panel.setGame(game.address, sender=owner)
+    fit_windows_to_block_time(owner, jobs, block_seconds)  # minimum windows and decline grace in blocks (issue 23)
     for protocol in (jobs, game, panel):
         registry.setProtocol(protocol.address, True, sender=owner)
     registry.sealProtocols(sender=owner)  # no owner can add a "protocol" that slashes stake (issue 9, governance)
@@ -111,14 +135,18 @@ def _deployer(alias: str | None):
               help="BlockhashRandomness: blocks between a randomness request (replica draws, referee panels) and the block whose hash decides it")
 @click.option("--fee-epoch", default=DEVNET_FEE_EPOCH, show_default=True,
               help="VerificationFees: seconds per sampling epoch (at least the longest execution window on a public chain)")
-def cli(network, alias, out, faucet_accounts, force, randomness_delay, fee_epoch):
+@click.option("--block-seconds", type=click.IntRange(1, 60), default=None,
+              help="JobRegistry: the chain's block time, seconds (default: measured from the last 20 blocks; the "
+                   "minimum windows and the decline grace are blocks of it)")
+def cli(network, alias, out, faucet_accounts, force, randomness_delay, fee_epoch, block_seconds):
     path = out or default_path(chain.chain_id)
     if not force and _still_deployed(path):
         click.echo(f"Verity already deployed on chain {chain.chain_id}: {path}")
         return
     owner = _deployer(alias)
     start_block = chain.blocks.head.number
-    deployed = deploy_system(owner, randomness_delay, fee_epoch)
+    block_seconds = block_seconds or (1 if chain.chain_id == DEVNET_CHAIN_ID else block_seconds_of_chain())
+    deployed = deploy_system(owner, randomness_delay, fee_epoch, block_seconds)
     if "DevnetFaucet" in deployed:  # the devnet: fund the well-known test accounts
         for acct in accounts.test_accounts[:faucet_accounts]:
             deployed["DevnetFaucet"].drip(acct.address, FAUCET, sender=owner)

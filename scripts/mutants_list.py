@@ -125,6 +125,20 @@ CONTRACTS = [
         Forge("tests/forge/FixedDraws.t.sol"),
     ),
     Mutant(
+        "c-windows-ignore-block-time", "the minimum windows are seconds only (a 30-s window on a 12-s chain: no decline lands)",
+        "contracts/JobRegistryBase.sol",
+        "        uint64 b = blockSeconds;",
+        "        uint64 b = 1;",
+        Forge("tests/forge/ChainWindows.t.sol"),
+    ),
+    Mutant(
+        "c-challenge-window-unbounded", "a job may post a 1-second challenge window (results final before a challenge lands)",
+        "contracts/JobRegistry.sol",
+        "        if (p.challengeWindow > MAX_WINDOW || (p.challengeWindow != 0 && p.challengeWindow < challenge)) {",
+        "        if (p.challengeWindow > MAX_WINDOW) {",
+        Forge("tests/forge/ChainWindows.t.sol"),
+    ),
+    Mutant(
         "c-draw-any-device", "a CUDA job's draw reads the any-device trees (CPU nodes drawn for CUDA work)",
         "contracts/NodeRegistry.sol",
         "uint256 base = NodeMath.classKey(req.role, req.region, bit, req.deviceClass == DEVICE_CUDA, 0);",

@@ -50,7 +50,7 @@ BASE_NODE_ENV = {"MKL_CBWR": "AUTO", "OMP_NUM_THREADS": "1"}
 NODE_ENV = {"solver-2": {"ATEN_CPU_CAPABILITY": "default"}, "verifier-2": {"MKL_CBWR": "COMPATIBLE"}}
 PROFILE = "portable-f32"
 JOB_ARGS = ["--shards", "4", "--rounds", "2", "--steps", "40", "-k", "10", "--replication", "2",
-            "--payment", "1", "--stake", "10", "--lr", "0.01", "--profile", PROFILE]
+            "--payment", "1", "--stake", "10", "--lr", "0.01", "--challenge-window", "3", "--profile", PROFILE]
 ACCURACY_GOAL, WALL_GOAL = 0.90, 90.0
 # Every accepted result waits out a challenge window, then the reveal grace (protocol v2: agreement is not finality).
 # Production windows are hours; the demo's devnet uses seconds so the whole job fits in WALL_GOAL.

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from verity.chain.protocol import SELECTION_EPOCH_BLOCKS
 from verity.errors import VerityError
 from verity.units import duration
 
@@ -71,7 +72,8 @@ def task_reason(row, now: int, nodes: NodeFacts, replication: int, stake_vrt: fl
         drawn = [p for r in current if r.status in ("assigned", "committed")
                  and (p := _replica_wait(row, r, now, nodes, replication, names))]
         if free:
-            why = f"{len(free)} eligible node(s), waiting for a node to call assign()"
+            why = (f"{len(free)} eligible node(s), waiting for a node to call assign() (a node is drawn from the "
+                   f"selection epoch after it registered or changed its stake: at most {SELECTION_EPOCH_BLOCKS} blocks)")
         elif nodes.registered == 0:
             why = "no eligible node: no node is registered"
         elif not nodes.eligible:

@@ -19,7 +19,8 @@ from typing import NamedTuple
 from eth_utils import keccak
 from web3.logs import DISCARD
 
-from verity.chain.protocol import BPS, DEVICE_CPU, DEVICE_CUDA, PROFILE_BITS, PostJobParams, escrow_for, region_code
+from verity.chain.protocol import (BPS, DEVICE_CPU, DEVICE_CUDA, PROFILE_BITS, PostJobParams, escrow_for, min_windows,
+                                   region_code)
 from verity.cid import cid_to_digest
 from verity.engine.checkpoint import initial_state
 from verity.engine.manifest import Manifest, load_manifest
@@ -28,7 +29,7 @@ from verity.storage import Storage, cid_of_bytes
 from verity.submit_data import load_job_data
 from verity.submit_modules import OPTION_OF, add_parallel, execution_window_for, smallest_task_mb
 from verity.submit_network import OPTION_OF as NETWORK_OPTION_OF, add_network
-from verity.submit_options import (MIN_CHALLENGE_WINDOW, BadJobSpec, JobSpec, fee_rate_bps, to_wei,
+from verity.submit_options import (BadJobSpec, JobSpec, fee_rate_bps, to_wei,
                                    validate_spec)
 
 TOKEN = 10**18
@@ -84,7 +85,7 @@ class PreparedJob:
             checkpointInterval=s.k, paymentPerTask=int(s.payment * TOKEN), replication=s.replication,
             stakePerReplica=int(s.stake * TOKEN), deviceClass=DEVICE_CUDA if _device(s) == "cuda" else DEVICE_CPU,
             minMemoryMb=int(hardware.get("min_memory_mb", 1024)), profileBit=PROFILE_BITS[s.profile], executionWindow=execution_window_for(s), revealWindow=s.reveal_window,
-            challengeWindow=s.challenge_window if s.replication == 1 else 0,
+            challengeWindow=s.challenge_window,  # what the manifest records is what the chain enforces (job_mismatches)
             # from the manifest only: a node declines a job whose on-chain filters differ from it (job_mismatches)
             region=region_code(hardware.get("region")), minBandwidthMbps=int(hardware.get("min_bandwidth_mbps", 0)))
 
@@ -190,7 +191,7 @@ def plan_job(spec: JobSpec) -> PreparedJob:
         "optimizer": {"name": spec.optimizer, "lr": spec.lr}, "batch_size": spec.batch_size,
         "steps_per_round": spec.steps, "rounds": spec.rounds, "checkpoint_interval": spec.k,
         "aggregation": {"rule": spec.aggregation, "trim": spec.trim},
-        "verification": {"replication": spec.replication, "challenge_window": max(MIN_CHALLENGE_WINDOW, spec.challenge_window)},
+        "verification": {"replication": spec.replication, "challenge_window": spec.challenge_window},
         "determinism": spec.profile, "hardware": {"device_class": _device(spec)},
     }
     add_parallel(doc, spec)
@@ -225,11 +226,23 @@ def prepare_job(spec: JobSpec, storage: Storage) -> PreparedJob:
 def post_job_web3(chain, prepared: PreparedJob) -> int:
     """Approve the escrow to JobEscrow (which pulls it) and post the job with a web3 ChainClient; returns the job id."""
     c = chain
+    check_chain_windows(c, prepared.post_params())
     c.transact(c.token.functions.approve(c.escrow.address, prepared.escrow()))
     receipt = c.transact(c.jobs.functions.postJob(prepared.post_params()))
     for ev in c.jobs.events.JobPosted().process_receipt(receipt, errors=DISCARD):  # other contracts' logs
         return int(ev["args"]["jobId"])
     raise VerityError("postJob succeeded but emitted no JobPosted event")
+
+
+def check_chain_windows(chain, params: PostJobParams) -> None:
+    """Refuses, before anything is spent, a window below this chain's minimum (JobRegistry.minWindows: seconds floors
+    and blocks of the chain's block time), naming the option that fixes it; 0 takes the registry's default."""
+    mins = min_windows(chain.call(chain.jobs.functions.blockSeconds())).values()
+    for option, value, least in zip(("execution_window", "reveal_window", "challenge_window"),
+                                    (params.executionWindow, params.revealWindow, params.challengeWindow), mins):
+        if 0 < int(value) < int(least):
+            raise BadJobSpec(option, f"{int(value)} s is below this chain's minimum of {int(least)} s "
+                                     f"(--{option.replace('_', '-')} {int(least)} or more)")
 
 
 def fees_address_web3(chain, prepared: PreparedJob) -> str | None:

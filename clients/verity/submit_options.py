@@ -22,7 +22,7 @@ MAX_TRACE = 1 << 20
 MAX_WINDOW = 7 * 24 * 3600
 MIN_EXECUTION_WINDOW = 30  # JobRegistryBase.MIN_EXECUTION_WINDOW: no job's drawn solvers can be late by design
 MIN_REVEAL_WINDOW = 5      # JobRegistryBase.MIN_REVEAL_WINDOW
-MIN_CHALLENGE_WINDOW = 60  # the manifest's lower bound
+MIN_CHALLENGE_WINDOW = 3   # JobRegistryBase.MIN_CHALLENGE_WINDOW (the manifest's lower bound too)
 # VerificationFees' bounds (contracts/VerificationFees.sol): fund() reverts outside them, after the job is posted.
 MAX_CHECKS = 8
 BPS = 10_000  # rateBps of 10_000 samples every verifier
@@ -127,8 +127,8 @@ HELP = {
     "seed": "seed of the data shuffle and the model init",
     "eval_fraction": "fraction of the data held out as the eval shard (0 ≤ f ≤ 0.9)",
     "block": "text corpus: characters per sample",
-    "challenge_window": f"seconds a result may be challenged (replication 1; replication 2 takes the contract's "
-                        f"default; 0 = the contract's default, at most {MAX_WINDOW})",
+    "challenge_window": f"seconds an accepted result may be challenged, posted on chain as the manifest records it "
+                        f"({MIN_CHALLENGE_WINDOW}..{MAX_WINDOW}; a chain with slow blocks may ask for more)",
     "profile": "determinism profile: portable-f32 (default: same bits on any CPU or GPU; any node can serve and check "
                "it) | cpu-f32-strict (x86-64 AVX2 class as recorded in the vectors; only nodes whose doctor passes it) "
                "| cuda-f32-strict (sm_90 class)",
@@ -192,9 +192,9 @@ def validate_spec(spec: JobSpec) -> None:
         raise BadJobSpec("eval_fraction", f"{spec.eval_fraction:g} is not in 0..0.9")
     if spec.block < 1:
         raise BadJobSpec("block", f"{spec.block} must be ≥ 1")
-    # replication 1: the manifest records at least MIN_CHALLENGE_WINDOW and the chain enforces it;
-    # replication 2 does not use it, but a nonsensical value is still refused
-    _between("challenge_window", spec.challenge_window, 0, MAX_WINDOW)
+    # every job: the manifest records the challenge window the chain enforces (a chain with slow blocks may ask for
+    # more: post_job_web3 reads its minimums)
+    _between("challenge_window", spec.challenge_window, MIN_CHALLENGE_WINDOW, MAX_WINDOW)
     _between("execution_window", spec.execution_window, 0, MAX_WINDOW)
     _between("reveal_window", spec.reveal_window, 0, MAX_WINDOW)
     for name, least in (("execution_window", MIN_EXECUTION_WINDOW), ("reveal_window", MIN_REVEAL_WINDOW)):

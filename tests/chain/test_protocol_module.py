@@ -217,6 +217,29 @@ def test_bandwidth_tiers_match_node_registry_succeeds(system):
 
 
 @pytest.mark.integration
+def test_min_windows_and_decline_grace_match_job_registry_succeeds(system):
+    """protocol.min_windows mirrors JobRegistryBase._minWindows: on a 1-, 2- and 12-second chain its windows are valid
+    defaults and one second less is refused; decline_grace's constant is the registry's."""
+    import ape
+
+    jobs, owner = system.jobs, system.owner
+    before = (jobs.defaultExecutionWindow(), jobs.defaultRevealWindow(), jobs.defaultChallengeWindow())
+    assert jobs.DECLINE_GRACE_BPS() == protocol.DECLINE_GRACE_BPS
+    for block_seconds in (1, 2, 12):
+        mins = protocol.min_windows(block_seconds)
+        jobs.setDefaultWindows(mins["execution"], mins["reveal"], mins["challenge"], sender=owner)
+        jobs.setBlockSeconds(block_seconds, sender=owner)
+        for name in mins:
+            shorter = {**mins, name: mins[name] - 1}
+            with ape.reverts():
+                jobs.setDefaultWindows(shorter["execution"], shorter["reveal"], shorter["challenge"], sender=owner)
+    jobs.setBlockSeconds(1, sender=owner)  # the shared deployment as it was
+    jobs.setDefaultWindows(*before, sender=owner)
+    # the grace of the shortest window is 4 blocks on any chain
+    assert [protocol.decline_grace(protocol.min_windows(b)["execution"]) for b in (2, 12)] == [8, 48]
+
+
+@pytest.mark.integration
 def test_post_job_params_network_fields_recorded_succeeds(system, accounts):
     """A region job posted from the NamedTuple records its network filters in the Job (nobody is eligible: no draw)."""
     submitter = accounts[1]

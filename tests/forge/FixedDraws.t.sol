@@ -1,12 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.28;
 
-import {Fixture} from "./base/Fixture.sol";
-
-interface VmSnapshots {
-    function snapshotState() external returns (uint256);
-    function revertToState(uint256) external returns (bool);
-}
+import {Fixture, VmState} from "./base/Fixture.sol";
 
 /// @notice Issue 23, "draws fixed at request time", as a property over 1,000 draws: a party holding N of M equal stakes
 ///         that sees each draw's value and may nudge its identities' weights before the draw (unstake, stake,
@@ -14,7 +9,7 @@ interface VmSnapshots {
 ///         as often as fixed weights give it within sampling error. On v2 the same grinding won both replica slots
 ///         with 4 of 12 stakes and a referee majority with 2 of 8, 30 times in 30.
 contract FixedDrawsTest is Fixture {
-    VmSnapshots internal constant vmx = VmSnapshots(address(uint160(uint256(keccak256("hevm cheat code")))));
+    VmState internal constant vmx = VmState(address(uint160(uint256(keccak256("hevm cheat code")))));
     uint256 internal constant DRAWS = 1_000;
     uint256 internal constant NUDGES = 3;
 

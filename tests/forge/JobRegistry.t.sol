@@ -706,7 +706,7 @@ contract JobRegistryTest is Fixture {
             abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("lateSlashBps"), 10_001, 0, 10_000)
         );
         jobs.setLateSlashBps(10_001);
-        vm.expectRevert(abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("executionWindow"), 0, 1, 7 days));
+        vm.expectRevert(abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("executionWindow"), 0, 30, 7 days));
         jobs.setDefaultWindows(0, 1, 1);
         vm.prank(submitter);
         vm.expectRevert(abi.encodeWithSelector(Ownable.OwnableUnauthorizedAccount.selector, submitter));

@@ -105,7 +105,8 @@ def test_unreachable_cid_and_malformed_manifest_end_in_a_refund(net):
     doc = {"schema_version": 1, "model": {"arch": "mlp", "config": {"in_features": 64, "hidden": [16], "out_features": 10}},
            "init": {"seed": 0}, "data": {"task": "classification", "x_shape": [64], "x_dtype": "float32", "num_classes": 10},
            "shards": [{"cid": nowhere, "samples": 100}], "optimizer": {"name": "adam", "lr": 0.01}, "batch_size": 8,
-           "steps_per_round": 20, "rounds": 1, "checkpoint_interval": 10, "determinism": "portable-f32"}
+           "steps_per_round": 20, "rounds": 1, "checkpoint_interval": 10, "determinism": "portable-f32",
+           "verification": {"replication": 1, "challenge_window": 60}}  # as posted: only the shard is wrong
     good_json_bad_data = json.dumps(doc).encode()
     initial = initial_state(load_manifest(good_json_bad_data)).hash
     malformed = b'{"schema_version": 1, "model": "not an object"}'

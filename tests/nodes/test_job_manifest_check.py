@@ -20,7 +20,7 @@ def _job(prepared, **changes):
     p = prepared.post_params()
     fields = dict(shards=p.shards, rounds=p.rounds, stepsPerRound=p.stepsPerRound, checkpointInterval=p.checkpointInterval,
                   replication=p.replication, profileBit=p.profileBit, deviceClass=p.deviceClass, minMemoryMb=p.minMemoryMb,
-                  region=p.region, minBandwidthMbps=p.minBandwidthMbps)
+                  region=p.region, minBandwidthMbps=p.minBandwidthMbps, challengeWindow=p.challengeWindow)
     fields.update(changes)
     return SimpleNamespace(**fields)
 
@@ -32,7 +32,8 @@ def test_job_mismatches_submitted_job_matches_its_manifest_succeeds(prepared):
 @pytest.mark.parametrize("field, value", [("shards", 3), ("rounds", 1), ("stepsPerRound", 40), ("checkpointInterval", 5),
                                           ("replication", 1), ("profileBit", 2), ("deviceClass", 1),
                                           ("minMemoryMb", 1),  # a smaller minimum would draw nodes too small for it
-                                          ("region", 1), ("minBandwidthMbps", 100)])  # the draw's network filters
+                                          ("region", 1), ("minBandwidthMbps", 100),  # the draw's network filters
+                                          ("challengeWindow", 1)])  # v2: the manifest said 60, the chain 1
 def test_job_mismatches_each_differing_parameter_named(prepared, field, value):
     wrong = job_mismatches(_job(prepared, **{field: value}), load_manifest(prepared.manifest_bytes))
     assert len(wrong) == 1 and wrong[0].startswith(f"{field}: job {value}, manifest ")

@@ -188,8 +188,8 @@ class ChainClient:
             raise TxFailed(what, str(exc)) from None
         if gas is not None:
             tx["gas"] = gas
-        else:  # estimate + margin: later state can cost a little more than the estimate
-            tx["gas"] = int(tx["gas"] * 1.25) + 20_000
+        else:  # estimate + margin: later state can cost more than the estimate
+            tx["gas"] = int(tx["gas"] * 1.25) + EPOCH_HEADROOM_GAS
         signed = self.account.sign_transaction(tx)
         try:
             tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
@@ -209,6 +209,12 @@ class ChainClient:
         """The chain's count of our transactions, pending ones included."""
         return int(self.w3.eth.get_transaction_count(self.address, "pending"))
 
+
+# Gas above the estimate (x 1.25) every transaction may use: a weight change that lands in a new selection epoch
+# first keeps each written tree word's snapshot (NodeRegistry, issue 23: about 5k gas a word, 22k the first time
+# ever), which an estimate made in the previous epoch did not pay; six words per tree, one or two trees per role.
+# Unused gas is not charged.
+EPOCH_HEADROOM_GAS = 300_000
 
 NONCE_RACE_MESSAGES = ("nonce too low", "already known", "replacement transaction underpriced", "nonce has already been used")
 

@@ -19,7 +19,7 @@ __all__ = [
     "PROFILE_CUDA_F32_STRICT", "PROFILE_PORTABLE_F32", "PROFILE_BITS", "BPS", "REFEREE_SLASH_REASONS",
     "REGION_EUROPE", "REGION_NORTH_AMERICA", "REGION_SOUTH_AMERICA", "REGION_ASIA", "REGION_AFRICA", "REGION_OCEANIA",
     "MAX_REGION", "REGIONS", "region_code", "region_name", "MAX_BANDWIDTH_FLOOR_MBPS", "BANDWIDTH_TIER_FLOORS_MBPS",
-    "bandwidth_tier",
+    "bandwidth_tier", "SELECTION_EPOCH_BLOCKS", "MIN_DRAW_BLOCKS", "min_windows", "decline_grace",
     "replica_commitment", "challenge_commitment", "check_commitment", "fee_ticket", "fee_sampled",
     "vote_commitment", "escrow_for", "job_mismatches",
     "PostJobParams", "PinpointProof", "CONTRACTS", "DEVNET_ONLY_CONTRACTS", "DEVNET_CHAIN_ID",
@@ -41,6 +41,10 @@ PROFILE_BITS = {"cpu-f32-strict": PROFILE_CPU_F32_STRICT, "cuda-f32-strict": PRO
                 "portable-f32": PROFILE_PORTABLE_F32}
 
 BPS = 10_000
+# Selection epochs (issue 23): a draw reads the weights as its epoch began; a random value is readable only in its
+# target block's epoch, whose last MIN_DRAW_BLOCKS blocks a target never falls in.
+SELECTION_EPOCH_BLOCKS = 32
+MIN_DRAW_BLOCKS = 8
 
 # Network regions (NodeRegistry.declareNetwork, PostJobParams.region): 0 = undeclared (a node) / any (a job).
 REGION_EUROPE = 1
@@ -224,6 +228,20 @@ def vote_commitment(dispute_id: int, vote, salt, referee) -> bytes:
 POSTER_BOND = 10**18  # JobRegistryBase.POSTER_BOND: deposited with every job's escrow (1 VRT)
 FAIL_DECLINES = 3  # JobRegistryBase.FAIL_DECLINES: distinct invalid-input declines of one task that fail its job
 DECLINE_GRACE_BPS = 2_500  # JobRegistryBase.DECLINE_GRACE_BPS: the share of a slot's window it may decline in
+# JobRegistryBase's minimum windows: seconds floors, and blocks of JobRegistry.blockSeconds (issue 23)
+MIN_WINDOW_SECONDS = {"execution": 30, "reveal": 5, "challenge": 3}
+MIN_WINDOW_BLOCKS = {"execution": 16, "reveal": 4, "challenge": 3}
+
+
+def min_windows(block_seconds: int) -> dict[str, int]:
+    """JobRegistryBase._minWindows: each window's seconds floor or its blocks of the chain's block time, the longer."""
+    return {k: max(MIN_WINDOW_SECONDS[k], MIN_WINDOW_BLOCKS[k] * int(block_seconds)) for k in MIN_WINDOW_SECONDS}
+
+
+def decline_grace(window: int) -> int:
+    """TaskMachine.decline: seconds after assignment a slot may be declined in, DECLINE_GRACE_BPS of its window (at
+    least 4 blocks: a window is at least MIN_WINDOW_BLOCKS["execution"] blocks of the chain's block time)."""
+    return int(window) * DECLINE_GRACE_BPS // BPS
 
 
 def escrow_for(payment: int, replication: int, shards: int, rounds: int) -> int:
@@ -301,6 +319,7 @@ def job_mismatches(job, manifest) -> list[str]:
         "minMemoryMb": manifest.hardware.min_memory_mb,  # the draw's filter: a job must not admit smaller nodes
         "region": REGIONS.get(manifest.hardware.region or "", 0),  # the draw's filters: where and how fast
         "minBandwidthMbps": manifest.hardware.min_bandwidth_mbps or 0,
+        "challengeWindow": manifest.verification.challenge_window,  # the window a verifier counts on is the chain's
     }
     return [f"{name}: job {int(getattr(job, name))}, manifest {want}"
             for name, want in expected.items() if int(getattr(job, name)) != want]

@@ -108,7 +108,7 @@ class Aggregation(_Strict):
 
 class Verification(_Strict):
     replication: int = Field(default=1, ge=1, le=16)
-    challenge_window: int = Field(default=3600, ge=60, le=30 * 24 * 3600)  # seconds
+    challenge_window: int = Field(default=3600, ge=3, le=30 * 24 * 3600)  # seconds, as posted on chain (>= its minimum)
 
 
 class Hardware(_Strict):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from verity.chain.protocol import BPS, DECLINE_GRACE_BPS, ReplicaStatus, TaskStatus, replica_commitment
+from verity.chain.protocol import ReplicaStatus, TaskStatus, decline_grace, replica_commitment
 from verity.node.compute import compute_result, published
 from verity.node.context import InputRejected, NodeContext
 from verity.node.dispute import open_dispute
@@ -58,7 +58,7 @@ class InputsUnreachable(InputRejected):
 def decline_grace_end(ctx: NodeContext, task, rep) -> int:
     """TaskMachine.decline's bound: the slot may be declined until DECLINE_GRACE_BPS of its window has passed."""
     window = int(ctx.job(task.jobId).executionWindow)
-    return int(rep.deadline) - window + window * DECLINE_GRACE_BPS // BPS
+    return int(rep.deadline) - window + decline_grace(window)
 
 
 def _poster_cids(ctx: NodeContext, task) -> set[str]:

@@ -32,6 +32,12 @@ import {
 } from "../../../contracts/types/VerityTypes.sol";
 
 /// @notice The v2 system deployed and wired in docs/protocol-v2.md's order (token, registry, randomness, escrow, jobs,
+/// @notice The cheatcodes that snapshot and restore the whole state (what-if probes: "the draw without acting").
+interface VmState {
+    function snapshotState() external returns (uint256);
+    function revertToState(uint256) external returns (bool);
+}
+
 ///         panel, game), funded staked nodes, and trace/commitment helpers.
 abstract contract Fixture is Test {
     uint256 internal constant FAUCET = 1_000_000e18;

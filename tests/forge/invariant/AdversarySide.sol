@@ -3,6 +3,7 @@ pragma solidity 0.8.28;
 
 import {System, Actors} from "./HandlerBase.sol";
 import {HonestSide} from "./HonestSide.sol";
+import {VmState} from "../base/Fixture.sol";
 import {
     PostJobParams,
     Job,
@@ -13,11 +14,6 @@ import {
     ReplicaStatus,
     BPS
 } from "../../../contracts/types/VerityTypes.sol";
-
-interface VmState {
-    function snapshotState() external returns (uint256);
-    function revertToState(uint256) external returns (bool);
-}
 
 /// @dev Every posted job asks for this much memory and profile bit 1 (the ineligible declarations miss one).
 uint32 constant JOB_MEMORY_MB = 1_000;
@@ -66,7 +62,8 @@ abstract contract AdversarySide is HonestSide {
         PostJobParams memory p = _jobParams(shards, replicated, 1, 2);
         uint256 amount = jobs.escrowFor(p.paymentPerTask, p.replication, p.shards, p.rounds);
         if (minimal) p.executionWindow = jobs.MIN_EXECUTION_WINDOW() - 1;
-        else p.revealWindow = jobs.MIN_REVEAL_WINDOW() - 1;
+        else if (shards % 2 == 0) p.revealWindow = jobs.MIN_REVEAL_WINDOW() - 1;
+        else p.challengeWindow = jobs.MIN_CHALLENGE_WINDOW() - 1; // a 1-second window: nothing could be challenged
         vm.prank(griefer);
         try jobs.postJob(p) {
             ghostEscrowPosted += amount;
@@ -76,7 +73,7 @@ abstract contract AdversarySide is HonestSide {
         p.initialStateHash = keccak256(abi.encode("input", jobs.jobCount()));
         p.executionWindow = minimal ? jobs.MIN_EXECUTION_WINDOW() : 0;
         p.revealWindow = minimal ? jobs.MIN_REVEAL_WINDOW() : 0;
-        p.challengeWindow = minimal ? 1 : 0;
+        p.challengeWindow = minimal ? jobs.MIN_CHALLENGE_WINDOW() : 0;
         vm.prank(griefer);
         try jobs.postJob(p) returns (uint256 jobId) {
             ghostEscrowPosted += amount;

@@ -249,7 +249,7 @@ contract Handler is AdversarySide {
         else if (which == 6) panel.setWindows(uint64(bound(a, 1, 300)), uint64(bound(b, 1, 300)));
         else if (which == 7) jobs.setLateSlashBps(bound(a, 0, 10_000));
         else if (which == 8) jobs.setAssignmentTimeout(uint64(bound(a, 1, 900)));
-        else if (which == 9) jobs.setDefaultWindows(uint64(bound(a, 30, 300)), uint64(bound(b, 5, 200)), uint64(bound(a ^ b, 1, 200)));
+        else if (which == 9) jobs.setDefaultWindows(uint64(bound(a, 30, 300)), uint64(bound(b, 5, 200)), uint64(bound(a ^ b, 3, 200)));
         else if (which == 10) registry.setUnbondingPeriod(uint64(bound(a, 0, 600)));
         else if (which == 11) registry.setLivenessWindow(uint64(bound(a, 1, 1_200)));
         else if (!registry.protocolsSealed()) registry.setProtocol(ROGUE, a % 2 == 0);
