@@ -8,8 +8,7 @@ from eth_account import Account
 from node_builders import SUBMITTER
 from verity.chain.client import devnet_key
 from verity.chain.governance import apply_parameter
-from verity.chain.protocol import (DEVICE_CPU, POSTER_BOND, PROFILE_PORTABLE_F32, ROLE_SOLVER, SELECTION_EPOCH_BLOCKS,
-                                   escrow_for)
+from verity.chain.protocol import DEVICE_CPU, POSTER_BOND, PROFILE_PORTABLE_F32, ROLE_SOLVER, escrow_for
 from verity.chain.views import JobStatus, read
 
 pytestmark = pytest.mark.integration
@@ -64,16 +63,8 @@ def register_solver(net, account: int) -> str:
     c.transact(c.registry.functions.register(ROLE_SOLVER, DEVICE_CPU, 4096, 100, PROFILE_PORTABLE_F32,
                                              "/ip4/127.0.0.1/tcp/4001"))
     c.transact(c.registry.functions.stake(1000 * 10**18))
-    next_epoch(net)  # draws read the weights as their epoch began: drawable from the next one
+    net.next_epoch()  # draws read the weights as their epoch began: drawable from the next one
     return c.address
-
-
-def next_epoch(net) -> None:
-    """Mines to the next selection epoch's first block (anvil_mine), as 32 blocks of the devnet's ticker would."""
-    from verity.devnet.ticker import rpc_call
-
-    head = int(rpc_call(net.rpc_url, "eth_blockNumber", []), 16)
-    rpc_call(net.rpc_url, "anvil_mine", [hex(SELECTION_EPOCH_BLOCKS - head % SELECTION_EPOCH_BLOCKS)])
 
 
 def test_list_show_watch_and_cancel_an_unassigned_job_succeeds(net, verity):

@@ -137,6 +137,14 @@ class Net:
                 self.skipped += skipper.step(c, self.nodes)
             time.sleep(0.5)
 
+    def next_epoch(self) -> None:
+        """Mine to the next selection epoch's first block (anvil_mine): draws read the weights as their epoch began,
+        so a node that registered in this epoch is drawn from the next one (issue 23)."""
+        from verity.chain.protocol import SELECTION_EPOCH_BLOCKS
+
+        head = int(rpc_call(self.rpc_url, "eth_blockNumber", []), 16)
+        rpc_call(self.rpc_url, "anvil_mine", [hex(SELECTION_EPOCH_BLOCKS - head % SELECTION_EPOCH_BLOCKS)])
+
     def advance_clock(self, seconds: int) -> None:
         """Move the chain clock `seconds` ahead now (a test that knows nobody acts meanwhile, e.g. with the party that
         would paused); counted in `skipped`."""
