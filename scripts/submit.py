@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 from verity.errors import VerityError
-from verity.submit import JobSpec, PotNotFunded, check_funds, plan_job, upload_job
+from verity.submit import JobSpec, PotNotFunded, check_funds, check_windows, plan_job, upload_job
 from verity.submit_modules import HELP as PARALLEL_HELP
 from verity.submit_network import HELP as NETWORK_HELP
 from verity.submit_options import HELP as OPTION_HELP, BadJobSpec, check_writable, parse_model_config, verification_fee_of
@@ -170,6 +170,7 @@ def cli(network, model, model_config, dataset, shards, rounds, steps, k, replica
         try:
             token, escrow_contract, jobs, fees = _contracts(provider.chain_id, provider, prepared.pot() > 0)
             check_funds(token.balanceOf(sender.address), prepared, sender.address)
+            check_windows(prepared.post_params(), jobs.blockSeconds())  # this chain's minimum windows
             upload_job(prepared, Storage.from_settings(settings()))
         except VerityError as exc:
             raise click.ClickException(str(exc)) from None

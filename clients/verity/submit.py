@@ -226,7 +226,7 @@ def prepare_job(spec: JobSpec, storage: Storage) -> PreparedJob:
 def post_job_web3(chain, prepared: PreparedJob) -> int:
     """Approve the escrow to JobEscrow (which pulls it) and post the job with a web3 ChainClient; returns the job id."""
     c = chain
-    check_chain_windows(c, prepared.post_params())
+    check_windows(prepared.post_params(), c.call(c.jobs.functions.blockSeconds()))
     c.transact(c.token.functions.approve(c.escrow.address, prepared.escrow()))
     receipt = c.transact(c.jobs.functions.postJob(prepared.post_params()))
     for ev in c.jobs.events.JobPosted().process_receipt(receipt, errors=DISCARD):  # other contracts' logs
@@ -234,10 +234,10 @@ def post_job_web3(chain, prepared: PreparedJob) -> int:
     raise VerityError("postJob succeeded but emitted no JobPosted event")
 
 
-def check_chain_windows(chain, params: PostJobParams) -> None:
-    """Refuses, before anything is spent, a window below this chain's minimum (JobRegistry.minWindows: seconds floors
-    and blocks of the chain's block time), naming the option that fixes it; 0 takes the registry's default."""
-    mins = min_windows(chain.call(chain.jobs.functions.blockSeconds())).values()
+def check_windows(params: PostJobParams, block_seconds: int) -> None:
+    """Refuses, before anything is spent, a window below the chain's minimum (seconds floors and blocks of its block
+    time, JobRegistry.blockSeconds: protocol.min_windows), naming the option that fixes it; 0 takes the default."""
+    mins = min_windows(block_seconds).values()
     for option, value, least in zip(("execution_window", "reveal_window", "challenge_window"),
                                     (params.executionWindow, params.revealWindow, params.challengeWindow), mins):
         if 0 < int(value) < int(least):

@@ -215,3 +215,18 @@ def test_window_minimums_match_the_contract():
     src = (REPO / "contracts" / "JobRegistryBase.sol").read_text()
     assert f"uint64 public constant MIN_EXECUTION_WINDOW = {opts.MIN_EXECUTION_WINDOW};" in src
     assert f"uint64 public constant MIN_REVEAL_WINDOW = {opts.MIN_REVEAL_WINDOW};" in src
+
+
+def test_windows_below_the_chains_minimum_name_the_option_fails():
+    """On a 12-second chain (JobRegistry.blockSeconds 12) an execution window under 16 blocks and a challenge window
+    under 3 blocks are refused before anything is spent, naming the flag and the chain's minimum; on the devnet the
+    same job passes, and a window left at 0 takes the registry's default."""
+    from verity.submit import check_windows
+
+    params = plan_job(JobSpec(shards=1, rounds=1, steps=10, k=10, execution_window=60, challenge_window=30)).post_params()
+    check_windows(params, 1)
+    with pytest.raises(BadJobSpec, match=r"--execution-window: 60 s is below this chain.s minimum of 192 s"):
+        check_windows(params, 12)
+    with pytest.raises(BadJobSpec, match=r"--challenge-window: 30 s is below this chain.s minimum of 36 s"):
+        check_windows(params._replace(executionWindow=0), 12)
+    check_windows(params._replace(executionWindow=0, challengeWindow=36), 12)
