@@ -127,7 +127,10 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         job.checkpointInterval = p.checkpointInterval;
         job.minMemoryMb = p.minMemoryMb;
         job.profileBit = p.profileBit;
-        job.executionWindow = p.executionWindow == 0 ? defaultExecutionWindow : p.executionWindow;
+        uint64 execution = p.executionWindow == 0 ? defaultExecutionWindow : p.executionWindow;
+        // INVARIANT: the floor leaves a replica at least half its window to commit in (issue 23).
+        if (p.resultFloor > execution / 2) revert InvalidJobParameter("resultFloor", p.resultFloor);
+        (job.executionWindow, job.resultFloor) = (uint32(execution), p.resultFloor); // execution <= MAX_WINDOW
         job.revealWindow = p.revealWindow == 0 ? defaultRevealWindow : p.revealWindow;
         job.challengeWindow = p.challengeWindow == 0 ? defaultChallengeWindow : p.challengeWindow;
         job.postedAt = uint64(block.timestamp);
@@ -350,6 +353,12 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         return _everBanned[taskId][node];
     }
 
+    /// @notice The task's first FAIL_DECLINES invalid-inputs decliners: each bets its share of the poster bond until
+    ///         the task is completed (burned) or the job ends otherwise (released).
+    function invalidDeclinersOf(uint256 taskId) external view returns (address[] memory) {
+        return _invalidDecliners[taskId];
+    }
+
     /// @notice The most recent bans of a task (the draw's exclusion ring; `isBanned` holds them all).
     function bannedOf(uint256 taskId) external view returns (address[MAX_BANNED] memory) {
         return _banned[taskId];
@@ -530,15 +539,14 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         // a 1-second execution window had every drawn solver reported late and slashed (issue 9), and a 30-second
         // one on a 12-second chain left no block to decline in (issue 23).
         (uint64 execution, uint64 revealSeconds, uint64 challenge) = _minWindows();
-        if (p.executionWindow > MAX_WINDOW || (p.executionWindow != 0 && p.executionWindow < execution)) {
-            revert InvalidJobParameter("executionWindow", p.executionWindow);
-        }
-        if (p.revealWindow > MAX_WINDOW || (p.revealWindow != 0 && p.revealWindow < revealSeconds)) {
-            revert InvalidJobParameter("revealWindow", p.revealWindow);
-        }
-        if (p.challengeWindow > MAX_WINDOW || (p.challengeWindow != 0 && p.challengeWindow < challenge)) {
-            revert InvalidJobParameter("challengeWindow", p.challengeWindow);
-        }
+        _checkWindow("executionWindow", p.executionWindow, execution);
+        _checkWindow("revealWindow", p.revealWindow, revealSeconds);
+        _checkWindow("challengeWindow", p.challengeWindow, challenge);
+    }
+
+    /// @dev A job's window: 0 (the default) or within [least, MAX_WINDOW].
+    function _checkWindow(bytes32 name, uint64 value, uint64 least) internal pure {
+        if (value > MAX_WINDOW || (value != 0 && value < least)) revert InvalidJobParameter(name, value);
     }
 
     /// @dev Default windows: each within its minimum and MAX_WINDOW.

@@ -73,7 +73,7 @@ contract TaskMachine is JobRegistryBase {
         }
         uint8 slot = _slotOf(taskId, msg.sender, ReplicaStatus.Assigned, job.replication);
         ReplicaRecord storage r = _replicas[taskId][slot];
-        _checkOnTime(taskId, slot, r.deadline, job.executionWindow);
+        _checkOnTime(taskId, slot, r.deadline, job);
         r.commitOrRoot = commitment;
         r.status = ReplicaStatus.Committed;
         r.deadline = 0;
@@ -106,7 +106,11 @@ contract TaskMachine is JobRegistryBase {
         r.deadline = 0;
         _ban(taskId, msg.sender);
         emit IJobRegistry.ReplicaDeclined(taskId, msg.sender, slot);
-        registry.unlock(msg.sender, job.stakePerReplica);
+        // INVARIANT (issue 23): a refusal that may share the poster's bond bets as much of its own stake: released
+        // when the job fails for invalid inputs or ends unfinished, burned when the task is completed from the inputs
+        // it refused (_settleDecliners). Sybil decliners cannot fail an honest job for free.
+        bool bets = invalidInputs && _invalidDecliners[taskId].length < FAIL_DECLINES;
+        _settleStake(msg.sender, 0, job.stakePerReplica - (bets ? _declinerBond(job) : 0));
         if (invalidInputs && _countInvalid(taskId, job.replication) && _failJob(job, t.jobId, taskId)) return;
         _requestDraw(taskId);
     }
@@ -177,7 +181,7 @@ contract TaskMachine is JobRegistryBase {
         if (r.node != msg.sender || r.status != ReplicaStatus.Assigned) {
             revert NotReplica(taskId, msg.sender, ReplicaStatus.Assigned);
         }
-        _checkOnTime(taskId, 0, r.deadline, job.executionWindow);
+        _checkOnTime(taskId, 0, r.deadline, job);
         _checkTrace(taskId, root, finalHash, n, proof0, proofN);
         _recordResult(taskId, 0, msg.sender, root, finalHash, resultCid);
         _openChallengeWindow(taskId, job.challengeWindow);
@@ -226,10 +230,8 @@ contract TaskMachine is JobRegistryBase {
         _ban(taskId, node);
         emit IJobRegistry.ReplicaLate(taskId, node, slot, slashed);
 
-        if (slashed > 0) registry.slash(node, slashed, address(this));
-        registry.unlock(node, job.stakePerReplica - slashed);
+        _settleStake(node, slashed, job.stakePerReplica - slashed);
         registry.recordLate(node);
-        if (slashed > 0) token.burn(slashed);
 
         bool otherRevealed = false;
         for (uint8 s = 0; s < job.replication; ++s) {
@@ -305,7 +307,7 @@ contract TaskMachine is JobRegistryBase {
         if (r.status == ReplicaStatus.Assigned) {
             // INVARIANT (commit-reveal): an uncommitted replica reveals only once every other result is committed.
             if (_replicas[taskId][slot ^ 1].status != ReplicaStatus.Committed) revert RevealNotOpen(taskId);
-            _checkOnTime(taskId, slot, r.deadline, job.executionWindow);
+            _checkOnTime(taskId, slot, r.deadline, job);
             return (slot, revealWindow);
         }
         if (r.status != ReplicaStatus.Committed) revert NotReplica(taskId, msg.sender, ReplicaStatus.Committed);
@@ -314,10 +316,16 @@ contract TaskMachine is JobRegistryBase {
         if (commitment != r.commitOrRoot) revert CommitmentMismatch(taskId, r.commitOrRoot, commitment);
     }
 
-    /// @dev Reverts past the slot's execution deadline (deadline = assignment + window); else records, for
-    ///      scheduling by measured performance (issue 9), the share of its window the caller used.
-    function _checkOnTime(uint256 taskId, uint8 slot, uint64 deadline, uint64 window) internal {
+    /// @dev Reverts past the slot's execution deadline (deadline = assignment + window) or before the job's result
+    ///      floor after the assignment; else records, for scheduling by measured performance (issue 9), the share of
+    ///      its window the caller used.
+    function _checkOnTime(uint256 taskId, uint8 slot, uint64 deadline, Job storage job) internal {
+        uint64 window = job.executionWindow;
         if (block.timestamp > deadline) revert DeadlinePassed(taskId, slot, deadline);
+        // INVARIANT (issue 23): no result leaves a replica before resultFloor after its assignment, so a fee check
+        // (committed only while no result is public) gets the job's declared work to land, whoever fabricates.
+        uint256 notBefore = deadline - window + job.resultFloor;
+        if (block.timestamp < notBefore) revert ResultTooEarly(taskId, slot, notBefore);
         registry.recordPromptness(msg.sender, ((block.timestamp + window - deadline) * BPS) / window);
     }
 
@@ -352,7 +360,7 @@ contract TaskMachine is JobRegistryBase {
             ReplicaStatus st = r.status;
             if (st == ReplicaStatus.Assigned || st == ReplicaStatus.Committed || st == ReplicaStatus.Revealed) {
                 r.status = ReplicaStatus.Voided;
-                registry.unlock(r.node, stakeAmount);
+                _settleStake(r.node, 0, stakeAmount);
             }
         }
     }
@@ -417,6 +425,7 @@ contract TaskMachine is JobRegistryBase {
         Job storage job = _jobs[t.jobId];
         t.status = TaskStatus.Accepted;
         emit IJobRegistry.TaskAccepted(taskId, finalHash, resultCid);
+        _settleDecliners(taskId, job, true);
         address candidate = t.candidate;
         if (candidate != address(0)) {
             // The game left the winning challenger's task stake locked for the registry to release. A candidate
@@ -533,7 +542,7 @@ contract TaskMachine is JobRegistryBase {
             if (r.status != ReplicaStatus.Revealed) continue;
             r.status = mark;
             _ban(taskId, r.node);
-            if (mark == ReplicaStatus.Voided) registry.unlock(r.node, job.stakePerReplica);
+            if (mark == ReplicaStatus.Voided) _settleStake(r.node, 0, job.stakePerReplica);
         }
         if (t.candidate != address(0)) _ban(taskId, t.candidate);
     }
@@ -545,7 +554,7 @@ contract TaskMachine is JobRegistryBase {
             ReplicaRecord storage r = _replicas[taskId][s];
             if (r.node != node || r.status != ReplicaStatus.Revealed) continue;
             r.status = ReplicaStatus.Voided;
-            registry.unlock(node, job.stakePerReplica);
+            _settleStake(node, 0, job.stakePerReplica);
         }
     }
 
@@ -598,9 +607,10 @@ contract TaskMachine is JobRegistryBase {
             t.status = TaskStatus.Cancelled;
             // Disputes still running in the game (all stale) stay no-ops for good.
             ++t.epoch;
+            _settleDecliners(taskId, job, false);
             _releaseAll(taskId, job.replication, job.stakePerReplica);
             // INVARIANT: a candidate's task stake is released once: here, on acceptance, or slashed by the game.
-            if (t.candidate != address(0)) registry.unlock(t.candidate, job.stakePerReplica);
+            if (t.candidate != address(0)) _settleStake(t.candidate, 0, job.stakePerReplica);
         }
         // The previous AGGREGATE is settled when this round completes; a round ended before that pays it here.
         if (round > 0 && job.acceptedInRound < job.shards) {
@@ -610,18 +620,50 @@ contract TaskMachine is JobRegistryBase {
     }
 
     /// @dev Records an invalid-inputs decline of `taskId` by msg.sender (distinct: a decliner is banned from the
-    ///      task); true once FAIL_DECLINES nodes did and no replica of the task has committed now. Checked again on
-    ///      every later invalid decline, so a committed replica that leaves (withdrawCommitted) or a live dispute
-    ///      that blocked the failure only delays it.
+    ///      task); true once FAIL_DECLINES nodes did and no replica of the task holds a slot now (Assigned, Committed
+    ///      or Revealed: a node still working on the inputs may find them usable, issue 23). Checked again on every
+    ///      later invalid decline, so a holder that leaves or a live dispute that blocked the failure only delays it.
     function _countInvalid(uint256 taskId, uint8 replication) internal returns (bool) {
         address[] storage decliners = _invalidDecliners[taskId];
         // INVARIANT: the list is bounded: only the first FAIL_DECLINES decliners are recorded (and share the bond).
         if (decliners.length < FAIL_DECLINES) decliners.push(msg.sender);
         if (decliners.length < FAIL_DECLINES) return false;
         for (uint8 s = 0; s < replication; ++s) {
-            if (_replicas[taskId][s].status == ReplicaStatus.Committed) return false;
+            ReplicaStatus st = _replicas[taskId][s].status;
+            if (st == ReplicaStatus.Assigned || st == ReplicaStatus.Committed || st == ReplicaStatus.Revealed) {
+                return false;
+            }
         }
         return true;
+    }
+
+    /// @dev The bonds of `taskId`'s recorded invalid-inputs decliners: burned when the task was `completed` from the
+    ///      inputs they refused, else released (the job failed for invalid inputs, or ended first).
+    function _settleDecliners(uint256 taskId, Job storage job, bool completed) internal {
+        address[] storage decliners = _invalidDecliners[taskId];
+        uint256 count = decliners.length;
+        if (count == 0) return;
+        uint256 bond = _declinerBond(job);
+        for (uint256 i = 0; i < count; ++i) {
+            _settleStake(decliners[i], completed ? bond : 0, completed ? 0 : bond);
+        }
+    }
+
+    /// @dev Burns `burned` of `node`'s locked stake and releases `released` more of it: every release and burn of a
+    ///      task stake but a completed task's (unlockCompleted) goes through here.
+    function _settleStake(address node, uint256 burned, uint256 released) internal {
+        if (burned > 0) {
+            registry.slash(node, burned, address(this));
+            // INVARIANT: tokens are conserved: what is slashed here is burned.
+            token.burn(burned);
+        }
+        if (released > 0) registry.unlock(node, released);
+    }
+
+    /// @dev What an invalid-inputs decline bets: its share of the poster bond, at most the task stake.
+    function _declinerBond(Job storage job) internal view returns (uint256) {
+        uint256 share = POSTER_BOND / FAIL_DECLINES;
+        return job.stakePerReplica < share ? job.stakePerReplica : share;
     }
 
     /// @dev Fails the job for invalid inputs: the round's tasks end, the decliners share POSTER_BOND, the rest of the

@@ -134,9 +134,16 @@ CONTRACTS = [
     Mutant(
         "c-challenge-window-unbounded", "a job may post a 1-second challenge window (results final before a challenge lands)",
         "contracts/JobRegistry.sol",
-        "        if (p.challengeWindow > MAX_WINDOW || (p.challengeWindow != 0 && p.challengeWindow < challenge)) {",
-        "        if (p.challengeWindow > MAX_WINDOW) {",
+        '        _checkWindow("challengeWindow", p.challengeWindow, challenge);',
+        '        _checkWindow("challengeWindow", p.challengeWindow, 0);',
         Forge("tests/forge/ChainWindows.t.sol"),
+    ),
+    Mutant(
+        "c-result-floor-ignored", "a result may leave its slot at once (a fabricator submits before any fee check lands)",
+        "contracts/TaskMachine.sol",
+        "        if (block.timestamp < notBefore) revert ResultTooEarly(taskId, slot, notBefore);",
+        "",
+        Forge("tests/forge/ResultFloor.t.sol"),
     ),
     Mutant(
         "c-draw-any-device", "a CUDA job's draw reads the any-device trees (CPU nodes drawn for CUDA work)",

@@ -119,6 +119,7 @@ def _fund_pot(fees, token, job_id: int, prepared, sender) -> int:
 @click.option("--eval-fraction", default=D.eval_fraction, show_default=True, help=HELP["eval_fraction"])
 @click.option("--block", default=D.block, show_default=True, help=HELP["block"])
 @click.option("--challenge-window", default=D.challenge_window, show_default=True, help=HELP["challenge_window"])
+@click.option("--result-floor", default=None, type=int, help=HELP["result_floor"])
 @click.option("--name", default=D.name, help=HELP["name"])
 @click.option("--profile", default=D.profile, show_default=True, help=HELP["profile"])
 @click.option("--verification-fee", default=None, type=float, help=HELP["verification_fee"])
@@ -138,8 +139,8 @@ def _fund_pot(fees, token, job_id: int, prepared, sender) -> int:
 @click.option("--timeout", default=1800.0, show_default=True, type=click.FloatRange(min=0), help=HELP["timeout"])
 @click.option("--out", type=click.Path(path_type=Path), default=None, help=HELP["out"])
 def cli(network, model, model_config, dataset, shards, rounds, steps, k, replication, payment, stake, aggregation,
-        trim, batch_size, optimizer, lr, seed, eval_fraction, block, challenge_window, name, profile,
-        verification_fee, checks_per_task, fee_sample_rate, no_verification_fee, modules, module_plan, outer_lr,
+        trim, batch_size, optimizer, lr, seed, eval_fraction, block, challenge_window, result_floor, name,
+        profile, verification_fee, checks_per_task, fee_sample_rate, no_verification_fee, modules, module_plan, outer_lr,
         outer_momentum, step_budget_ms, region, min_bandwidth_mbps, alias, test_account, wait, timeout, out):
     """Post a training job (shards and manifest to IPFS, escrow on-chain)."""
     from verity.cli.common import settings
@@ -151,7 +152,7 @@ def cli(network, model, model_config, dataset, shards, rounds, steps, k, replica
                        rounds=rounds, steps=steps, k=k, replication=replication, payment=payment, stake=stake,
                        aggregation=aggregation, trim=trim, batch_size=batch_size, optimizer=optimizer, lr=lr,
                        seed=seed, eval_fraction=eval_fraction, block=block, challenge_window=challenge_window,
-                       name=name, profile=profile, verification_fee=verification_fee_of(payment, verification_fee, no_verification_fee),
+                       result_floor=result_floor, name=name, profile=profile, verification_fee=verification_fee_of(payment, verification_fee, no_verification_fee),
                        checks_per_task=checks_per_task, fee_sample_rate=fee_sample_rate, modules=modules,
                        module_plan=module_plan, outer_lr=outer_lr, outer_momentum=outer_momentum,
                        step_budget_ms=step_budget_ms, region=region, min_bandwidth_mbps=min_bandwidth_mbps)
@@ -170,7 +171,7 @@ def cli(network, model, model_config, dataset, shards, rounds, steps, k, replica
         try:
             token, escrow_contract, jobs, fees = _contracts(provider.chain_id, provider, prepared.pot() > 0)
             check_funds(token.balanceOf(sender.address), prepared, sender.address)
-            check_windows(prepared.post_params(), jobs.blockSeconds())  # this chain's minimum windows
+            check_windows(prepared, jobs.blockSeconds(), jobs.defaultExecutionWindow())  # this chain's minimums
             upload_job(prepared, Storage.from_settings(settings()))
         except VerityError as exc:
             raise click.ClickException(str(exc)) from None

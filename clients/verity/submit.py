@@ -27,7 +27,8 @@ from verity.engine.manifest import Manifest, load_manifest
 from verity.errors import ManifestInvalid, VerityError
 from verity.storage import Storage, cid_of_bytes
 from verity.submit_data import load_job_data
-from verity.submit_modules import OPTION_OF, add_parallel, execution_window_for, smallest_task_mb
+from verity.submit_modules import (OPTION_OF, add_parallel, execution_window_for, result_floor_for,
+                                   smallest_task_mb)
 from verity.submit_network import OPTION_OF as NETWORK_OPTION_OF, add_network
 from verity.submit_options import (BadJobSpec, JobSpec, fee_rate_bps, to_wei,
                                    validate_spec)
@@ -73,6 +74,7 @@ class PreparedJob:
     spec: JobSpec
     shard_cids: list[str] = field(default_factory=list)
     blobs: list[bytes] = field(default_factory=list, repr=False)  # to upload: shards, eval, manifest
+    block_seconds: int = 1  # the chain's (JobRegistry.blockSeconds), set by check_windows: the automatic result floor
 
     def post_params(self) -> PostJobParams:
         """PostJobParams in ABI field order (verity.chain.protocol; contracts/types/VerityTypes.sol).
@@ -87,7 +89,8 @@ class PreparedJob:
             minMemoryMb=int(hardware.get("min_memory_mb", 1024)), profileBit=PROFILE_BITS[s.profile], executionWindow=execution_window_for(s), revealWindow=s.reveal_window,
             challengeWindow=s.challenge_window,  # what the manifest records is what the chain enforces (job_mismatches)
             # from the manifest only: a node declines a job whose on-chain filters differ from it (job_mismatches)
-            region=region_code(hardware.get("region")), minBandwidthMbps=int(hardware.get("min_bandwidth_mbps", 0)))
+            region=region_code(hardware.get("region")), minBandwidthMbps=int(hardware.get("min_bandwidth_mbps", 0)),
+            resultFloor=result_floor_for(s, self.block_seconds))
 
     def escrow(self) -> int:
         s = self.spec
@@ -226,7 +229,7 @@ def prepare_job(spec: JobSpec, storage: Storage) -> PreparedJob:
 def post_job_web3(chain, prepared: PreparedJob) -> int:
     """Approve the escrow to JobEscrow (which pulls it) and post the job with a web3 ChainClient; returns the job id."""
     c = chain
-    check_windows(prepared.post_params(), c.call(c.jobs.functions.blockSeconds()))
+    check_windows(prepared, c.call(c.jobs.functions.blockSeconds()), c.call(c.jobs.functions.defaultExecutionWindow()))
     c.transact(c.token.functions.approve(c.escrow.address, prepared.escrow()))
     receipt = c.transact(c.jobs.functions.postJob(prepared.post_params()))
     for ev in c.jobs.events.JobPosted().process_receipt(receipt, errors=DISCARD):  # other contracts' logs
@@ -234,9 +237,18 @@ def post_job_web3(chain, prepared: PreparedJob) -> int:
     raise VerityError("postJob succeeded but emitted no JobPosted event")
 
 
-def check_windows(params: PostJobParams, block_seconds: int) -> None:
-    """Refuses, before anything is spent, a window below the chain's minimum (seconds floors and blocks of its block
-    time, JobRegistry.blockSeconds: protocol.min_windows), naming the option that fixes it; 0 takes the default."""
+def check_windows(prepared: PreparedJob, block_seconds: int, default_execution: int) -> None:
+    """Records the chain's block time on the job (its automatic result floor counts blocks) and refuses, before
+    anything is spent, a window below the chain's minimum (seconds floors and blocks of its block time,
+    JobRegistry.blockSeconds: protocol.min_windows) or a result floor above half the execution window (0 takes the
+    registry's default, `default_execution`), naming the option that fixes it."""
+    prepared.block_seconds = int(block_seconds)
+    params = prepared.post_params()
+    execution = int(params.executionWindow) or int(default_execution)
+    if int(params.resultFloor) > execution // 2:
+        raise BadJobSpec("result_floor", f"{int(params.resultFloor)} s is more than half the execution window "
+                                         f"({execution} s): --result-floor {execution // 2} or less, or a longer "
+                                         "--execution-window")
     mins = min_windows(block_seconds).values()
     for option, value, least in zip(("execution_window", "reveal_window", "challenge_window"),
                                     (params.executionWindow, params.revealWindow, params.challengeWindow), mins):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 
-from verity.chain.protocol import BPS, DECLINE_GRACE_BPS
+from verity.chain.protocol import BPS, DECLINE_GRACE_BPS, min_windows
 from verity.submit_options import BadJobSpec, MIN_EXECUTION_WINDOW
 
 _NAME = re.compile(r"^[a-z0-9_-]{1,64}$")
@@ -87,6 +87,25 @@ def execution_window_for(spec) -> int:
         return spec.execution_window
     work = spec.steps * spec.step_budget_ms / 1000
     return max(MIN_EXECUTION_WINDOW, math.ceil(work * BPS / (BPS - DECLINE_GRACE_BPS)) + MIN_EXECUTION_WINDOW)
+
+
+RESULT_FLOOR = 10  # s: the least automatic result floor of a job with a verification pot
+RESULT_FLOOR_BLOCKS = 3  # ... and at least this many blocks, so fee checks have blocks to land in
+
+
+def result_floor_for(spec, block_seconds: int = 1) -> int:
+    """The result floor to post (PostJobParams.resultFloor): the one given, else 0 without a verification pot, else
+    the larger of RESULT_FLOOR, the declared work (steps x step budget) and RESULT_FLOOR_BLOCKS blocks, capped at half
+    the execution window (the chain's minimum window when the registry's default is taken; the default is no
+    shorter). A fee check is paid only if committed before any result is public: the floor is its time to land."""
+    if spec.result_floor is not None:
+        return spec.result_floor
+    if spec.verification_fee is None:
+        return 0
+    work = math.ceil(spec.steps * spec.step_budget_ms / 1000)
+    floor = max(RESULT_FLOOR, work, RESULT_FLOOR_BLOCKS * int(block_seconds))
+    window = execution_window_for(spec) or min_windows(block_seconds)["execution"]
+    return min(floor, window // 2)
 
 
 def add_parallel(doc: dict, spec) -> None:

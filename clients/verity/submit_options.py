@@ -73,6 +73,7 @@ class JobSpec:
     challenge_window: int = 60         # seconds (optimistic mode)
     execution_window: int = 0          # 0 = the contract's default
     reveal_window: int = 0
+    result_floor: int | None = None    # seconds; None = automatic (submit_modules.result_floor_for)
     name: str = ""
     profile: str = PROFILE              # determinism profile: a native hardware class (fast) or portable-f32 (open)
     # Verification pot (VerificationFees.fund). None: no pot; the submit commands default it to 0.1 x payment
@@ -129,6 +130,10 @@ HELP = {
     "block": "text corpus: characters per sample",
     "challenge_window": f"seconds an accepted result may be challenged, posted on chain as the manifest records it "
                         f"({MIN_CHALLENGE_WINDOW}..{MAX_WINDOW}; a chain with slow blocks may ask for more)",
+    "result_floor": "seconds after its draw before a replica may commit or submit its result, so that verifiers "
+                    "paid a fee can commit their blind checks first, even against a solver that makes its result "
+                    "up at once (at most half the execution window; default: with a verification pot the larger of "
+                    "10 s, the declared work (--steps x --step-budget-ms) and 3 blocks, else 0)",
     "profile": "determinism profile: portable-f32 (default: same bits on any CPU or GPU; any node can serve and check "
                "it) | cpu-f32-strict (x86-64 AVX2 class as recorded in the vectors; only nodes whose doctor passes it) "
                "| cuda-f32-strict (sm_90 class)",
@@ -201,6 +206,11 @@ def validate_spec(spec: JobSpec) -> None:
         if 0 < getattr(spec, name) < least:
             raise BadJobSpec(name, f"{getattr(spec, name)} s is below the contract's minimum of {least} s "
                                    "(0 takes the registry's default)")
+    if spec.result_floor is not None:
+        _between("result_floor", spec.result_floor, 0, MAX_WINDOW // 2)
+        if spec.execution_window and spec.result_floor > spec.execution_window // 2:
+            raise BadJobSpec("result_floor", f"{spec.result_floor} s is more than half the execution window "
+                                             f"({spec.execution_window} s): a replica keeps at least half of it")
     if len(spec.name) > 128:
         raise BadJobSpec("name", f"{len(spec.name)} characters; at most 128")
     validate_fees(spec)

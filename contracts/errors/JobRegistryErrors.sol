@@ -96,6 +96,10 @@ error NotDelegated();
 /// @notice withdrawCommitted: the task is not Open, or its empty slot has not been empty for the assignment timeout.
 error PartnerNotStarved(uint256 taskId, TaskStatus status, uint256 releasableAfter);
 
+/// @notice commit, reveal in place of a commit, submitResult: the job's resultFloor after the slot's assignment has
+///         not passed (fee checks are committed meanwhile, before any result is public).
+error ResultTooEarly(uint256 taskId, uint8 slot, uint256 notBefore);
+
 /// @notice decline: the decline grace (the first DECLINE_GRACE_BPS of the slot's execution window) has passed.
 error DeclineTooLate(uint256 taskId, uint8 slot, uint256 graceEnd);
 

@@ -9,6 +9,9 @@ import {JobStatus, TaskStatus, ReplicaStatus, DisputeOutcome} from "../types/Ver
 ///         revert with. Each is the same signature (so the same selector) as its declaration in JobRegistryErrors.sol
 ///         and CommonErrors.sol; tests/forge/JobRegistry.t.sol checks that they match.
 interface ITaskMachineErrors {
+    /// @notice commit, reveal in place of a commit, submitResult: the job's resultFloor after the slot's assignment
+    ///         has not passed.
+    error ResultTooEarly(uint256 taskId, uint8 slot, uint256 notBefore);
     /// @notice decline: the decline grace (the first DECLINE_GRACE_BPS of the slot's execution window) has passed.
     error DeclineTooLate(uint256 taskId, uint8 slot, uint256 graceEnd);
     /// @notice withdrawCommitted: the task is not Open, or its empty slot has not been empty for the assignment

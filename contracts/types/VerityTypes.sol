@@ -104,6 +104,10 @@ struct PostJobParams {
     uint64 challengeWindow;
     uint8 region; // 0 = any; else only nodes that declared this region are drawn as replicas (REGION_*)
     uint32 minBandwidthMbps; // 0 = any; rounds up to a bandwidth tier floor (NodeRegistry.bandwidthTier)
+    // Seconds after its assignment before a replica may commit or submit a result: the job's declared work, <= half
+    // the execution window. A fee check must be committed before any result is public; a solver that fabricates and
+    // submits at once would otherwise shut every fee check out (issue 23). 0 = none.
+    uint32 resultFloor;
 }
 
 struct Job {
@@ -120,7 +124,8 @@ struct Job {
     uint32 checkpointInterval;
     uint32 minMemoryMb;
     uint32 profileBit;
-    uint64 executionWindow;
+    uint32 executionWindow; // <= MAX_WINDOW (7 days)
+    uint32 resultFloor; // PostJobParams.resultFloor (shares executionWindow's slot: read together by _checkOnTime)
     uint64 revealWindow;
     uint64 challengeWindow;
     uint64 postedAt;

@@ -205,8 +205,9 @@ def test_region_table_and_bandwidth_tiers_match_verity_types_succeeds():
     for name, code in protocol.REGIONS.items():  # 'north-america' <-> REGION_NORTH_AMERICA
         assert regions["REGION_" + name.upper().replace("-", "_")] == code
     assert protocol.BANDWIDTH_TIER_FLOORS_MBPS[-1] == constants["MAX_BANDWIDTH_FLOOR_MBPS"]
-    assert list(PostJobParams._fields[-2:]) == ["region", "minBandwidthMbps"]  # appended: positional builders keep working
-    assert PostJobParams(b"", b"", b"", 1, 1, 1, 1, 1, 1, 1)[-2:] == (0, 0)  # any region, any bandwidth
+    # appended: positional builders keep working
+    assert list(PostJobParams._fields[-3:]) == ["region", "minBandwidthMbps", "resultFloor"]
+    assert PostJobParams(b"", b"", b"", 1, 1, 1, 1, 1, 1, 1)[-3:] == (0, 0, 0)  # any region, any bandwidth, no floor
 
 
 @pytest.mark.integration

@@ -773,6 +773,7 @@ contract JobRegistryTest is Fixture {
         _sameSelector(ITaskMachineErrors.NothingToWithdraw.selector, NothingToWithdraw.selector);
         _sameSelector(ITaskMachineErrors.PartnerNotStarved.selector, PartnerNotStarved.selector);
         _sameSelector(ITaskMachineErrors.DeclineTooLate.selector, DeclineTooLate.selector);
+        _sameSelector(ITaskMachineErrors.ResultTooEarly.selector, ResultTooEarly.selector);
     }
 
     function _sameSelector(bytes4 a, bytes4 b) internal pure {

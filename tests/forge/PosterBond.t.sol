@@ -8,8 +8,9 @@ import {JobStatus, TaskStatus, ReplicaStatus} from "../../contracts/types/Verity
 /// @notice Issue 9 (poisoned jobs cycle for ever): a job whose inputs no node can use was refused by every honest
 ///         node, and it stayed active, redrawn for ever, its poster risking nothing. Now every poster deposits
 ///         POSTER_BOND with the escrow; when FAIL_DECLINES distinct drawn nodes decline one task for invalid inputs
-///         (and none of its replicas committed), the job is Failed: the decliners share the bond, the rest of the
-///         escrow goes back to the poster. Declines for capacity (work the node cannot do) never fail a job.
+///         and no drawn node still holds a slot of it (issue 23), the job is Failed: the decliners share the bond,
+///         the rest of the escrow goes back to the poster. Each such refusal bets its share from its own stake,
+///         burned if the task is completed from the inputs it refused. Declines for capacity never fail a job.
 contract PosterBondTest is Fixture {
     function setUp() public override {
         super.setUp();
@@ -37,23 +38,67 @@ contract PosterBondTest is Fixture {
         address b = _declineSlot(1, 1, true);
         assertEq(uint8(jobs.getJob(1).status), uint8(JobStatus.Active), "two refusals are not proof");
         address c = _replica(1, 0).node;
+        vm.prank(c);
+        jobs.decline(1, true);
+        // Issue 23: the node drawn into slot 1 may still find the inputs usable.
+        assertEq(uint8(jobs.getJob(1).status), uint8(JobStatus.Active), "a drawn node still holds a slot");
+        address d = _replica(1, 1).node;
         uint256 bond = jobs.POSTER_BOND();
         uint256 share = bond / jobs.FAIL_DECLINES();
         _recordBalances();
         vm.expectEmit(true, true, false, true, address(jobs));
         emit IJobRegistry.JobFailed(1, 1, escrowed - 3 * share);
-        vm.prank(c);
+        vm.prank(d);
         jobs.decline(1, true);
-        assertEq(uint8(jobs.getJob(1).status), uint8(JobStatus.Failed), "failed");
+        assertEq(uint8(jobs.getJob(1).status), uint8(JobStatus.Failed), "failed: every drawn node refused");
         assertEq(uint8(_status(1)), uint8(TaskStatus.Cancelled), "its tasks ended");
         assertEq(_paidSince(a), share, "decliner a paid");
         assertEq(_paidSince(b), share, "decliner b paid");
         assertEq(_paidSince(c), share, "decliner c paid");
+        assertEq(_paidSince(d), 0, "only the first FAIL_DECLINES refusals share the bond");
         assertEq(escrow.escrowOf(1), 0, "nothing left in escrow");
         assertEq(token.balanceOf(submitter), posterBefore - 3 * share, "poster refunded all but the bond shares");
-        address partner = _replica(1, 1).node;
-        assertEq(registry.freeStake(partner), registry.getNode(partner).stake, "the partner's stake was released");
+        address[4] memory all = [a, b, c, d];
+        for (uint256 i = 0; i < 4; ++i) {
+            assertEq(registry.freeStake(all[i]), registry.getNode(all[i]).stake, "every refusal's bet released");
+        }
         assertEq(_tokensHeld(), held, "tokens conserved");
+    }
+
+    /// @notice Issue 23: a refusal for invalid inputs bets its share of the poster bond from its own stake. When the
+    ///         task is then completed from the very inputs it refused, the bet is burned; a capacity refusal bets
+    ///         nothing.
+    function test_decline_invalidThenTaskCompleted_burnsTheBet_succeeds() public {
+        uint256 held = _tokensHeld();
+        _post(_params(1, 1, 2));
+        uint256 bet = jobs.POSTER_BOND() / jobs.FAIL_DECLINES();
+        uint256 stake = registry.getNode(_replica(1, 0).node).stake;
+        address liar = _declineSlot(1, 0, true);
+        assertEq(registry.freeStake(liar), stake - bet, "the bet stays locked");
+        address busy = _declineSlot(1, 1, false);
+        assertEq(registry.freeStake(busy), stake, "a capacity refusal bets nothing");
+        bytes32[] memory h = _honest(INPUT, 4);
+        _runReplicated(1, h, h);
+        _finalizeAfterWindow(1);
+        assertEq(uint8(_status(1)), uint8(TaskStatus.Accepted), "completed from the refused inputs");
+        assertEq(registry.getNode(liar).stake, stake - bet, "the bet is burned");
+        assertEq(registry.freeStake(liar), stake - bet, "and nothing else stays locked");
+        assertEq(registry.getNode(busy).stake, stake, "the capacity refusal lost nothing");
+        assertEq(_tokensHeld(), held, "tokens conserved");
+    }
+
+    /// @notice A job cancelled (or failed on another task) before the refused task is completed releases the bet.
+    function test_decline_invalidThenJobCancelled_releasesTheBet_succeeds() public {
+        _post(_params(1, 1, 2));
+        uint256 stake = registry.getNode(_replica(1, 0).node).stake;
+        address refuser = _replica(1, 0).node;
+        vm.prank(refuser);
+        jobs.decline(1, true);
+        vm.warp(block.timestamp + jobs.assignmentTimeout() + 1); // slot 0 empty past the timeout: starved
+        vm.prank(submitter);
+        jobs.cancelJob(1);
+        assertEq(registry.freeStake(refuser), stake, "the bet is released");
+        assertEq(registry.getNode(refuser).stake, stake, "nothing burned");
     }
 
     /// @dev A replica that committed shows the inputs were usable: refusals by the other slot cannot fail the job.
@@ -130,9 +175,9 @@ contract PosterBondTest is Fixture {
             ++declines;
             if (jobs.getJob(1).status != JobStatus.Active) break;
         }
-        // FAIL_DECLINES distinct invalid declines are on record and nobody holds a commit now: the next refusal
-        // fails the job (before the fix it never could).
-        assertEq(declines, 1, "the first fresh refusal fails the job");
+        // FAIL_DECLINES distinct invalid declines are on record and nobody holds a commit now: the refusal that leaves
+        // no drawn node in the task fails the job (before the fix it never could).
+        assertEq(declines, 2, "the second fresh refusal, leaving no drawn node, fails the job");
         assertEq(uint8(jobs.getJob(1).status), uint8(JobStatus.Failed), "poisoned job never fails after the dodge");
     }
 }

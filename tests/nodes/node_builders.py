@@ -82,8 +82,11 @@ class Net:
     def storage(self) -> Storage:
         return Storage(self.ipfs_api, timeout=10, retries=1)
 
-    def start_node(self, name: str, account: int, roles: str = "solver,referee", faults=(), extra_env=None) -> Node:
-        args = [sys.executable, "-m", "verity", "node", "run", "--name", name, "--account", str(account), "--roles", roles]
+    def start_node(self, name: str, account: int, roles: str = "solver,referee", faults=(), extra_env=None,
+                   options=()) -> Node:
+        """`options`: more `verity node run` options, e.g. ("--sample-rate", "0")."""
+        args = [sys.executable, "-m", "verity", "node", "run", "--name", name, "--account", str(account), "--roles", roles,
+                *options]
         for f in faults:
             args += ["--fault", f]
         log = self.root / f"{name}.log"

@@ -49,3 +49,41 @@ def test_a_poisoned_job_is_declined_by_three_solvers_and_failed_and_nobody_is_sl
     # the payments (2 replicas x (1 shard + 1 aggregate)) and what is left of the bond come back
     assert c.call(c.token.functions.balanceOf(c.address)) - before == 2 * 2 * 10**18 + POSTER_BOND - 3 * share
     conserved(c)
+
+
+def test_three_sybil_decliners_neither_fail_an_honest_job_nor_take_its_bond(net):
+    """Issue 23, item 8: three identities refusing every slot as "invalid inputs" (TEST-ONLY `decline-invalid`) beside
+    two honest solvers. In v2 a job failed on three such refusals while no replica had committed, and the refusers
+    shared the poster's bond. Now a refusal fails the job only when no drawn node still holds a slot of the task, and
+    each bets its share of the bond from its own stake: the honest solvers complete the job, and every refusal of a
+    task they completed is burned. (Both slots are drawn together, so with two honest solvers an honest one always
+    holds a slot when a third refusal lands.)"""
+    sybils = [net.start_node(f"sybil-{i}", i, roles="solver", faults=["decline-invalid"]) for i in (1, 2, 3)]
+    for i in (4, 5):
+        net.start_node(f"solver-{i}", i, roles="solver")
+    net.wait_registered(5)
+    net.next_epoch()
+    c = net.client()
+    stakes = {s.address: read(c, c.registry, "getNode", s.address).stake for s in sybils}
+    job_id = net.post(shards=1, rounds=1, steps=20, k=10, replication=2, execution_window=60)
+    net.wait_job(job_id, timeout=300)
+
+    events = net.events()
+    refused = [e.args for e in events if e.name == "ReplicaDeclined"]
+    assert refused and {r["node"] for r in refused} <= set(stakes), refused  # only the sybils refused
+    assert not [e for e in events if e.name == "JobFailed"]
+    assert not [e for e in events if e.name == "PaymentSent" and e.args["to"] in stakes]  # no bond share, no pay
+    bet = min(POSTER_BOND // FAIL_DECLINES, 10 * 10**18)
+    burned = {}
+    for r in refused:  # the first FAIL_DECLINES refusals of a task bet; its completion burned each
+        task_refusals = [x["node"] for x in refused if x["taskId"] == r["taskId"]][:FAIL_DECLINES]
+        if r["node"] in task_refusals:
+            burned[r["node"]] = burned.get(r["node"], 0) + bet
+    assert sum(burned.values()) > 0
+    for address, stake in stakes.items():
+        node = read(c, c.registry, "getNode", address)
+        assert node.stake == stake - burned.get(address, 0), (address, burned)
+        assert node.locked == 0
+    for s in sybils:
+        assert "TEST-ONLY decline-invalid" in " ".join(s.text().split())
+    conserved(c)

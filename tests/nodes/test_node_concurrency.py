@@ -67,7 +67,7 @@ class _FakeCtx:
         return [self.reps[tid], self.partners[tid]]
 
     def job(self, job_id):
-        return SimpleNamespace(replication=2, executionWindow=120)
+        return SimpleNamespace(replication=2, executionWindow=120, resultFloor=0)
 
     def unavailable_inputs(self, task):  # P10: every input was fetched (nothing to report before the result)
         return []

@@ -59,7 +59,7 @@ class _Ctx:
         return []
 
     def job(self, job_id):
-        return SimpleNamespace(replication=2)
+        return SimpleNamespace(replication=2, executionWindow=120, resultFloor=0)
 
 
 def _committed_item() -> tuple[Snapshot, WorkItem]:
@@ -193,3 +193,17 @@ def test_unreachable_input_near_the_grace_end_is_declined_blaming_only_the_poste
         _unreachable(1_091, cid)
     assert isinstance(err.value, ValueError)  # the loop ends the item and declines the slot
     assert err.value.invalid_inputs is poster  # another solver's missing output never counts against the poster
+
+
+@pytest.mark.parametrize("floor, sent", [(30, []), (20, ["commit"])])
+def test_a_result_waits_for_the_jobs_result_floor(floor, sent):
+    """Issue 23: drawn at NOW - 20 (deadline NOW + 100 of a 120-s window), a trained replica holds its result,
+    uploads included, until `resultFloor` after its draw; then it commits as before."""
+    ctx = _Ctx(TaskStatus.ASSIGNED, 0)
+    ctx.job = lambda job_id: SimpleNamespace(replication=2, executionWindow=120, resultFloor=floor)
+    snap, item = _trained(ctx, ReplicaStatus.ASSIGNED)
+    ctx._reps[0].deadline = NOW + 100
+    SolverRole(ctx).advance(snap, item)
+    assert ctx.chain.sent == sent
+    assert item.phase == (Phase.TRAINED if not sent else Phase.COMMITTED)
+    assert item.data.get("floor") == (NOW + 10 if not sent else None)

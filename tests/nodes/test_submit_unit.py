@@ -223,10 +223,40 @@ def test_windows_below_the_chains_minimum_name_the_option_fails():
     same job passes, and a window left at 0 takes the registry's default."""
     from verity.submit import check_windows
 
-    params = plan_job(JobSpec(shards=1, rounds=1, steps=10, k=10, execution_window=60, challenge_window=30)).post_params()
-    check_windows(params, 1)
+    from dataclasses import replace
+
+    prepared = plan_job(JobSpec(shards=1, rounds=1, steps=10, k=10, execution_window=60, challenge_window=30))
+    check_windows(prepared, 1, 120)
     with pytest.raises(BadJobSpec, match=r"--execution-window: 60 s is below this chain.s minimum of 192 s"):
-        check_windows(params, 12)
+        check_windows(prepared, 12, 192)
+    default = replace(prepared, spec=replace(prepared.spec, execution_window=0))
     with pytest.raises(BadJobSpec, match=r"--challenge-window: 30 s is below this chain.s minimum of 36 s"):
-        check_windows(params._replace(executionWindow=0), 12)
-    check_windows(params._replace(executionWindow=0, challengeWindow=36), 12)
+        check_windows(default, 12, 192)
+    check_windows(replace(default, spec=replace(default.spec, challenge_window=36)), 12, 192)
+
+
+def test_result_floor_defaults_with_a_verification_pot():
+    """Issue 23: a job with a verification pot holds every result for its fee checks: 10 s, the declared work or 3
+    blocks, the largest, at most half the execution window; none without a pot; an explicit floor is kept."""
+    from verity.submit_modules import result_floor_for
+
+    pot = dict(shards=1, rounds=1, steps=10, k=10, verification_fee=0.1)
+    assert result_floor_for(JobSpec(shards=1, rounds=1, steps=10, k=10)) == 0
+    assert result_floor_for(JobSpec(**pot)) == 10
+    assert result_floor_for(JobSpec(**pot), block_seconds=12) == 36  # 3 blocks of a 12-s chain
+    assert result_floor_for(JobSpec(**pot, execution_window=30)) == 10
+    declared = JobSpec(**{**pot, "steps": 100}, step_budget_ms=500)  # 50 s of work, a 97-s window
+    assert result_floor_for(declared) == 48
+    assert result_floor_for(JobSpec(**pot, result_floor=0)) == 0
+    assert plan_job(JobSpec(**pot)).post_params().resultFloor == 10
+
+
+def test_result_floor_above_half_the_window_names_the_option_fails():
+    from verity.submit import check_windows
+
+    with pytest.raises(BadJobSpec, match=r"--result-floor: 31 s is more than half the execution window \(60 s\)"):
+        opts.validate_spec(JobSpec(shards=1, execution_window=60, result_floor=31))
+    prepared = plan_job(JobSpec(shards=1, rounds=1, steps=10, k=10, result_floor=61))
+    with pytest.raises(BadJobSpec, match=r"--result-floor: 61 s is more than half the execution window \(120 s\)"):
+        check_windows(prepared, 1, 120)  # the registry's default window
+    check_windows(prepared, 1, 122)

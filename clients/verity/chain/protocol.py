@@ -275,6 +275,7 @@ class PostJobParams(NamedTuple):
     challengeWindow: int = 0
     region: int = 0  # REGION_*: the replicas come only from nodes that declared it (0 = any region)
     minBandwidthMbps: int = 0  # rounded up to a bandwidth tier floor by the draw (0 = any)
+    resultFloor: int = 0  # seconds after its assignment before a replica may commit or submit (<= half the window)
 
     def escrow(self) -> int:
         return escrow_for(self.paymentPerTask, self.replication, self.shards, self.rounds)

@@ -69,6 +69,7 @@ def submit(
     eval_fraction: Annotated[float, _opt("eval_fraction")] = D.eval_fraction,
     block: Annotated[int, _opt("block")] = D.block,
     challenge_window: Annotated[int, _opt("challenge_window")] = D.challenge_window,
+    result_floor: Annotated[Optional[int], _opt("result_floor", "--result-floor")] = None,
     name: Annotated[str, _opt("name")] = D.name,
     profile: Annotated[str, _opt("profile")] = D.profile,
     verification_fee: Annotated[Optional[float], _opt("verification_fee")] = None,
@@ -106,7 +107,7 @@ def submit(
                        rounds=rounds, steps=steps, k=k, replication=replication, payment=payment, stake=stake,
                        aggregation=aggregation, trim=trim, batch_size=batch_size, optimizer=optimizer, lr=lr,
                        seed=seed, eval_fraction=eval_fraction, block=block, challenge_window=challenge_window,
-                       name=name, profile=profile, verification_fee=verification_fee_of(payment, verification_fee, no_verification_fee),
+                       result_floor=result_floor, name=name, profile=profile, verification_fee=verification_fee_of(payment, verification_fee, no_verification_fee),
                        checks_per_task=checks_per_task, fee_sample_rate=fee_sample_rate, modules=modules,
                        module_plan=module_plan, outer_lr=outer_lr, outer_momentum=outer_momentum,
                        step_budget_ms=step_budget_ms, region=region, min_bandwidth_mbps=min_bandwidth_mbps)

@@ -12,6 +12,8 @@
                                 claim built to lose (the candidate's own trace, its last leaf replaced): a cheater's
                                 sybil trying to pre-empt honest challenges (P1); combine with silent-in-dispute
                                 to throw the dispute on its clock
+    --fault decline-invalid     a solver that declines every slot it is drawn for as "invalid inputs" at once, whatever
+                                the inputs: a sybil trying to fail an honest job and share its poster bond (issue 23)
     --fault copy-result         a solver that never trains: it lists its IPFS node's pins until it finds a result
                                 bundle naming its task's job, round and index, and commits that (issue 23: nothing
                                 of a result may be readable before every commitment is final)
@@ -28,13 +30,13 @@ import torch
 from verity.errors import VerityError
 
 _SPEC = re.compile(r"^(bitflip@step=(?P<step>\d+)|lazy|silent-in-dispute|withhold-checkpoint|corrupt-checkpoint"
-                   r"|sybil-challenge|copy-result)$")
+                   r"|sybil-challenge|copy-result|decline-invalid)$")
 
 
 class BadFault(VerityError, ValueError):
     def __init__(self, spec: str):
         super().__init__(f"unknown fault {spec!r}; expected bitflip@step=N, lazy, silent-in-dispute, "
-                         "withhold-checkpoint, corrupt-checkpoint, sybil-challenge or copy-result")
+                         "withhold-checkpoint, corrupt-checkpoint, sybil-challenge, copy-result or decline-invalid")
 
 
 @dataclass
@@ -46,6 +48,7 @@ class Faults:
     corrupt_checkpoint: bool = False
     sybil_challenge: bool = False
     copy_result: bool = False
+    decline_invalid: bool = False
     specs: list[str] = field(default_factory=list)
 
     @classmethod
@@ -68,6 +71,8 @@ class Faults:
                 f.sybil_challenge = True
             elif name == "copy-result":
                 f.copy_result = True
+            elif name == "decline-invalid":
+                f.decline_invalid = True
             else:
                 f.withhold_checkpoint = True
         return f

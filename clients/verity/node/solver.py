@@ -141,6 +141,20 @@ class SolverRole:
             log.error("could not decline task %d slot %s (%s): %s; the slot is freed when reported late",
                       item.task_id, item.slot, exc, why)
 
+    def _past_floor(self, item: WorkItem, task, rep) -> bool:
+        """TaskMachine._checkOnTime's floor: a result is committed, revealed in place of a commit or submitted no
+        earlier than the job's resultFloor after the slot's assignment (fee checks are committed meanwhile, while no
+        result is public). True once the chain's clock has passed it."""
+        job = self.ctx.job(task.jobId)
+        not_before = int(rep.deadline) - int(job.executionWindow) + int(job.resultFloor)
+        if self.ctx.chain.now() >= not_before:
+            return True
+        if "floor" not in item.data:
+            item.data["floor"] = not_before
+            log.info("task %d: result ready; held until the job's result floor (%d s after our draw), so that paid "
+                     "checks are committed first", item.task_id, int(job.resultFloor))
+        return False
+
     def _fits(self, task_id: int, task, rep) -> dict:
         """node/feasibility.py: the job's declared work fits its window, and this node can hold and finish the task
         (ManifestInvalid / CapacityExceeded otherwise). A context without the node's memory and speeds (a bare
@@ -200,6 +214,10 @@ class SolverRole:
         if item.phase == Phase.ASSIGNED:
             if status != ReplicaStatus.ASSIGNED:
                 return  # on-chain state is ahead of ours only if data was lost: wait for the slot to resolve
+            if ctx.faults.decline_invalid:  # TEST-ONLY (--fault decline-invalid): refuses whatever the inputs
+                self.decline(item, "TEST-ONLY decline-invalid")
+                snap.move(item, Phase.LOST, reason="declined (TEST-ONLY decline-invalid)")
+                return
             if ctx.faults.copy_result:  # TEST-ONLY (--fault copy-result): never trains, commits what it can find
                 found = _copy_from_pins(ctx, task, item)
                 if found is not None:
@@ -230,6 +248,8 @@ class SolverRole:
 
         cid = cid_to_digest(d["cid"])
         if item.phase == Phase.TRAINED:
+            if status == ReplicaStatus.ASSIGNED and not self._past_floor(item, task, rep):
+                return  # nothing of our result leaves us (not even to IPFS) before the job's result floor
             # submitted (replication 1) or revealed in place of a commit (the last replica to commit): public now
             public_now = status == ReplicaStatus.ASSIGNED and (
                 replication == 1 or _last_to_commit(ctx, item.task_id, task, item.slot))

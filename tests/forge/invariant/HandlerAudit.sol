@@ -246,8 +246,37 @@ abstract contract HandlerAudit is HandlerTraces {
         }
     }
 
+    /// @dev Issue 23: whether `node`'s slash in these logs is its invalid-inputs bet, burned because a poisoned task it
+    ///      refused was accepted with adversaries' results only (the only way an honest refusal's bet can be lost).
+    function _griefedBet(VmLogs.Log[] memory logs, address node) internal view returns (bool) {
+        for (uint256 i = 0; i < logs.length; ++i) {
+            VmLogs.Log memory l = logs[i];
+            if (l.emitter != address(jobs) || l.topics[0] != IJobRegistry.TaskAccepted.selector) continue;
+            uint256 taskId = uint256(l.topics[1]);
+            Task memory t = jobs.getTask(taskId);
+            if (!poisoned[t.jobId]) continue;
+            address[] memory refusers = jobs.invalidDeclinersOf(taskId);
+            bool refused;
+            for (uint256 k = 0; k < refusers.length; ++k) {
+                refused = refused || refusers[k] == node;
+            }
+            if (!refused) continue;
+            if (t.candidate != address(0)) return isAdv[t.candidate];
+            Replica[] memory reps = jobs.getReplicas(taskId);
+            for (uint256 s = 0; s < reps.length; ++s) {
+                if (reps[s].status == ReplicaStatus.Accepted && !isAdv[reps[s].node]) return false;
+            }
+            return true;
+        }
+        return false;
+    }
+
     function _auditSlash(VmLogs.Log[] memory logs, address node, address to) internal {
-        if (to == address(jobs)) return _violation(node, "late slash of an honest replica");
+        if (to == address(jobs)) {
+            if (!_griefedBet(logs, node)) return _violation(node, "late slash of an honest replica");
+            ++ghostGriefedBets;
+            return;
+        }
         if (to == address(panel)) {
             for (uint256 i = 0; i < logs.length; ++i) {
                 VmLogs.Log memory l = logs[i];

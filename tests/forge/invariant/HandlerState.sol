@@ -98,6 +98,9 @@ abstract contract HandlerState is Test {
     uint256 public ghostGriefJobs;
     uint256 public ghostPoisonedJobs;
     uint256 public ghostInvalidDeclines;
+    /// @notice Honest refusals' bets burned because the poisoned task they refused was completed by adversaries
+    ///         (issue 23: the residual of decliner bets, at most POSTER_BOND a task).
+    uint256 public ghostGriefedBets;
     uint256 public ghostWindowDeclines;
     uint256 public ghostAdvDeclines;
     uint256 public ghostFailedJobs;

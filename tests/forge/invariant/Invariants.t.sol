@@ -240,7 +240,8 @@ contract InvariantsTest is InvariantSetup {
 
     // ---------------------------------------------------------------- stake
 
-    /// @notice Every node's locked stake is exactly what its live work holds; nothing locked is withdrawable.
+    /// @notice Every node's locked stake is exactly what its live work holds (with its refusals' open bets); nothing
+    ///         locked is withdrawable.
     function check_lockedMatchesWork() public view {
         uint256[] memory expected = new uint256[](nodes.length);
         for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
@@ -255,6 +256,13 @@ contract InvariantsTest is InvariantSetup {
             }
             if (t.status == TaskStatus.Revealed && t.candidate != address(0)) {
                 expected[_idx(t.candidate)] += stakeAmount;
+            }
+            if (t.status == TaskStatus.Accepted || t.status == TaskStatus.Cancelled) continue;
+            // issue 23: an invalid-inputs refusal's bet stays locked until the task is completed or ended
+            address[] memory refusers = jobs.invalidDeclinersOf(id);
+            uint256 bet = jobs.POSTER_BOND() / jobs.FAIL_DECLINES();
+            for (uint256 i = 0; i < refusers.length; ++i) {
+                expected[_idx(refusers[i])] += stakeAmount < bet ? stakeAmount : bet;
             }
         }
         for (uint256 id = 1; id <= game.disputeCount(); ++id) {
