@@ -90,7 +90,20 @@ class PreparedJob:
             challengeWindow=s.challenge_window,  # what the manifest records is what the chain enforces (job_mismatches)
             # from the manifest only: a node declines a job whose on-chain filters differ from it (job_mismatches)
             region=region_code(hardware.get("region")), minBandwidthMbps=int(hardware.get("min_bandwidth_mbps", 0)),
-            resultFloor=result_floor_for(s, self.block_seconds))
+            resultFloor=self.result_floor())
+
+    def result_floor(self) -> int:
+        """PostJobParams.resultFloor (submit_modules.result_floor_for); the work is estimated from the manifest
+        (FLOPs of a step of its largest task, engine/estimate.py) only when the floor is automatic and no per-step
+        budget is declared."""
+        s = self.spec
+        if s.result_floor is not None or s.verification_fee is None or s.step_budget_ms:
+            return result_floor_for(s, self.block_seconds)
+        from verity.engine.estimate import estimate_step_flops
+
+        manifest = load_manifest(self.manifest_bytes)
+        flops = max(estimate_step_flops(manifest, i) for i in range(len(manifest.shards)))
+        return result_floor_for(s, self.block_seconds, flops)
 
     def escrow(self) -> int:
         s = self.spec

@@ -89,21 +89,32 @@ def execution_window_for(spec) -> int:
     return max(MIN_EXECUTION_WINDOW, math.ceil(work * BPS / (BPS - DECLINE_GRACE_BPS)) + MIN_EXECUTION_WINDOW)
 
 
-RESULT_FLOOR = 10  # s: the least automatic result floor of a job with a verification pot
-RESULT_FLOOR_BLOCKS = 3  # ... and at least this many blocks, so fee checks have blocks to land in
+# The automatic result floor of a job with a verification pot: a fee auditor's time from the draw to its blind check
+# on-chain. RESULT_FLOOR_BASE covers what is not the training: seeing the draw, fetching the inputs, starting the
+# task, one transaction (measured: 2 s on the devnet beside five busy nodes, tests/nodes/test_fee_check_race.py);
+# the work is the declared one (steps x --step-budget-ms) or else the estimated FLOPs at REFERENCE_FLOPS_PER_S (a
+# fast core: the floor is a lower bound of an honest node's time, not an estimate of it); and at least
+# RESULT_FLOOR_BLOCKS blocks, so the check has blocks to land in on a slow chain.
+RESULT_FLOOR_BASE = 4
+REFERENCE_FLOPS_PER_S = 10e9
+RESULT_FLOOR_BLOCKS = 3
 
 
-def result_floor_for(spec, block_seconds: int = 1) -> int:
+def result_floor_for(spec, block_seconds: int = 1, step_flops: int = 0) -> int:
     """The result floor to post (PostJobParams.resultFloor): the one given, else 0 without a verification pot, else
-    the larger of RESULT_FLOOR, the declared work (steps x step budget) and RESULT_FLOOR_BLOCKS blocks, capped at half
-    the execution window (the chain's minimum window when the registry's default is taken; the default is no
-    shorter). A fee check is paid only if committed before any result is public: the floor is its time to land."""
+    RESULT_FLOOR_BASE plus the work (declared, else `step_flops` x steps at REFERENCE_FLOPS_PER_S), at least
+    RESULT_FLOOR_BLOCKS blocks, capped at half the execution window (the chain's minimum window when the registry's
+    default is taken; the default is no shorter). A fee check is paid only if committed before any result is
+    public: the floor is its time to land."""
     if spec.result_floor is not None:
         return spec.result_floor
     if spec.verification_fee is None:
         return 0
-    work = math.ceil(spec.steps * spec.step_budget_ms / 1000)
-    floor = max(RESULT_FLOOR, work, RESULT_FLOOR_BLOCKS * int(block_seconds))
+    if spec.step_budget_ms:
+        work = spec.steps * spec.step_budget_ms / 1000
+    else:
+        work = spec.steps * step_flops / REFERENCE_FLOPS_PER_S
+    floor = max(RESULT_FLOOR_BASE + round(work), RESULT_FLOOR_BLOCKS * int(block_seconds))
     window = execution_window_for(spec) or min_windows(block_seconds)["execution"]
     return min(floor, window // 2)
 

@@ -132,8 +132,8 @@ HELP = {
                         f"({MIN_CHALLENGE_WINDOW}..{MAX_WINDOW}; a chain with slow blocks may ask for more)",
     "result_floor": "seconds after its draw before a replica may commit or submit its result, so that verifiers "
                     "paid a fee can commit their blind checks first, even against a solver that makes its result "
-                    "up at once (at most half the execution window; default: with a verification pot the larger of "
-                    "10 s, the declared work (--steps x --step-budget-ms) and 3 blocks, else 0)",
+                    "up at once (at most half the execution window; default with a verification pot: 4 s plus the "
+                    "work, declared by --step-budget-ms or else estimated, and at least 3 blocks; 0 without one)",
     "profile": "determinism profile: portable-f32 (default: same bits on any CPU or GPU; any node can serve and check "
                "it) | cpu-f32-strict (x86-64 AVX2 class as recorded in the vectors; only nodes whose doctor passes it) "
                "| cuda-f32-strict (sm_90 class)",

@@ -236,19 +236,21 @@ def test_windows_below_the_chains_minimum_name_the_option_fails():
 
 
 def test_result_floor_defaults_with_a_verification_pot():
-    """Issue 23: a job with a verification pot holds every result for its fee checks: 10 s, the declared work or 3
-    blocks, the largest, at most half the execution window; none without a pot; an explicit floor is kept."""
+    """Issue 23: a job with a verification pot holds every result for its fee checks: 4 s plus the work (declared, or
+    estimated at 10 GFLOP/s), at least 3 blocks, at most half the execution window; none without a pot; an explicit
+    floor is kept."""
     from verity.submit_modules import result_floor_for
 
     pot = dict(shards=1, rounds=1, steps=10, k=10, verification_fee=0.1)
     assert result_floor_for(JobSpec(shards=1, rounds=1, steps=10, k=10)) == 0
-    assert result_floor_for(JobSpec(**pot)) == 10
+    assert result_floor_for(JobSpec(**pot)) == 4
     assert result_floor_for(JobSpec(**pot), block_seconds=12) == 36  # 3 blocks of a 12-s chain
-    assert result_floor_for(JobSpec(**pot, execution_window=30)) == 10
-    declared = JobSpec(**{**pot, "steps": 100}, step_budget_ms=500)  # 50 s of work, a 97-s window
-    assert result_floor_for(declared) == 48
+    assert result_floor_for(JobSpec(**pot), step_flops=2 * 10**9) == 6  # 10 steps x 2 GFLOP at 10 GFLOP/s
+    declared = JobSpec(**{**pot, "steps": 100}, step_budget_ms=400)  # 40 s of work, a 84-s window
+    assert result_floor_for(declared) == 42
+    assert result_floor_for(JobSpec(**{**pot, "steps": 100}, step_budget_ms=500)) == 48  # 54 s: half the 97-s window
     assert result_floor_for(JobSpec(**pot, result_floor=0)) == 0
-    assert plan_job(JobSpec(**pot)).post_params().resultFloor == 10
+    assert plan_job(JobSpec(**pot)).post_params().resultFloor == 4  # the tiny MLP: no work worth a second
 
 
 def test_result_floor_above_half_the_window_names_the_option_fails():
