@@ -14,14 +14,16 @@
                                 to throw the dispute on its clock
     --fault decline-invalid     a solver that declines every slot it is drawn for as "invalid inputs" at once, whatever
                                 the inputs: a sybil trying to fail an honest job and share its poster bond (issue 23)
-    --fault copy-result         a solver that never trains: it lists its IPFS node's pins until it finds a result
-                                bundle naming its task's job, round and index, and commits that (issue 23: nothing
-                                of a result may be readable before every commitment is final)
+    --fault copy-result         a node that never computes: it lists its IPFS node's pins until it finds a result
+                                bundle naming its task's job, round and index, and commits that as a replica, or
+                                its final as a fee auditor's blind check (issue 23: nothing of a result may be
+                                readable before every commitment is final)
 
 Honest nodes run with no faults. Nothing here is reachable without the flag.
 """
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 
@@ -102,3 +104,30 @@ class Faults:
 
         train_step._verity_fault = True
         trainer_mod.Trainer.train_step = train_step
+
+
+def copy_from_pins(ctx, task, item) -> dict | None:
+    """TEST-ONLY (--fault copy-result; unreachable without it): a node that never computes. It lists every CID its
+    IPFS node pins (on the devnet, one daemon serves every node) and reads each small one it has not read yet, until
+    one is a result bundle naming the task's job, round and index and starting from its input hash; that bundle's
+    trace, root and CID are what a copying replica commits, and its final what a copying fee auditor commits."""
+    seen = item.data.setdefault("seen", [])
+    for cid in ctx.storage.pins(timeout=5):
+        if cid in seen:
+            continue
+        seen.append(cid)
+        try:
+            bundle = ctx.storage.get_json(cid, max_bytes=1 << 20, timeout=2)
+        except Exception:  # noqa: BLE001 — a checkpoint, a shard, anything not a small JSON object
+            continue
+        if isinstance(bundle, dict) and (bundle.get("job"), bundle.get("round"), bundle.get("index")) == \
+                (int(task.jobId), int(task.round), int(task.index)):
+            from verity.engine import merkle
+
+            trace = [bytes.fromhex(h.removeprefix("0x")) for h in bundle["trace"]]
+            if not trace or trace[0] != bytes(task.inputHash):
+                continue  # another deployment's task with the same ids (a restarted devnet keeps its pins)
+            logging.getLogger("verity.node.faults").warning(
+                "TEST-ONLY copy-result: task %d: copying bundle %s found among the pins", item.task_id, cid)
+            return {"trace": bundle["trace"], "root": "0x" + merkle.root(trace).hex(), "cid": cid}
+    return None

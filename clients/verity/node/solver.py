@@ -14,6 +14,7 @@ from verity.chain.protocol import ReplicaStatus, TaskStatus, decline_grace, repl
 from verity.node.compute import compute_result, published
 from verity.node.context import InputRejected, NodeContext
 from verity.node.dispute import open_dispute
+from verity.node.faults import copy_from_pins
 from verity.node.phases import Phase
 from verity.node.snapshot import Snapshot, WorkItem
 from verity.storage import CidNotFound
@@ -75,32 +76,6 @@ def _poster_cids(ctx: NodeContext, task) -> set[str]:
     if m.init.weights:
         cids.add(m.init.weights)
     return cids
-
-
-def _copy_from_pins(ctx: NodeContext, task, item: WorkItem) -> dict | None:
-    """TEST-ONLY (--fault copy-result; unreachable without it): a replica that never trains. It lists every CID its
-    IPFS node pins (on the devnet, one daemon serves every node) and reads each small one it has not read yet, until
-    one is a result bundle naming its task's job, round and index and starting from its input hash; that bundle's
-    trace and CID are what it commits."""
-    seen = item.data.setdefault("seen", [])
-    for cid in ctx.storage.pins(timeout=5):
-        if cid in seen:
-            continue
-        seen.append(cid)
-        try:
-            bundle = ctx.storage.get_json(cid, max_bytes=1 << 20, timeout=2)
-        except Exception:  # noqa: BLE001 — a checkpoint, a shard, anything not a small JSON object
-            continue
-        if isinstance(bundle, dict) and (bundle.get("job"), bundle.get("round"), bundle.get("index")) == \
-                (int(task.jobId), int(task.round), int(task.index)):
-            from verity.engine import merkle
-
-            trace = [_b(h) for h in bundle["trace"]]
-            if not trace or trace[0] != bytes(task.inputHash):
-                continue  # another deployment's task with the same ids (a restarted devnet keeps its pins)
-            log.warning("TEST-ONLY copy-result: task %d: copying bundle %s found among the pins", item.task_id, cid)
-            return {"trace": bundle["trace"], "root": _h(merkle.root(trace)), "cid": cid}
-    return None
 
 
 def _partner_starved(ctx: NodeContext, task) -> bool:
@@ -219,7 +194,7 @@ class SolverRole:
                 snap.move(item, Phase.LOST, reason="declined (TEST-ONLY decline-invalid)")
                 return
             if ctx.faults.copy_result:  # TEST-ONLY (--fault copy-result): never trains, commits what it can find
-                found = _copy_from_pins(ctx, task, item)
+                found = copy_from_pins(ctx, task, item)
                 if found is not None:
                     snap.move(item, Phase.TRAINED, **found)
                 return
