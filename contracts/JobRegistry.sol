@@ -526,7 +526,7 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         if (p.replication == 0 || p.replication > MAX_REPLICATION) {
             revert InvalidJobParameter("replication", p.replication);
         }
-        if (p.stakePerReplica == 0) revert InvalidJobParameter("stakePerReplica", 0);
+        if (p.stakePerReplica < MIN_TASK_STAKE) revert InvalidJobParameter("stakePerReplica", p.stakePerReplica);
         if (p.deviceClass > DEVICE_CUDA) revert InvalidJobParameter("deviceClass", p.deviceClass);
         if (p.region > MAX_REGION) revert InvalidJobParameter("region", p.region);
         if (p.minBandwidthMbps > MAX_BANDWIDTH_FLOOR_MBPS) {

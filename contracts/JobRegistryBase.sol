@@ -56,6 +56,10 @@ abstract contract JobRegistryBase is Ownable {
     ///         job is failed for invalid inputs: then it is split among the nodes that declined it, paying for the
     ///         fetches and checks the poster's bad inputs cost them.
     uint256 public constant POSTER_BOND = 1e18;
+    /// @dev The least stake a job may ask of each replica (1 VRT; issue 23, "panels cost who opens them"): a dispute
+    ///      over a task slashes its loser's task stake, so a self-dispute on a 1-wei-stake job seated three referees
+    ///      for free. (Internal: clients mirror it, protocol.MIN_TASK_STAKE; JobRegistry has no room for a getter.)
+    uint256 internal constant MIN_TASK_STAKE = 1e18;
     /// @notice Largest value accepted for any window or timeout.
     uint64 public constant MAX_WINDOW = 7 days;
 

@@ -139,6 +139,20 @@ CONTRACTS = [
         Forge("tests/forge/ChainWindows.t.sol"),
     ),
     Mutant(
+        "c-task-stake-any", "a job may ask a 1-wei task stake (self-disputes seat referees for free)",
+        "contracts/JobRegistry.sol",
+        "        if (p.stakePerReplica < MIN_TASK_STAKE) revert",
+        "        if (p.stakePerReplica == 0) revert",
+        Forge("tests/forge/JobRegistry.t.sol"),
+    ),
+    Mutant(
+        "c-decline-bets-nothing", "an invalid-inputs refusal bets nothing (sybil refusers lose nothing when the task completes)",
+        "contracts/TaskMachine.sol",
+        "        bool bets = invalidInputs && _invalidDecliners[taskId].length < FAIL_DECLINES;",
+        "        bool bets = false;",
+        Forge("tests/forge/PosterBond.t.sol"),
+    ),
+    Mutant(
         "c-result-floor-ignored", "a result may leave its slot at once (a fabricator submits before any fee check lands)",
         "contracts/TaskMachine.sol",
         "        if (block.timestamp < notBefore) revert ResultTooEarly(taskId, slot, notBefore);",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+from verity.chain.protocol import MIN_TASK_STAKE
 from verity.errors import VerityError
 
 # JobRegistry's bounds (contracts/JobRegistry.sol); a job outside them would revert after the approve.
@@ -119,7 +120,7 @@ HELP = {
     "k": "checkpoint interval: a checkpoint hash is committed every k steps",
     "replication": "1 = optimistic (one solver, challenge window), 2 = commit-reveal by two solvers",
     "payment": "VRT paid to each accepted replica of each task (> 0)",
-    "stake": "VRT each replica locks while it holds a task (> 0)",
+    "stake": "VRT each replica locks while it holds a task (at least 1: a dispute slashes its loser's task stake)",
     "aggregation": "how shard results are merged: mean | median | trimmed_mean",
     "trim": "fraction cut at each end by trimmed_mean (0 < trim < 0.5)",
     "batch_size": "samples per training step",
@@ -177,6 +178,9 @@ def validate_spec(spec: JobSpec) -> None:
             raise BadJobSpec(name, f"{value:g} VRT must be a positive amount")
         if int(value * 10**18) == 0:
             raise BadJobSpec(name, f"{value:g} VRT is below one wei")
+    if int(spec.stake * 10**18) < MIN_TASK_STAKE:
+        raise BadJobSpec("stake", f"{spec.stake:g} VRT is below the contract's minimum task stake of "
+                                  f"{MIN_TASK_STAKE / 10**18:g} VRT")
     if spec.profile not in PROFILE_NAMES:
         raise BadJobSpec("profile", f"{spec.profile!r} is not one of {', '.join(PROFILE_NAMES)}")
     if spec.aggregation not in AGGREGATIONS:

@@ -453,7 +453,7 @@ contract DisputeGameTest is DisputeFixture {
         uint256 w = bound(winnerBps, 0, 10_000);
         uint256 r = bound(refBps, 0, 10_000 - w);
         game.setShares(w, r);
-        uint256 stakeAmt = bound(stake, 1, 500e18);
+        uint256 stakeAmt = bound(stake, 1e18, 500e18); // MIN_TASK_STAKE..
         Verdict verdict = Verdict(bound(v, 1, 4));
         PostJobParams memory p = _params(1, 1, 2);
         p.stakePerReplica = stakeAmt;

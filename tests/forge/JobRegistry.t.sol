@@ -100,6 +100,18 @@ contract JobRegistryTest is Fixture {
         p.stakePerReplica = 0;
         vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("stakePerReplica"), 0));
         _postOnly(p);
+        // Issue 23, "panels cost who opens them": in v2 a poster set a 1-wei task stake on its own job and opened
+        // challenges against it (12 panels, 36 seats, 360 VRT of referee stake locked, referee pay 0). A dispute
+        // slashes its loser's task stake: now each one costs its loser at least 1 VRT.
+        p.stakePerReplica = 1;
+        vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("stakePerReplica"), 1));
+        _postOnly(p);
+        p.stakePerReplica = 1e18 - 1;
+        vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("stakePerReplica"), 1e18 - 1));
+        _postOnly(p);
+        p.stakePerReplica = 1e18;
+        _postOnly(p);
+        p = _params(1, 1, 1);
         p = _params(1, 1, 1);
         p.deviceClass = 2;
         vm.expectRevert(abi.encodeWithSelector(InvalidJobParameter.selector, bytes32("deviceClass"), 2));
@@ -534,7 +546,7 @@ contract JobRegistryTest is Fixture {
 
     function testFuzz_reportLate_slashSplit_succeeds(uint16 bps, uint96 stakeAmt) public {
         uint256 slashBps = bound(bps, 0, 10_000);
-        uint256 taskStake = bound(stakeAmt, 1, NODE_STAKE);
+        uint256 taskStake = bound(stakeAmt, 1e18, NODE_STAKE); // MIN_TASK_STAKE..
         jobs.setLateSlashBps(slashBps);
         PostJobParams memory p = _params(1, 1, 1);
         p.stakePerReplica = taskStake;

@@ -212,7 +212,10 @@ def test_windows_below_the_contracts_minimum_refused_before_anything_is_spent(fi
 
 
 def test_window_minimums_match_the_contract():
+    from verity.chain.protocol import MIN_TASK_STAKE
+
     src = (REPO / "contracts" / "JobRegistryBase.sol").read_text()
+    assert f"uint256 internal constant MIN_TASK_STAKE = {MIN_TASK_STAKE // 10**18}e18;" in src
     assert f"uint64 public constant MIN_EXECUTION_WINDOW = {opts.MIN_EXECUTION_WINDOW};" in src
     assert f"uint64 public constant MIN_REVEAL_WINDOW = {opts.MIN_REVEAL_WINDOW};" in src
 

@@ -226,6 +226,7 @@ def vote_commitment(dispute_id: int, vote, salt, referee) -> bytes:
 
 
 POSTER_BOND = 10**18  # JobRegistryBase.POSTER_BOND: deposited with every job's escrow (1 VRT)
+MIN_TASK_STAKE = 10**18  # JobRegistryBase.MIN_TASK_STAKE: the least stakePerReplica a job may ask (1 VRT)
 FAIL_DECLINES = 3  # JobRegistryBase.FAIL_DECLINES: distinct invalid-input declines of one task that fail its job
 DECLINE_GRACE_BPS = 2_500  # JobRegistryBase.DECLINE_GRACE_BPS: the share of a slot's window it may decline in
 # JobRegistryBase's minimum windows: seconds floors, and blocks of JobRegistry.blockSeconds (issue 23)
