@@ -47,6 +47,8 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
 
     /// @notice Largest value accepted for the clock allowance.
     uint64 public constant MAX_WINDOW = 7 days;
+    /// @dev The least clock allowance (seconds; internal: DisputeGame has no room for a getter).
+    uint64 internal constant MIN_CLOCK_ALLOWANCE = 30;
     /// @notice Bounds of `challengerBond`: a challenge always costs something, and never more than ten times the
     ///         minimum registration stake (a node that can register can afford to challenge).
     uint256 internal constant MIN_CHALLENGER_BOND = 1e18;
@@ -160,11 +162,15 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
 
     // ---------------------------------------------------------------- owner
 
-    /// @notice Sets each party's clock allowance (seconds) for disputes opened afterwards.
+    /// @notice Sets each party's clock allowance (seconds) for disputes opened afterwards, within
+    ///         [MIN_CLOCK_ALLOWANCE, MAX_WINDOW].
     function setClockAllowance(uint64 value) external onlyOwner {
-        // INVARIANT: a party always has some time, and never unbounded time, to move.
+        // INVARIANT: a party always has time to fetch, replay a segment and land its moves, and never unbounded time
+        // (issue 23: 1 s passed the Timelock, and no party can land a move in it: the timeout decided every dispute).
         unchecked {
-            if (value - 1 >= MAX_WINDOW) revert ParameterOutOfRange("clockAllowance", value, 1, MAX_WINDOW); // 0 wraps
+            if (value - MIN_CLOCK_ALLOWANCE > MAX_WINDOW - MIN_CLOCK_ALLOWANCE) { // below the minimum wraps
+                revert ParameterOutOfRange("clockAllowance", value, MIN_CLOCK_ALLOWANCE, MAX_WINDOW);
+            }
         }
         clockAllowance = value;
         emit ParameterSet("clockAllowance", value);

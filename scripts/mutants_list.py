@@ -153,6 +153,13 @@ CONTRACTS = [
         Forge("tests/forge/PosterBond.t.sol"),
     ),
     Mutant(
+        "c-clock-allowance-any", "the owner may set a 1-second clock allowance (no party can land a move in it)",
+        "contracts/DisputeGame.sol",
+        "    uint64 internal constant MIN_CLOCK_ALLOWANCE = 30;",
+        "    uint64 internal constant MIN_CLOCK_ALLOWANCE = 1;",
+        Forge("tests/forge/DisputeGame.t.sol"),
+    ),
+    Mutant(
         "c-result-floor-ignored", "a result may leave its slot at once (a fabricator submits before any fee check lands)",
         "contracts/TaskMachine.sol",
         "        if (block.timestamp < notBefore) revert ResultTooEarly(taskId, slot, notBefore);",

@@ -299,8 +299,8 @@ contract DisputeGameTest is DisputeFixture {
         assertEq(d.allowance, allowance, "allowance snapshot");
         assertEq(d.winnerShareBps, 5_000, "share snapshot");
         // A dispute opened now gets the new rules.
-        game.setClockAllowance(1);
-        assertEq(game.clockAllowance(), 1, "new allowance");
+        game.setClockAllowance(30);
+        assertEq(game.clockAllowance(), 30, "new allowance");
     }
 
     function test_clocksRemaining_onlyAwaitedRuns_succeeds() public {
@@ -430,8 +430,17 @@ contract DisputeGameTest is DisputeFixture {
         assertEq(game.refereeShareBps(), 3_000, "referees");
         vm.expectRevert(abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("shares"), 11_000, 0, 10_000));
         game.setShares(6_000, 5_000);
-        vm.expectRevert(abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("clockAllowance"), 0, 1, 7 days));
+        vm.expectRevert(abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("clockAllowance"), 0, 30, 7 days));
         game.setClockAllowance(0);
+        // issue 23: v2 took 1 s, in which no party can land a move (the timeout decided every dispute)
+        vm.expectRevert(abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("clockAllowance"), 29, 30, 7 days));
+        game.setClockAllowance(29);
+        vm.expectRevert(
+            abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("clockAllowance"), 7 days + 1, 30, 7 days)
+        );
+        game.setClockAllowance(7 days + 1);
+        game.setClockAllowance(30);
+        game.setClockAllowance(7 days);
         uint256[3] memory badBonds = [uint256(0), 1e18 - 1, 100e18 + 1];
         for (uint256 i = 0; i < badBonds.length; ++i) {
             vm.expectRevert(

@@ -518,7 +518,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         uint256 id = _challenge(verifier, hH);
         game.setChallengerBond(50e18);
         game.setShares(1_000, 9_000);
-        game.setClockAllowance(1);
+        game.setClockAllowance(30);
         _toJudgingAt2(id, verifier, solver);
         uint256 reward = _decide(id, Verdict.ForA);
         assertEq(game.getDispute(id).bond, BOND, "bond snapshot");

@@ -45,7 +45,7 @@ def test_deployed_owners_are_the_timelock_and_the_deployer_cannot_set_parameters
     assert owner.call(timelock.functions.delay()) == max(2 * 86400, unbonding + 86400) > unbonding
 
     direct = [owner.jobs.functions.setDefaultWindows(60, 10, 10), owner.jobs.functions.setAssignmentTimeout(7),
-              owner.game.functions.setClockAllowance(20), owner.panel.functions.setWindows(20, 20),
+              owner.game.functions.setClockAllowance(30), owner.panel.functions.setWindows(20, 20),
               owner.registry.functions.setLivenessWindow(60), owner.registry.functions.setUnbondingPeriod(0),
               owner.escrow.functions.transferOwnership(owner.address)]
     for call in direct:

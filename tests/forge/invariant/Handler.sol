@@ -240,7 +240,7 @@ contract Handler is AdversarySide {
         if (which == 14) return _mintPastCap(a);
         if (which == 15) return _rewire();
         vm.startPrank(owner);
-        if (which == 0) game.setClockAllowance(uint64(bound(a, 1, 300)));
+        if (which == 0) game.setClockAllowance(uint64(bound(a, 30, 300)));
         else if (which == 1) game.setChallengerBond(bound(a, 1e18, 20e18));
         else if (which == 2) game.setShares(bound(a, 0, 6_000), bound(b, 0, 4_000));
         else if (which == 3) panel.setPanelSize(uint8(1 + 2 * bound(a, 0, 3)));
