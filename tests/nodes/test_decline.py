@@ -65,7 +65,9 @@ def test_three_sybil_decliners_neither_fail_an_honest_job_nor_take_its_bond(net)
     net.next_epoch()
     c = net.client()
     stakes = {s.address: read(c, c.registry, "getNode", s.address).stake for s in sybils}
-    job_id = net.post(shards=1, rounds=1, steps=20, k=10, replication=2, execution_window=60)
+    # three tasks (2 shards + the AGGREGATE): each first draw misses every sybil with probability 2/5 x 1/4, so the
+    # job sees no refusal at all about once in 1,000 runs
+    job_id = net.post(shards=2, rounds=1, steps=20, k=10, replication=2, execution_window=60)
     net.wait_job(job_id, timeout=300)
 
     events = net.events()
@@ -84,6 +86,7 @@ def test_three_sybil_decliners_neither_fail_an_honest_job_nor_take_its_bond(net)
         node = read(c, c.registry, "getNode", address)
         assert node.stake == stake - burned.get(address, 0), (address, burned)
         assert node.locked == 0
-    for s in sybils:
-        assert "TEST-ONLY decline-invalid" in " ".join(s.text().split())
+    for s in sybils:  # a sybil the draws never picked has nothing to refuse
+        if s.address in {r["node"] for r in refused}:
+            assert "TEST-ONLY decline-invalid" in " ".join(s.text().split())
     conserved(c)
