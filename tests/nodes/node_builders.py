@@ -213,6 +213,14 @@ def post_raw(net: Net, manifest: bytes, initial_hash: bytes, **spec) -> int:
     return post_job_web3(net.client(SUBMITTER), prepared)
 
 
+def warp_to(c: ChainClient, t: int) -> None:
+    """Chain time to at least `t` (the devnet's 30 s fee epochs; waiting them out would double a test's runtime)."""
+    gap = t - c.now()
+    if gap > 0:
+        c.w3.provider.make_request("evm_increaseTime", [gap + 1])
+        c.w3.provider.make_request("evm_mine", [])
+
+
 def wait_for(predicate, timeout: float, what: str, poll: float = 0.5):
     deadline = time.monotonic() + timeout
     while True:

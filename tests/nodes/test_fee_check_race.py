@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from node_builders import SUBMITTER, conserved, wait_for
+from node_builders import SUBMITTER, conserved, wait_for, warp_to
 from verity.chain.protocol import DisputeOutcome, TaskStatus
 from verity.chain.views import read
 
@@ -24,13 +24,6 @@ TRAIN = 1  # shard 0 of round 0
 FEE = 10**18
 FLOOR = 15
 ZERO32 = b"\0" * 32
-
-
-def _warp_to(c, t: int) -> None:
-    gap = t - c.now()
-    if gap > 0:
-        c.w3.provider.make_request("evm_increaseTime", [gap + 1])
-        c.w3.provider.make_request("evm_mine", [])
 
 
 def test_a_solver_that_fabricates_and_submits_at_once_meets_a_paid_fee_check_succeeds(net):
@@ -43,7 +36,7 @@ def test_a_solver_that_fabricates_and_submits_at_once_meets_a_paid_fee_check_suc
     epoch_s = c.call(c.fees.functions.epochSeconds())
     chain = wait_for(lambda: (ch := c.call(c.fees.functions.chainOf(auditor.address)))[0] != ZERO32 and ch, 60,
                      "the auditor's fee key chain anchor")
-    _warp_to(c, (chain[2] + 1) * epoch_s)  # tasks of the anchor epoch have no ticket
+    warp_to(c, (chain[2] + 1) * epoch_s)  # tasks of the anchor epoch have no ticket
     net.next_epoch()  # every node is drawn from here on
     # 15 s: the automatic floor (4 s for this tiny task) is the devnet's quiet-machine figure; under a loaded CI
     # machine the auditor's check took longer, and this test is about the floor, not about its default

@@ -13,7 +13,7 @@ import json
 import pytest
 from hexbytes import HexBytes
 
-from node_builders import SUBMITTER, conserved, wait_for
+from node_builders import SUBMITTER, conserved, wait_for, warp_to
 from verity.chain import EventCursor
 from verity.chain.protocol import ReplicaStatus, TaskStatus, check_commitment
 from verity.chain.views import read
@@ -25,14 +25,6 @@ POT = 5 * FEE
 CHECKS = 2
 RATE_BPS = 10_000
 ZERO32 = b"\0" * 32
-
-
-def _warp_to(c, t: int) -> None:
-    """Chain time to at least `t` (the devnet's 30 s fee epochs; waiting them out would double the test's runtime)."""
-    gap = t - c.now()
-    if gap > 0:
-        c.w3.provider.make_request("evm_increaseTime", [gap + 1])
-        c.w3.provider.make_request("evm_mine", [])
 
 
 def _accepted_final(c, tid: int) -> bytes:
@@ -51,7 +43,7 @@ def test_a_blind_check_made_before_the_result_was_public_is_paid_succeeds(net):
     chain = wait_for(lambda: (ch := c.call(c.fees.functions.chainOf(verifier.address)))[0] != ZERO32 and ch, 60,
                      "the verifier's fee key chain anchor")
     anchor_epoch = chain[2]
-    _warp_to(c, (anchor_epoch + 1) * epoch_s)  # tasks of the anchor epoch have no ticket
+    warp_to(c, (anchor_epoch + 1) * epoch_s)  # tasks of the anchor epoch have no ticket
 
     job_id = net.post(shards=1, rounds=1, steps=20, k=10, replication=1, challenge_window=12, execution_window=60)
     sub = net.client(SUBMITTER)
@@ -71,7 +63,7 @@ def test_a_blind_check_made_before_the_result_was_public_is_paid_succeeds(net):
     net.start_node("solver", 1, roles="solver")
     net.wait_until(lambda: TaskStatus(read(c, c.jobs, "getTask", train).status) == TaskStatus.ACCEPTED, 120,
                    "the task's acceptance")
-    _warp_to(c, (e + 2) * epoch_s)  # the key for epoch e may be revealed from e + 2
+    warp_to(c, (e + 2) * epoch_s)  # the key for epoch e may be revealed from e + 2
 
     def paid():
         crashed = [n.name for n in net.nodes if n.proc.poll() is not None]
