@@ -60,6 +60,9 @@ abstract contract JobRegistryBase is Ownable {
     ///      over a task slashes its loser's task stake, so a self-dispute on a 1-wei-stake job seated three referees
     ///      for free. (Internal: clients mirror it, protocol.MIN_TASK_STAKE; JobRegistry has no room for a getter.)
     uint256 internal constant MIN_TASK_STAKE = 1e18;
+    /// @dev What each of a task's first FAIL_DECLINES invalid-inputs refusals bets from its stake (its share of the
+    ///      bond; every task stake covers it: MIN_TASK_STAKE >= DECLINE_BET).
+    uint256 internal constant DECLINE_BET = POSTER_BOND / FAIL_DECLINES;
     /// @notice Largest value accepted for any window or timeout.
     uint64 public constant MAX_WINDOW = 7 days;
 

@@ -110,7 +110,7 @@ contract TaskMachine is JobRegistryBase {
         // when the job fails for invalid inputs or ends unfinished, burned when the task is completed from the inputs
         // it refused (_settleDecliners). Sybil decliners cannot fail an honest job for free.
         bool bets = invalidInputs && _invalidDecliners[taskId].length < FAIL_DECLINES;
-        _settleStake(msg.sender, 0, job.stakePerReplica - (bets ? _declinerBond(job) : 0));
+        _settleStake(msg.sender, 0, job.stakePerReplica - (bets ? DECLINE_BET : 0));
         if (invalidInputs && _countInvalid(taskId, job.replication) && _failJob(job, t.jobId, taskId)) return;
         _requestDraw(taskId);
     }
@@ -425,7 +425,7 @@ contract TaskMachine is JobRegistryBase {
         Job storage job = _jobs[t.jobId];
         t.status = TaskStatus.Accepted;
         emit IJobRegistry.TaskAccepted(taskId, finalHash, resultCid);
-        _settleDecliners(taskId, job, true);
+        _settleDecliners(taskId, true);
         address candidate = t.candidate;
         if (candidate != address(0)) {
             // The game left the winning challenger's task stake locked for the registry to release. A candidate
@@ -607,7 +607,7 @@ contract TaskMachine is JobRegistryBase {
             t.status = TaskStatus.Cancelled;
             // Disputes still running in the game (all stale) stay no-ops for good.
             ++t.epoch;
-            _settleDecliners(taskId, job, false);
+            _settleDecliners(taskId, false);
             _releaseAll(taskId, job.replication, job.stakePerReplica);
             // INVARIANT: a candidate's task stake is released once: here, on acceptance, or slashed by the game.
             if (t.candidate != address(0)) _settleStake(t.candidate, 0, job.stakePerReplica);
@@ -629,23 +629,17 @@ contract TaskMachine is JobRegistryBase {
         if (decliners.length < FAIL_DECLINES) decliners.push(msg.sender);
         if (decliners.length < FAIL_DECLINES) return false;
         for (uint8 s = 0; s < replication; ++s) {
-            ReplicaStatus st = _replicas[taskId][s].status;
-            if (st == ReplicaStatus.Assigned || st == ReplicaStatus.Committed || st == ReplicaStatus.Revealed) {
-                return false;
-            }
+            if (!_isEmpty(_replicas[taskId][s].status)) return false;
         }
         return true;
     }
 
-    /// @dev The bonds of `taskId`'s recorded invalid-inputs decliners: burned when the task was `completed` from the
+    /// @dev The bets of `taskId`'s recorded invalid-inputs decliners: burned when the task was `completed` from the
     ///      inputs they refused, else released (the job failed for invalid inputs, or ended first).
-    function _settleDecliners(uint256 taskId, Job storage job, bool completed) internal {
+    function _settleDecliners(uint256 taskId, bool completed) internal {
         address[] storage decliners = _invalidDecliners[taskId];
-        uint256 count = decliners.length;
-        if (count == 0) return;
-        uint256 bond = _declinerBond(job);
-        for (uint256 i = 0; i < count; ++i) {
-            _settleStake(decliners[i], completed ? bond : 0, completed ? 0 : bond);
+        for (uint256 i = 0; i < decliners.length; ++i) {
+            _settleStake(decliners[i], completed ? DECLINE_BET : 0, completed ? 0 : DECLINE_BET);
         }
     }
 
@@ -658,12 +652,6 @@ contract TaskMachine is JobRegistryBase {
             token.burn(burned);
         }
         if (released > 0) registry.unlock(node, released);
-    }
-
-    /// @dev What an invalid-inputs decline bets: its share of the poster bond, at most the task stake.
-    function _declinerBond(Job storage job) internal view returns (uint256) {
-        uint256 share = POSTER_BOND / FAIL_DECLINES;
-        return job.stakePerReplica < share ? job.stakePerReplica : share;
     }
 
     /// @dev Fails the job for invalid inputs: the round's tasks end, the decliners share POSTER_BOND, the rest of the

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import NamedTuple
 
 from eth_utils import keccak
@@ -99,11 +100,15 @@ class PreparedJob:
         s = self.spec
         if s.result_floor is not None or s.verification_fee is None or s.step_budget_ms:
             return result_floor_for(s, self.block_seconds)
+        return result_floor_for(s, self.block_seconds, self.step_flops)
+
+    @cached_property
+    def step_flops(self) -> int:
+        """Estimated FLOPs of one step of the job's largest task (read once: post_params is built more than once)."""
         from verity.engine.estimate import estimate_step_flops
 
         manifest = load_manifest(self.manifest_bytes)
-        flops = max(estimate_step_flops(manifest, i) for i in range(len(manifest.shards)))
-        return result_floor_for(s, self.block_seconds, flops)
+        return max(estimate_step_flops(manifest, i) for i in range(len(manifest.shards)))
 
     def escrow(self) -> int:
         s = self.spec
@@ -260,8 +265,7 @@ def check_windows(prepared: PreparedJob, block_seconds: int, default_execution: 
     execution = int(params.executionWindow) or int(default_execution)
     if int(params.resultFloor) > execution // 2:
         raise BadJobSpec("result_floor", f"{int(params.resultFloor)} s is more than half the execution window "
-                                         f"({execution} s): --result-floor {execution // 2} or less, or a longer "
-                                         "--execution-window")
+                                         f"({execution} s): --result-floor {execution // 2} or less")
     mins = min_windows(block_seconds).values()
     for option, value, least in zip(("execution_window", "reveal_window", "challenge_window"),
                                     (params.executionWindow, params.revealWindow, params.challengeWindow), mins):

@@ -75,7 +75,7 @@ def test_three_sybil_decliners_neither_fail_an_honest_job_nor_take_its_bond(net)
     assert refused and {r["node"] for r in refused} <= set(stakes), refused  # only the sybils refused
     assert not [e for e in events if e.name == "JobFailed"]
     assert not [e for e in events if e.name == "PaymentSent" and e.args["to"] in stakes]  # no bond share, no pay
-    bet = min(POSTER_BOND // FAIL_DECLINES, 10 * 10**18)
+    bet = POSTER_BOND // FAIL_DECLINES
     burned = {}
     for r in refused:  # the first FAIL_DECLINES refusals of a task bet; its completion burned each
         task_refusals = [x["node"] for x in refused if x["taskId"] == r["taskId"]][:FAIL_DECLINES]

@@ -262,7 +262,7 @@ contract InvariantsTest is InvariantSetup {
             address[] memory refusers = jobs.invalidDeclinersOf(id);
             uint256 bet = jobs.POSTER_BOND() / jobs.FAIL_DECLINES();
             for (uint256 i = 0; i < refusers.length; ++i) {
-                expected[_idx(refusers[i])] += stakeAmount < bet ? stakeAmount : bet;
+                expected[_idx(refusers[i])] += bet;
             }
         }
         for (uint256 id = 1; id <= game.disputeCount(); ++id) {
