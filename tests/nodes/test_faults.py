@@ -101,6 +101,9 @@ def test_unreachable_cid_and_malformed_manifest_end_in_a_refund(net):
     a = net.start_node("solver-a", 1, roles="solver", extra_env=env)
     b = net.start_node("solver-b", 2, roles="solver", extra_env=env)
     net.wait_registered(2)
+    # both drawable from the first draw on (a node is drawn from the selection epoch after its registration): a node
+    # still waiting for its epoch when the other had refused both jobs let them be cancelled before it was ever drawn
+    net.next_epoch()
     nowhere = cid_of_bytes(os.urandom(64))  # a valid CID that no node has
     doc = {"schema_version": 1, "model": {"arch": "mlp", "config": {"in_features": 64, "hidden": [16], "out_features": 10}},
            "init": {"seed": 0}, "data": {"task": "classification", "x_shape": [64], "x_dtype": "float32", "num_classes": 10},
