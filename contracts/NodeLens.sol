@@ -2,7 +2,7 @@
 pragma solidity 0.8.28;
 
 import {NodeMath} from "./lib/NodeMath.sol";
-import {ROLE_SOLVER, ROLE_REFEREE} from "./types/VerityTypes.sol";
+import {ROLE_SOLVER, ROLE_REFEREE, Reputation} from "./types/VerityTypes.sol";
 
 /// @notice What NodeLens reads from the registry.
 interface INodeStorage {
@@ -11,7 +11,7 @@ interface INodeStorage {
 }
 
 /// @title NodeLens
-/// @notice Read-only views of NodeRegistry's selection state (weights, factors, tiers, trees), kept out of the
+/// @notice Read-only views of NodeRegistry's selection state (weights, factors, reputation, tiers, trees), kept out of the
 ///         registry so that its room goes to rules (issue 23, "room to grow"). Stateless: deploy one for any registry.
 /// @dev Reads the registry's storage through `extsload` at the slots `forge inspect NodeRegistry storageLayout` gives
 ///      (NODES_SLOT ...); tests/forge/NodeLens.t.sol checks every view against the registry's own behaviour, so a
@@ -88,6 +88,18 @@ contract NodeLens {
         uint256 w1 = _word(base + 1);
         // NodeRecord: tasksCompleted at bit 192 and tasksLate at 224 of word 0; disputesLost at 160 of word 1.
         return NodeMath.reputationBps(uint32(w0 >> 192), uint32(w0 >> 224), uint32(w1 >> 160));
+    }
+
+    /// @notice The reputation counters of `node`: tasks completed and late, disputes won and lost, total slashed.
+    function reputationOf(address node) external view returns (Reputation memory) {
+        uint256 base = _nodeSlot(node);
+        uint256 w0 = _word(base);
+        uint256 w1 = _word(base + 1);
+        // NodeRecord word 0: tasksCompleted at bit 192, tasksLate at 224; word 1: disputesWon at 128, disputesLost at
+        // 160; word 3: totalSlashed at 128.
+        return Reputation(
+            uint32(w0 >> 192), uint32(w0 >> 224), uint32(w1 >> 128), uint32(w1 >> 160), _word(base + 3) >> 128
+        );
     }
 
     /// @notice Promptness factor of `node` in basis points (NodeMath.promptnessBps).

@@ -12,7 +12,6 @@ import {PackedSumTree} from "./lib/PackedSumTree.sol";
 import {NodeMath} from "./lib/NodeMath.sol";
 import {
     Node,
-    Reputation,
     ROLE_SOLVER,
     ROLE_VERIFIER,
     ROLE_REFEREE,
@@ -47,11 +46,16 @@ import "./errors/NodeRegistryErrors.sol";
 ///      (region 0). A job with no region reads the region-any family (what every draw read before regions
 ///      existed); a region job reads only its region's family, so stake declared elsewhere, or not declared, absorbs
 ///      none of its draws. A bandwidth requirement rounds up to a tier floor, as memory does.
-/// @dev Selection weight = (stake - pendingUnstake) * reputationFactor * promptnessFactor / BPS^2, kept in whole
-///      micro-VRT (WEIGHT_UNIT) so the packed trees' 56-bit lanes hold every sum. The weight is linear in stake,
-///      so splitting a stake over many identities never raises the chance of being drawn. Weights change only on
-///      stake, unstake, slash, heartbeat, declaration updates and reputation penalties; lock/unlock leave them
-///      alone (the free-stake filter at draw time handles busy nodes), which keeps the task lifecycle cheap.
+/// @dev Selection weight = weightBase * reputationFactor * promptnessFactor / BPS^2, kept in whole micro-VRT
+///      (WEIGHT_UNIT) so the packed trees' 56-bit lanes hold every sum. weightBase is the bonded stake (stake -
+///      pendingUnstake) capped by the free stake rounded up to a power of two (NodeMath.weightBase): never above
+///      the bonded stake, so splitting a stake over many identities never raises the chance of being drawn, and at
+///      most twice the free stake, so stake locked by work cannot soak up draws (issue 23). Weights change on
+///      stake, unstake, slash, heartbeat, declaration updates, reputation penalties, and a lock that moves the free
+///      stake below a power of two (rare for an idle node: the task lifecycle stays cheap). An unlock leaves the
+///      weight low until the node's next heartbeat (as completed work does): a weight may lag below what the node
+///      can take, never above. The free-stake filter at draw time still rejects a node that cannot lock a job's
+///      task stake.
 /// @dev Draws fixed before their value is known (issue 23): every tree, and the map of trees with weight, is read as
 ///      it stood when the current selection epoch (SELECTION_EPOCH_BLOCKS) began, and BlockhashRandomness makes a
 ///      value readable only inside its target block's epoch. A node that took its slot this epoch (registered, or
@@ -63,7 +67,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     using PackedSumTree for PackedSumTree.Tree;
     using SafeCast for uint256;
 
-    /// @dev Storage form of a node (getNode / reputationOf rebuild the public Node and Reputation structs).
+    /// @dev Storage form of a node (getNode rebuilds the public Node struct; NodeLens.reputationOf the Reputation one).
     ///      Packed so that the hot paths write slots that are already nonzero: lock/unlock touch the stake slot,
     ///      recordCompleted one slot (lastSeen + tasksCompleted), recordDispute the registeredAt slot. Amounts are
     ///      uint128 (checked on stake), far above any token supply.
@@ -363,7 +367,9 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         if (n.slot == 0) revert NodeNotRegistered(node);
         uint256 free = _free(n);
         if (amount > free) revert InsufficientFreeStake(node, free, amount);
+        uint256 base = _base(n);
         n.locked += uint128(amount); // amount <= free stake < 2^128
+        if (_base(n) != base) _syncWeight(node);
         emit StakeLocked(node, msg.sender, amount);
     }
 
@@ -534,12 +540,6 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         });
     }
 
-    /// @inheritdoc INodeRegistry
-    function reputationOf(address node) external view returns (Reputation memory) {
-        NodeRecord storage n = _nodes[node];
-        return Reputation(n.tasksCompleted, n.tasksLate, n.disputesWon, n.disputesLost, n.totalSlashed);
-    }
-
     /// @notice One word of this contract's storage, for NodeLens (which knows the layout: `forge inspect NodeRegistry
     ///         storageLayout`) to show the weights and trees without their views taking room here.
     function extsload(bytes32 slot) external view returns (bytes32 value) {
@@ -580,6 +580,11 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         return uint256(n.stake) - n.locked - n.pendingUnstake;
     }
 
+    /// @dev The stake the node's weight counts: bonded, capped by free stake (NodeMath.weightBase).
+    function _base(NodeRecord storage n) internal view returns (uint256) {
+        return NodeMath.weightBase(uint256(n.stake) - n.pendingUnstake, _free(n));
+    }
+
     function _startUnbonding(address node, NodeRecord storage n, uint256 amount) internal {
         n.pendingUnstake += uint128(amount); // amount <= free stake < 2^128
         uint64 availableAt = uint64(block.timestamp) + unbondingPeriod;
@@ -611,7 +616,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     function _unlock(address node, uint256 amount) internal {
         NodeRecord storage n = _nodes[node];
         if (amount > n.locked) revert InsufficientLockedStake(node, n.locked, amount);
-        n.locked -= uint128(amount); // amount <= locked
+        n.locked -= uint128(amount); // amount <= locked; the weight this frees comes back on the next heartbeat
         emit StakeUnlocked(node, msg.sender, amount);
     }
 
@@ -649,7 +654,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         NodeRecord storage n = _nodes[node];
         if (n.slot == 0) return;
         uint256 w = (
-            (uint256(n.stake) - n.pendingUnstake) * NodeMath.reputationBps(n.tasksCompleted, n.tasksLate, n.disputesLost)
+            _base(n) * NodeMath.reputationBps(n.tasksCompleted, n.tasksLate, n.disputesLost)
                 * NodeMath.promptnessBps(n.usedWindowBps)
         ) / (BPS * BPS * WEIGHT_UNIT);
         if (block.timestamp > uint256(n.lastSeen) + livenessWindow) w = 0; // offline: out until its next heartbeat

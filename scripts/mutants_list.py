@@ -160,6 +160,13 @@ CONTRACTS = [
         Forge("tests/forge/DisputeGame.t.sol"),
     ),
     Mutant(
+        "c-weight-counts-locked", "a lock leaves the weight alone (busy heavy identities soak up every draw attempt)",
+        "contracts/NodeRegistry.sol",
+        "        if (_base(n) != base) _syncWeight(node);",
+        "",
+        Forge("tests/forge/BusyDraws.t.sol"),
+    ),
+    Mutant(
         "c-result-floor-ignored", "a result may leave its slot at once (a fabricator submits before any fee check lands)",
         "contracts/TaskMachine.sol",
         "        if (block.timestamp < notBefore) revert ResultTooEarly(taskId, slot, notBefore);",

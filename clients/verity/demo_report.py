@@ -88,7 +88,7 @@ class Ledger:
                     "done/won/lost"):
             t.add_column(col)
         for addr, name in self.names.items():
-            n, r = read(c, c.registry, "getNode", addr), read(c, c.registry, "reputationOf", addr)
+            n, r = read(c, c.registry, "getNode", addr), read(c, c.lens, "reputationOf", addr)
             t.add_row(name, _vrt(self.paid[addr]), _vrt(self.forfeited[addr]), _vrt(self.rewards[addr]),
                       _vrt(self.slashed[addr]), str(self.late[addr]), _vrt(n.stake),
                       f"{r.tasksCompleted}/{r.disputesWon}/{r.disputesLost}")

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.28;
 
-import {Node, Reputation} from "../types/VerityTypes.sol";
+import {Node} from "../types/VerityTypes.sol";
 
 /// @title INodeRegistry
 /// @notice Nodes, their stake, reputation and stake-weighted selection.
@@ -102,6 +102,4 @@ interface INodeRegistry {
     function freeStake(address node) external view returns (uint256);
     /// @notice Full node record.
     function getNode(address node) external view returns (Node memory);
-    /// @notice Reputation counters.
-    function reputationOf(address node) external view returns (Reputation memory);
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.28;
 
+import {Math} from "@openzeppelin/contracts/utils/math/Math.sol";
 import {BPS} from "../types/VerityTypes.sol";
 
 /// @title NodeMath
@@ -46,6 +47,18 @@ library NodeMath {
         uint256 good = completed + 1;
         uint256 f = (good * BPS) / (good + late + 4 * disputesLost + PROBATION_TASKS);
         return f < MIN_REPUTATION_BPS ? MIN_REPUTATION_BPS : f;
+    }
+
+    /// @notice The stake a node's selection weight counts (issue 23, "weight is what a node can take"): its bonded
+    ///         stake, capped by its free stake rounded up to the next power of two above it. Stake locked by work
+    ///         cannot soak up draws (a busy node weighs at most twice what it can still lock), and the cap moves only
+    ///         when the free stake crosses a power of two, so a lock rewrites the trees rarely (an idle 1,000-VRT
+    ///         node can lock 410 VRT before its weight moves; unlocks wait for the node's heartbeat). Never above the bonded stake: splitting a
+    ///         stake over identities still never raises its weight.
+    function weightBase(uint256 bonded, uint256 free) internal pure returns (uint256) {
+        if (free == 0) return 0;
+        uint256 cap = 2 << Math.log2(free); // in (free, 2 * free]
+        return cap < bonded ? cap : bonded;
     }
 
     /// @notice The tree key of an eligibility class: role | region | profile bit | CUDA-only | cell; `key >> 8` is the

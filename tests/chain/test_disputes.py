@@ -127,7 +127,7 @@ def test_honest_wins_public_trace_path_with_bisection(system, contested, referee
         assert panel.credits(ref) == each and registry.getNode(ref).locked == 0
     assert token.totalBurned() - burned0 == STAKE - win - 3 * each
     assert registry.getNode(c.cheater).stake == NODE_STAKE - STAKE
-    assert registry.reputationOf(c.cheater).disputesLost == 1 and registry.reputationOf(c.honest).disputesWon == 1
+    assert system.lens.reputationOf(c.cheater).disputesLost == 1 and system.lens.reputationOf(c.honest).disputesWon == 1
     assert [x.status for x in jobs.getReplicas(c.task_id)][1] == ReplicaStatus.SLASHED
 
     # The winner's result is only a candidate: it is accepted after its own window; only the honest replica is paid.
@@ -206,7 +206,7 @@ def test_panel_matches_neither_party_both_lose_and_task_is_redrawn(system, conte
     assert token.totalBurned() - burned0 == pot - 3 * each
     for p in (c.honest, c.cheater):
         assert registry.getNode(p).stake == NODE_STAKE - STAKE and registry.getNode(p).locked == 0
-        assert registry.reputationOf(p).disputesLost == 1
+        assert system.lens.reputationOf(p).disputesLost == 1
     # Both replicas banned, slots drawn again from the two other solvers.
     assert list(r.events.filter(jobs.TaskReopened))
     assert jobs.getTask(c.task_id).status == TaskStatus.OPEN  # P4: the redraw waits for fresh randomness
@@ -242,7 +242,7 @@ def test_advance_slashes_non_revealing_referee_and_majority_decides(system, cont
     each = reward // 2
     assert panel.credits(silent) == 0
     assert registry.getNode(silent).stake == NODE_STAKE - penalty and registry.getNode(silent).locked == 0
-    assert registry.reputationOf(silent).tasksLate == 1
+    assert system.lens.reputationOf(silent).tasksLate == 1
     for ref in referees[:2]:
         assert panel.credits(ref) == each and registry.getNode(ref).stake == NODE_STAKE
     assert token.totalBurned() - burned0 == (STAKE - win - 2 * each) + penalty

@@ -156,6 +156,6 @@ def test_whole_job_two_shards_two_rounds(system, eight_nodes, poster, submitter,
     # Every lock released, reputation counts the 6 tasks x 2 replicas, nothing burned.
     for n in eight_nodes:
         assert registry.getNode(n).locked == 0
-    assert sum(registry.reputationOf(n).tasksCompleted for n in eight_nodes) == 12
+    assert sum(system.lens.reputationOf(n).tasksCompleted for n in eight_nodes) == 12
     acc = conserved()
     assert acc["burned"] == 0

@@ -316,7 +316,7 @@ def test_late_replica_reported_and_slot_redrawn(system, workers, poster, chain, 
     assert token.totalBurned() - burned0 == slashed
     n = registry.getNode(late)
     assert n.stake == NODE_STAKE - slashed and n.locked == 0
-    assert registry.reputationOf(late).tasksLate == 1
+    assert system.lens.reputationOf(late).tasksLate == 1
     assert late.address in list(jobs.bannedOf(tid))
 
     # The newcomer is the last to commit: its reveal also reveals the first's equal commitment; equal results

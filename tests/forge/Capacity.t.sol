@@ -245,7 +245,7 @@ contract CapacityTest is Fixture {
         vm.stopPrank();
         assertEq(registry.getNode(nodes[0]).slot, 2, "new slot at the end");
         assertEq(registry.getNode(nodes[0]).stake, min, "minimum pulled again");
-        assertEq(registry.reputationOf(nodes[0]).disputesLost, 1, "history kept");
+        assertEq(lens.reputationOf(nodes[0]).disputesLost, 1, "history kept");
         _assertListCoherent();
     }
 

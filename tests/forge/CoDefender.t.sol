@@ -82,7 +82,7 @@ contract CoDefenderTest is DisputeFixture {
         uint256 reward = _decide(id, Verdict.ForA);
         assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "sybil's step wins");
         assertEq(registry.getNode(h).stake, NODE_STAKE, "honest member not slashed");
-        assertEq(registry.reputationOf(h).disputesLost, 0, "honest member: no lost dispute");
+        assertEq(lens.reputationOf(h).disputesLost, 0, "honest member: no lost dispute");
         assertEq(registry.getNode(co).stake, NODE_STAKE - TASK_STAKE, "attacker's member slashed");
         assertEq(reward, TASK_STAKE / 4, "referees' share of one stake");
         assertEq(game.credits(sybil), BOND + TASK_STAKE / 2, "bond back + winner share of one stake");
@@ -224,7 +224,7 @@ contract CoDefenderTest is DisputeFixture {
         uint256 toWinner = (TASK_STAKE + BOND) / 2;
         assertEq(game.credits(co), toWinner / 2, "co-defender's half");
         assertEq(game.credits(defender), toWinner - toWinner / 2, "defender's half");
-        assertEq(registry.reputationOf(co).disputesWon, 1, "co won++");
+        assertEq(lens.reputationOf(co).disputesWon, 1, "co won++");
         _assertAccounting();
     }
 
@@ -239,7 +239,7 @@ contract CoDefenderTest is DisputeFixture {
         _decide(id, Verdict.ForB);
         assertEq(game.credits(co), (TASK_STAKE + BOND) / 2, "mover paid");
         assertEq(game.credits(defender), 0, "idle member not paid");
-        assertEq(registry.reputationOf(defender).disputesWon, 0, "idle member: no win recorded");
+        assertEq(lens.reputationOf(defender).disputesWon, 0, "idle member: no win recorded");
         _assertAccounting();
     }
 

@@ -34,7 +34,7 @@ contract DeclineTest is Fixture {
         jobs.decline(1, false);
         assertEq(registry.freeStake(node), freeBefore + jobs.getJob(1).stakePerReplica, "stake released");
         assertEq(registry.getNode(node).stake, stakeBefore, "not slashed");
-        assertEq(registry.reputationOf(node).tasksLate, 0, "not counted late");
+        assertEq(lens.reputationOf(node).tasksLate, 0, "not counted late");
         assertEq(uint8(_replica(1, 0).status), uint8(ReplicaStatus.Voided), "slot emptied");
         assertEq(uint8(_status(1)), uint8(TaskStatus.Open), "slot to be drawn again");
         assertEq(jobs.bannedOf(1)[0], node, "never drawn for this task again");

@@ -121,8 +121,8 @@ contract DisputeGameTest is DisputeFixture {
         assertEq(registry.getNode(cheater).stake, NODE_STAKE - TASK_STAKE, "loser slashed its task stake");
         assertEq(registry.getNode(honest).locked, lockedHonest, "winner replica stays locked");
         assertEq(uint8(_replica(taskId, 1).status), uint8(ReplicaStatus.Slashed), "cheater slashed");
-        assertEq(registry.reputationOf(cheater).disputesLost, 1, "lost++");
-        assertEq(registry.reputationOf(honest).disputesWon, 1, "won++");
+        assertEq(lens.reputationOf(cheater).disputesLost, 1, "lost++");
+        assertEq(lens.reputationOf(honest).disputesWon, 1, "won++");
         // P3: the winner's result is only a candidate with a fresh window.
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Revealed), "candidate, not accepted");
         assertEq(jobs.getTask(taskId).epoch, d.epoch + 1, "new epoch");

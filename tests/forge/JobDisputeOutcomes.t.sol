@@ -244,7 +244,7 @@ contract JobDisputeOutcomesTest is Fixture {
         assertEq(jobs.getTask(taskId).resultCid, keccak256(abi.encode("cid", h[4])), "candidate's cid");
         assertEq(_paidSince(c), 0, "P10: paid only once the AGGREGATE is accepted");
         assertEq(_paidSince(solver), 0, "defender unpaid");
-        assertEq(registry.reputationOf(c).tasksCompleted, 1, "completed++");
+        assertEq(lens.reputationOf(c).tasksCompleted, 1, "completed++");
         uint256 agg = jobs.taskOf(jobId, 0, 1);
         assertEq(jobs.getTask(agg).inputHash, keccak256(abi.encode(_one(h[4]))), "the round goes on from it");
         for (uint256 i = 0; i < nodes.length; ++i) {

@@ -345,7 +345,7 @@ contract JobRegistryTest is Fixture {
         assertEq(uint8(_replica(taskId, 0).status), uint8(ReplicaStatus.Accepted), "replica 0 accepted");
         assertEq(uint8(_replica(taskId, 1).status), uint8(ReplicaStatus.Accepted), "replica 1 accepted");
         assertEq(_paidSince(a) + _paidSince(b), 0, "P10: paid only once the AGGREGATE is accepted");
-        assertEq(registry.reputationOf(a).tasksCompleted, 1, "completed++");
+        assertEq(lens.reputationOf(a).tasksCompleted, 1, "completed++");
         // Only the new AGGREGATE task's stake (if this node was drawn for it) stays locked.
         assertLe(registry.getNode(a).locked, TASK_STAKE, "unlocked");
         assertEq(jobs.getTask(taskId).finalHash, h[4], "result");
@@ -536,7 +536,7 @@ contract JobRegistryTest is Fixture {
         assertEq(token.totalBurned() - burnedBefore, slash, "burned");
         assertEq(registry.getNode(late).locked, 0, "unlocked");
         assertEq(registry.getNode(late).stake, NODE_STAKE - slash, "slashed");
-        assertEq(registry.reputationOf(late).tasksLate, 1, "late++");
+        assertEq(lens.reputationOf(late).tasksLate, 1, "late++");
         Replica memory fresh = _replica(1, 0);
         assertNotEq(fresh.node, late, "late node not redrawn");
         assertNotEq(fresh.node, partner, "partner not redrawn");

@@ -414,7 +414,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         assertEq(game.credits(verifier), BOND + pot / 2, "winner share of the submitter's stake");
         assertEq(registry.getNode(defender).stake, NODE_STAKE, "defender made no step-level claim: not slashed");
         assertEq(registry.getNode(co).stake, NODE_STAKE - TASK_STAKE, "co-defender (step root) slashed");
-        assertEq(registry.reputationOf(co).disputesLost, 1, "co-defender lost++");
+        assertEq(lens.reputationOf(co).disputesLost, 1, "co-defender lost++");
         assertTrue(_conserved(), "conserved");
         assertTrue(_gameSolvent(), "solvent");
     }

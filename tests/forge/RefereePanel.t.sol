@@ -439,7 +439,7 @@ contract RefereePanelTest is PanelFixture {
         assertEq(panel.credits(seats[0]), REWARD / 2, "majority share");
         assertEq(panel.credits(seats[2]), REWARD / 2, "majority share");
         assertEq(token.totalBurned() - burned, 5e18, "slash not burned");
-        assertEq(registry.reputationOf(seats[1]).disputesLost, 1, "reputation");
+        assertEq(lens.reputationOf(seats[1]).disputesLost, 1, "reputation");
         _assertConserved();
     }
 
@@ -527,7 +527,7 @@ contract RefereePanelTest is PanelFixture {
         assertEq(p.seats[2], address(0), "seat not emptied");
         assertEq(_stake(seats[2]), NODE_STAKE - 1e18, "no-show not slashed");
         assertEq(_locked(seats[2]), 0, "no-show rest locked");
-        assertEq(registry.reputationOf(seats[2]).tasksLate, 1, "late not recorded");
+        assertEq(lens.reputationOf(seats[2]).tasksLate, 1, "late not recorded");
         assertFalse(panel.voteOf(ID, seats[2]).seated, "still seated");
         address[] memory redrawn = _seat(ID);
         assertNotEq(redrawn[2], seats[2], "no-show redrawn");

@@ -43,8 +43,8 @@ contract StuckLocksTest is Fixture {
         vm.prank(only);
         jobs.withdrawCommitted(1);
         assertEq(registry.freeStake(only), freeBefore + jobs.getJob(1).stakePerReplica, "stake released in full");
-        assertEq(registry.reputationOf(only).totalSlashed, 0, "not slashed");
-        assertEq(registry.reputationOf(only).tasksLate, 0, "not counted late");
+        assertEq(lens.reputationOf(only).totalSlashed, 0, "not slashed");
+        assertEq(lens.reputationOf(only).tasksLate, 0, "not counted late");
         assertEq(uint8(_replica(1, slot).status), uint8(ReplicaStatus.Voided), "slot emptied");
         assertEq(uint8(_status(1)), uint8(TaskStatus.Open), "the task keeps drawing");
     }

@@ -55,8 +55,8 @@ def test_colluding_replicas_agree_on_a_wrong_result_and_a_verifier_catches_it_su
     steppers = {e.args["party"] for e in events if e.name == "StepRootSubmitted" and e.args["disputeId"] == did}
     loser = resolved[0]["loser"]
     assert loser in cheaters and steppers & cheaters == {loser}
-    assert read(c, c.registry, "reputationOf", loser).totalSlashed > 0
-    assert read(c, c.registry, "reputationOf", (cheaters - {loser}).pop()).totalSlashed == 0
-    assert read(c, c.registry, "reputationOf", verifier.address).totalSlashed == 0
+    assert read(c, c.lens, "reputationOf", loser).totalSlashed > 0
+    assert read(c, c.lens, "reputationOf", (cheaters - {loser}).pop()).totalSlashed == 0
+    assert read(c, c.lens, "reputationOf", verifier.address).totalSlashed == 0
     assert "challenge committed" in " ".join(verifier.text().split())  # (the log wraps lines)
     conserved(c)

@@ -108,7 +108,7 @@ def test_copied_commitment_and_reveal_earn_the_copier_nothing_succeeds(net):
     for contract in (c.game, c.panel):  # JobEscrow holds no credits: its payments are sent (PaymentSent, above)
         assert c.call(contract.functions.credits(copier.address)) == 0
     node = read(c, c.registry, "getNode", copier.address)
-    rep = read(c, c.registry, "reputationOf", copier.address)
+    rep = read(c, c.lens, "reputationOf", copier.address)
     assert (node.stake, node.locked) == (STAKE, 0)
     assert rep.totalSlashed == 0 and rep.disputesWon == rep.disputesLost == 0
     assert c.call(c.token.functions.balanceOf(copier.address)) == balance  # no bond posted, nothing gained

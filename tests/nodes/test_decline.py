@@ -37,7 +37,7 @@ def test_a_poisoned_job_is_declined_by_three_solvers_and_failed_and_nobody_is_sl
     assert not [e for e in events if e.name in ("ReplicaLate", "StakeSlashed")]
     assert len([e for e in events if e.name == "ReplicaDeclined"]) == 3  # each once: a decliner is not drawn again
     for s in solvers:
-        rep = read(c, c.registry, "reputationOf", s.address)
+        rep = read(c, c.lens, "reputationOf", s.address)
         assert (rep.tasksLate, rep.totalSlashed) == (0, 0)
         assert "declined task" in " ".join(s.text().split())
     share = POSTER_BOND // FAIL_DECLINES

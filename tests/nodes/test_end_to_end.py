@@ -75,6 +75,6 @@ def test_bitflip_solver_loses_the_dispute(net):
         assert e.args["loser"] == flipper and DisputeOutcome(e.args["outcome"]) in (
             DisputeOutcome.CHALLENGER_WINS, DisputeOutcome.DEFENDER_WINS)
     c = net.client()
-    rep = read(c, c.registry, "reputationOf", flipper)
+    rep = read(c, c.lens, "reputationOf", flipper)
     assert rep.disputesLost == len(resolved) and rep.totalSlashed == len(resolved) * 10 * 10**18
     conserved(c)

@@ -37,7 +37,7 @@ def test_verifier_catches_lazy_solver_in_optimistic_mode(net):
     assert DisputeOutcome(ev["outcome"]) == DisputeOutcome.CHALLENGER_WINS
     assert ev["winner"] == verifier.address and ev["loser"] == lazy.address
     c = net.client()
-    assert read(c, c.registry, "reputationOf", lazy.address).disputesLost == 1
+    assert read(c, c.lens, "reputationOf", lazy.address).disputesLost == 1
     conserved(c)
 
 
@@ -92,7 +92,7 @@ def test_killed_solver_is_reported_late_and_its_task_reassigned(net):
     events = net.events()
     late = [e.args for e in events if e.name == "ReplicaLate"]
     assert late and all(x["node"] == victim.address for x in late)
-    assert read(c, c.registry, "reputationOf", victim.address).tasksLate >= 1
+    assert read(c, c.lens, "reputationOf", victim.address).tasksLate >= 1
     conserved(c)
 
 

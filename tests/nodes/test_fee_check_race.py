@@ -65,7 +65,7 @@ def test_a_solver_that_fabricates_and_submits_at_once_meets_a_paid_fee_check_suc
     assert len(accepted) == 1 and bytes(accepted[0]["finalHash"]) != wrong
     task = read(c, c.jobs, "getTask", TRAIN)
     assert TaskStatus(task.status) == TaskStatus.ACCEPTED and task.candidate == auditor.address
-    assert read(c, c.registry, "reputationOf", cheat.address).totalSlashed > 0
-    assert read(c, c.registry, "reputationOf", auditor.address).totalSlashed == 0
+    assert read(c, c.lens, "reputationOf", cheat.address).totalSlashed > 0
+    assert read(c, c.lens, "reputationOf", auditor.address).totalSlashed == 0
     assert read(c, c.jobs, "getJob", job_id).resultFloor == FLOOR
     conserved(c)

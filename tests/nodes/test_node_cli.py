@@ -84,7 +84,7 @@ def test_stake_top_up_while_running_then_status_and_ctrl_c_succeeds(net):
     net.wait_job(job_id, timeout=240)  # solver-1 sent commit / reveal after the top-up moved its nonce
     c = net.client()
     assert read(c, c.registry, "getNode", a.address).stake == 1500 * 10**18
-    assert read(c, c.registry, "reputationOf", a.address).tasksCompleted == 2
+    assert read(c, c.lens, "reputationOf", a.address).tasksCompleted == 2
     assert "nonce" not in a.text().lower()
 
     status = _verity(net, "node", "status", "--name", "solver-1", "--account", "1")

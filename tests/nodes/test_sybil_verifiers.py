@@ -96,11 +96,11 @@ def test_sybil_verifiers_challenge_first_and_lose_while_the_honest_challenge_win
     assert TaskStatus(task.status) == TaskStatus.ACCEPTED and task.candidate == honest.address
 
     for sybil in cheaters:
-        rep = read(c, c.registry, "reputationOf", sybil)
+        rep = read(c, c.lens, "reputationOf", sybil)
         assert rep.totalSlashed > 0 and rep.disputesLost >= 1 and rep.disputesWon == 0
-    rep = read(c, c.registry, "reputationOf", honest.address)
+    rep = read(c, c.lens, "reputationOf", honest.address)
     assert rep.totalSlashed == 0 and rep.disputesLost == 0 and rep.disputesWon >= 1
-    assert read(c, c.registry, "reputationOf", solver.address).totalSlashed > 0
+    assert read(c, c.lens, "reputationOf", solver.address).totalSlashed > 0
     for sybil in sybils:
         assert "TEST-ONLY sybil-challenge" in " ".join(sybil.text().split())
     conserved(c)

@@ -171,7 +171,7 @@ def status(dir: Dir = None) -> None:
         nt.add_column(col)
     for i in range(min(c.call(c.registry.functions.nodeCount()), 50)):
         addr = c.call(c.registry.functions.nodeList(i))
-        n, r = read(c, c.registry, "getNode", addr), read(c, c.registry, "reputationOf", addr)
+        n, r = read(c, c.registry, "getNode", addr), read(c, c.lens, "reputationOf", addr)
         nt.add_row(addr, str(n.roles), f"{n.stake / 1e18:g}", f"{n.locked / 1e18:g}", str(r.tasksCompleted), str(r.tasksLate),
                    f"{r.disputesWon}/{r.disputesLost}")
     console.print(nt)

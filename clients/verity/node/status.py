@@ -90,7 +90,7 @@ def read_status(c: ChainClient, address: str) -> NodeStatus:
     ws, wr = c.call(lens.weightsOf(address))
     selection = (int(ws), int(wr), int(c.call(lens.reputationFactorBps(address))),
                  int(c.call(lens.promptnessFactorBps(address))))
-    return NodeStatus(address, read(c, c.registry, "getNode", address), read(c, c.registry, "reputationOf", address),
+    return NodeStatus(address, read(c, c.registry, "getNode", address), read(c, c.lens, "reputationOf", address),
                       c.now(), c.call(c.token.functions.balanceOf(address)), earned, unwithdrawn, selection)
 
 

@@ -5,6 +5,7 @@ import {Test} from "./Test.sol";
 import {MockPanelGame} from "./MockPanelGame.sol";
 import {VerityToken} from "../../../contracts/VerityToken.sol";
 import {NodeRegistry} from "../../../contracts/NodeRegistry.sol";
+import {NodeLens} from "../../../contracts/NodeLens.sol";
 import {BlockhashRandomness} from "../../../contracts/BlockhashRandomness.sol";
 import {RefereePanel} from "../../../contracts/RefereePanel.sol";
 import {IVerityToken} from "../../../contracts/interfaces/IVerityToken.sol";
@@ -39,6 +40,7 @@ abstract contract PanelFixture is Test {
 
     VerityToken internal token;
     NodeRegistry internal registry;
+    NodeLens internal lens;
     BlockhashRandomness internal randomness;
     RefereePanel internal panel;
     MockPanelGame internal game;
@@ -52,6 +54,7 @@ abstract contract PanelFixture is Test {
         vm.roll(1_000);
         token = new VerityToken(address(this)); // the test is the minter, as the deployer is for a genesis distribution
         registry = new NodeRegistry(IERC20(address(token)));
+        lens = new NodeLens(address(registry));
         randomness = new BlockhashRandomness(DELAY);
         panel = new RefereePanel(
             IVerityToken(address(token)), INodeRegistry(address(registry)), IRandomness(address(randomness))

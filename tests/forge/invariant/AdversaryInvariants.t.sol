@@ -3,6 +3,7 @@ pragma solidity 0.8.28;
 
 import {InvariantSetup} from "./InvariantSetup.sol";
 import {JOB_MEMORY_MB} from "./AdversarySide.sol";
+import {NodeMath} from "../../../contracts/lib/NodeMath.sol";
 import {
     JobStatus,
     Task,
@@ -84,7 +85,8 @@ contract AdversaryInvariantsTest is InvariantSetup {
             uint256 bonded = n.stake - n.pendingUnstake;
             // Factors only rise between syncs (completed work; a drop - late, lost, slashed, unbonded - syncs at
             // once), and none exceeds 100 %: a weight never exceeds what the current reputation allows.
-            uint256 high = (bonded * lens.reputationFactorBps(node)) / BPS;
+            // Issue 23: the weight counts at most the bonded stake capped by the free stake (NodeMath.weightBase).
+            uint256 high = (NodeMath.weightBase(bonded, registry.freeStake(node)) * lens.reputationFactorBps(node)) / BPS;
             (uint256 ws, uint256 wr) = lens.weightsOf(node);
             _checkWeight(ws, (n.roles & ROLE_SOLVER) != 0, high, "solver weight above its stake's due");
             _checkWeight(wr, (n.roles & ROLE_REFEREE) != 0, high, "referee weight above its stake's due");
@@ -99,7 +101,7 @@ contract AdversaryInvariantsTest is InvariantSetup {
                 expected[t - 1][p][1] += wr;
             }
             if (bonded != 0 && bonded < MIN_REGISTRATION_STAKE) {
-                assertGt(registry.reputationOf(node).totalSlashed, 0, "bonded stake below the minimum, unslashed");
+                assertGt(lens.reputationOf(node).totalSlashed, 0, "bonded stake below the minimum, unslashed");
             }
             if (_isHonestNode[node] && ws > 0 && wr > 0) ++honestDrawable;
         }

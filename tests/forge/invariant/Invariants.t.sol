@@ -386,7 +386,7 @@ contract InvariantsTest is InvariantSetup {
         assertEq(handler.honestSlashes(), 0, handler.lastHonestSlash());
         for (uint256 i = 0; i < honestNodes.length; ++i) {
             // A referee the handler made skip its commit (a deliberate no-show) is the only late an honest node has.
-            uint256 late = registry.reputationOf(honestNodes[i]).tasksLate;
+            uint256 late = lens.reputationOf(honestNodes[i]).tasksLate;
             assertLe(late, handler.noShowsOf(honestNodes[i]), "honest node counted late");
             assertGt(registry.getNode(honestNodes[i]).slot, 0, "honest node deregistered");
         }
