@@ -26,7 +26,13 @@ import "./errors/VerificationFeesErrors.sol";
 ///      Blindness. `commitCheck` takes keccak(abi.encode(taskId, finalHash, salt, verifier)) only while no result of
 ///      the task is public (task Open or Assigned, no replica Revealed): a verifier that did not re-execute cannot
 ///      know the hash to commit, so copying a published result earns nothing.
-///      Conservation: token.balanceOf(this) >= sum of pots; each pot only pays fees and its submitter's refund.
+///      Slots by ticket (issue 23, item 6). A task's first valid claim opens its claim window (CLAIM_WINDOW_EPOCHS);
+///      every valid claim in it holds a fee slot, reserved from the pot, and once the task's checksPerTask slots are
+///      held a lower ticket displaces the highest. After the window `collect` pays the holders. A fee goes to the
+///      lowest tickets among the verifiers that claimed, not to the fastest: a solver's own verifier identities win
+///      slots in proportion to their share of the sampled verifiers that claim.
+///      Conservation: token.balanceOf(this) == sum of pots + fees reserved by held slots; each pot only pays fees
+///      and its submitter's refund.
 contract VerificationFees is ReentrancyGuard {
     using SafeERC20 for IERC20;
 
@@ -38,6 +44,12 @@ contract VerificationFees is ReentrancyGuard {
     uint64 public constant REVEAL_DELAY_EPOCHS = 2;
     /// @notice Epochs after a job closed during which its fees can still be claimed (then the submitter refunds).
     uint64 public constant CLAIM_GRACE_EPOCHS = 4;
+    /// @notice Epochs a task's claim window stays open after its first claim (a verifier deferring a claim for an
+    ///         older epoch's, up to one epoch, still lands in it).
+    uint64 public constant CLAIM_WINDOW_EPOCHS = 2;
+    /// @notice claimStateOf states.
+    uint8 public constant CLAIMED = 1;
+    uint8 public constant PAID = 2;
 
     /// @notice A job's verification pot; its terms are fixed by the first `fund` (P8: rules fixed when they apply).
     struct Pot {
@@ -46,6 +58,23 @@ contract VerificationFees is ReentrancyGuard {
         uint16 rateBps; // a verifier is sampled for a task iff ticket * BPS < rateBps * 2^64
         uint8 checksPerTask;
         uint64 closedAt; // when `close` saw the job no longer Active (0 = not yet)
+    }
+
+    /// @notice A task's claims: its claim window's close, its job, creation epoch and the fee its slots pay, how
+    ///         many slots are held now and how many were paid (one storage word, written by the first claim).
+    struct Claims {
+        uint40 closesAt;
+        uint40 epoch;
+        uint64 jobId;
+        uint96 fee;
+        uint8 held;
+        uint8 paid;
+    }
+
+    /// @notice A held fee slot: the verifier and its ticket for the task.
+    struct Slot {
+        address verifier;
+        uint64 ticket;
     }
 
     /// @notice A verifier's key chain: the last key known on-chain and its epoch.
@@ -65,14 +94,19 @@ contract VerificationFees is ReentrancyGuard {
     mapping(address => KeyChain) public chainOf;
     /// @notice Blind check commitments, by task and verifier.
     mapping(uint256 => mapping(address => bytes32)) public checkOf;
-    /// @notice Fees paid per task.
-    mapping(uint256 => uint8) public checksPaid;
-    /// @notice Whether a verifier was paid for a task.
-    mapping(uint256 => mapping(address => bool)) public paid;
+    /// @notice A verifier's claim of a task's fee (one per verifier and task): 0 none, CLAIMED (a slot held, or
+    ///         displaced by a lower ticket), PAID (collected).
+    mapping(uint256 => mapping(address => uint8)) public claimStateOf;
+    /// @dev Each task's claims (closesAt 0: no claim yet).
+    mapping(uint256 => Claims) internal _claims;
+    /// @dev The fee slots a task's claims hold (the first Claims.held of them), until `collect` pays them.
+    mapping(uint256 => Slot[MAX_CHECKS]) internal _slots;
 
     event FeesFunded(uint256 indexed jobId, uint256 amount, uint256 feePerCheck, uint8 checksPerTask, uint16 rateBps);
     event KeyChainAnchored(address indexed verifier, bytes32 head, uint64 anchorEpoch);
     event CheckCommitted(uint256 indexed taskId, address indexed verifier);
+    event CheckClaimed(uint256 indexed taskId, address indexed verifier, uint64 ticket, uint64 claimClosesAt);
+    event CheckDisplaced(uint256 indexed taskId, address indexed verifier, address indexed by);
     event FeePaid(uint256 indexed taskId, uint256 indexed jobId, address indexed verifier, uint256 amount, uint64 epoch);
     event PotClosed(uint256 indexed jobId, uint64 refundableAt);
     event PotRefunded(uint256 indexed jobId, address indexed submitter, uint256 amount);
@@ -105,7 +139,7 @@ contract VerificationFees is ReentrancyGuard {
         if (amount == 0) revert InvalidFeeConfig("amount", 0);
         Pot storage pot = potOf[jobId];
         if (pot.feePerCheck == 0) {
-            if (feePerCheck == 0) revert InvalidFeeConfig("feePerCheck", 0);
+            if (feePerCheck == 0 || feePerCheck > type(uint96).max) revert InvalidFeeConfig("feePerCheck", feePerCheck);
             if (checksPerTask == 0 || checksPerTask > MAX_CHECKS) {
                 revert InvalidFeeConfig("checksPerTask", checksPerTask);
             }
@@ -177,13 +211,14 @@ contract VerificationFees is ReentrancyGuard {
         emit CheckCommitted(taskId, msg.sender);
     }
 
-    /// @notice Claims the fee for a blind check that matched the accepted result, revealing the epoch key that makes
-    ///         the caller's ticket for the task.
+    /// @notice Claims a fee slot for a blind check that matched the accepted result, revealing the epoch key that
+    ///         makes the caller's ticket for the task. The first claim opens the task's claim window; a claim holds a
+    ///         slot while the task has a free one, else displaces the highest ticket held if its own is lower.
     function claim(uint256 taskId, bytes32 epochKey, bytes32 finalHash, bytes32 salt) external nonReentrant {
         Task memory t = jobs.getTask(taskId);
         Pot storage pot = potOf[t.jobId];
         if (pot.feePerCheck == 0) revert NotFunded(t.jobId);
-        if (paid[taskId][msg.sender]) revert AlreadyClaimed(taskId, msg.sender);
+        if (claimStateOf[taskId][msg.sender] != 0) revert AlreadyClaimed(taskId, msg.sender);
         bytes32 c = checkOf[taskId][msg.sender];
         if (c == bytes32(0) || c != keccak256(abi.encode(taskId, finalHash, salt, msg.sender))) {
             revert CommitmentMismatch(taskId, msg.sender);
@@ -202,15 +237,53 @@ contract VerificationFees is ReentrancyGuard {
         uint64 ticket = ticketOf(epochKey, taskId);
         // INVARIANT (P5): only a verifier its private ticket sampled is paid.
         if (uint256(ticket) * BPS >= uint256(pot.rateBps) << 64) revert NotSampled(taskId, msg.sender, ticket);
-        // INVARIANT: at most checksPerTask fees per task, and never more than the pot holds.
-        if (checksPaid[taskId] >= pot.checksPerTask) revert ChecksExhausted(taskId, pot.checksPerTask);
-        uint256 fee = pot.feePerCheck;
-        if (pot.balance < fee) revert PotEmpty(t.jobId);
-        ++checksPaid[taskId];
-        paid[taskId][msg.sender] = true;
-        pot.balance -= fee;
-        token.safeTransfer(msg.sender, fee);
-        emit FeePaid(taskId, t.jobId, msg.sender, fee, e);
+        Claims memory cl = _claims[taskId];
+        if (cl.closesAt == 0) {
+            // timestamps and epochs < 2^40, job ids < 2^64 (sequential), pot.feePerCheck < 2^96 (fund)
+            uint256 closes = block.timestamp + CLAIM_WINDOW_EPOCHS * epochSeconds;
+            cl = Claims(uint40(closes), uint40(e), uint64(t.jobId), uint96(pot.feePerCheck), 0, 0);
+        } else if (block.timestamp >= cl.closesAt) {
+            revert ClaimWindowClosed(taskId, cl.closesAt);
+        }
+        claimStateOf[taskId][msg.sender] = CLAIMED;
+        cl.held = _hold(taskId, t.jobId, pot, cl.held, ticket);
+        _claims[taskId] = cl;
+        emit CheckClaimed(taskId, msg.sender, ticket, cl.closesAt);
+    }
+
+    /// @notice Pays the holders of a task's fee slots once its claim window has closed (anyone).
+    function collect(uint256 taskId) external nonReentrant {
+        Claims storage cl = _claims[taskId];
+        (uint40 closes, uint256 held) = (cl.closesAt, cl.held);
+        if (closes == 0 || block.timestamp < closes || held == 0) revert NothingToCollect(taskId, closes);
+        (cl.held, cl.paid) = (0, uint8(held)); // INVARIANT: a task's slots are paid once
+        (uint256 jobId, uint256 fee, uint64 epoch) = (cl.jobId, cl.fee, cl.epoch);
+        Slot[MAX_CHECKS] storage slots = _slots[taskId];
+        for (uint256 i = 0; i < held; ++i) {
+            address v = slots[i].verifier;
+            delete slots[i];
+            claimStateOf[taskId][v] = PAID;
+            token.safeTransfer(v, fee);
+            emit FeePaid(taskId, jobId, v, fee, epoch);
+        }
+    }
+
+    /// @notice The fee slots a task's claims hold now (verifiers and their tickets; empty once collected).
+    function slotsOf(uint256 taskId) external view returns (Slot[] memory held) {
+        held = new Slot[](_claims[taskId].held);
+        for (uint256 i = 0; i < held.length; ++i) {
+            held[i] = _slots[taskId][i];
+        }
+    }
+
+    /// @notice When the task's claim window closes (0: no claim yet).
+    function claimClosesAt(uint256 taskId) external view returns (uint64) {
+        return _claims[taskId].closesAt;
+    }
+
+    /// @notice Fees paid for the task.
+    function checksPaid(uint256 taskId) external view returns (uint8) {
+        return _claims[taskId].paid;
     }
 
     // ---------------------------------------------------------------- views
@@ -251,6 +324,32 @@ contract VerificationFees is ReentrancyGuard {
 
     function _onlyVerifier(address who) internal view {
         if (registry.rolesOf(who) & ROLE_VERIFIER == 0 || registry.getNode(who).stake == 0) revert NotVerifier(who);
+    }
+
+    /// @dev Puts the caller's claim with `ticket` in a fee slot of the task, `held` of which are taken: a free one
+    ///      (its fee reserved from the pot), else the slot of the highest ticket held, if `ticket` is lower (the
+    ///      reserved fee passes to it). Returns how many are held now.
+    function _hold(uint256 taskId, uint256 jobId, Pot storage pot, uint8 held, uint64 ticket)
+        internal
+        returns (uint8)
+    {
+        Slot[MAX_CHECKS] storage slots = _slots[taskId];
+        // INVARIANT: at most checksPerTask fees per task, and never more than the pot holds.
+        if (held < pot.checksPerTask) {
+            if (pot.balance < pot.feePerCheck) revert PotEmpty(jobId);
+            pot.balance -= pot.feePerCheck;
+            slots[held] = Slot(msg.sender, ticket);
+            return held + 1;
+        }
+        uint256 worst = 0;
+        for (uint256 i = 1; i < held; ++i) {
+            if (slots[i].ticket > slots[worst].ticket) worst = i;
+        }
+        // INVARIANT (issue 23): the slots go to the lowest tickets that claimed in the window, not the earliest.
+        if (ticket >= slots[worst].ticket) revert ChecksExhausted(taskId, pot.checksPerTask);
+        emit CheckDisplaced(taskId, slots[worst].verifier, msg.sender);
+        slots[worst] = Slot(msg.sender, ticket);
+        return held;
     }
 
     /// @dev Checks `epochKey` is the caller's key for epoch `e` and moves the chain to it.

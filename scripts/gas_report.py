@@ -209,7 +209,7 @@ def lifecycle(rep: Report, project, accounts, chain):
 
 
 def verification_fees(rep: Report, project, accounts, chain):
-    """P5's verification fee: a pot funded per job, a verifier's key chain, a blind check and its paid claim."""
+    """P5's verification fee: a pot funded per job, a verifier's key chain, a blind check, its claim and the collect that pays it."""
     from eth_utils import keccak
 
     from verity.chain.protocol import check_commitment
@@ -253,8 +253,11 @@ def verification_fees(rep: Report, project, accounts, chain):
     key = seed
     for _ in range(chain_len - (e - anchor_epoch)):
         key = keccak(key)
-    rep.add("VerificationFees.claim (first: key chain + fee)", fees.claim(tid, key, H.hashes[-1], salt, sender=v).gas_used,
-            f"{e - anchor_epoch} chain step(s) hashed")
+    rep.add("VerificationFees.claim (first: key chain, opens the window, holds a slot)",
+            fees.claim(tid, key, H.hashes[-1], salt, sender=v).gas_used, f"{e - anchor_epoch} chain step(s) hashed")
+    chain.mine(deltatime=max(1, fees.claimClosesAt(tid) - chain.blocks.head.timestamp))
+    rep.add("VerificationFees.collect (after the claim window: pays 1 slot)", fees.collect(tid, sender=v).gas_used,
+            "anyone; one transfer per held slot")
 
 
 def optimistic_challenge(rep: Report, project, accounts, chain):

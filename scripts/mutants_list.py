@@ -167,6 +167,14 @@ CONTRACTS = [
         Forge("tests/forge/BusyDraws.t.sol"),
     ),
     Mutant(
+        "c-fee-slots-first-come", "a full task's fee slots refuse every later claim (the fastest claimants, a solver's own "
+        "verifiers, keep them)",
+        "contracts/VerificationFees.sol",
+        "        if (ticket >= slots[worst].ticket) revert ChecksExhausted(taskId, pot.checksPerTask);",
+        "        revert ChecksExhausted(taskId, pot.checksPerTask);",
+        Forge("tests/forge/VerificationFees.t.sol"),
+    ),
+    Mutant(
         "c-result-floor-ignored", "a result may leave its slot at once (a fabricator submits before any fee check lands)",
         "contracts/TaskMachine.sol",
         "        if (block.timestamp < notBefore) revert ResultTooEarly(taskId, slot, notBefore);",

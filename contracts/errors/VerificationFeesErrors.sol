@@ -59,3 +59,9 @@ error PotEmpty(uint256 jobId);
 
 /// @notice A refund must wait for the claim grace after the job closed.
 error ClaimGraceRunning(uint256 jobId, uint64 refundableAt);
+
+/// @notice The task's claim window (opened by its first claim) has closed: its fee slots are decided.
+error ClaimWindowClosed(uint256 taskId, uint64 closedAt);
+
+/// @notice The task's fee slots are not decided yet (no claim, or its claim window is still open), or already paid.
+error NothingToCollect(uint256 taskId, uint64 claimClosesAt);

@@ -17,6 +17,8 @@ contract VerificationFeesTest is Fixture {
     uint256 internal constant FEE = 1e18;
     uint256 internal constant CHAIN = 64; // epochs a test key chain covers
 
+    event log_named_uint(string key, uint256 val);
+
     VerificationFees internal fees;
     address internal verifier;
     uint64 internal anchorEpoch;
@@ -107,12 +109,23 @@ contract VerificationFeesTest is Fixture {
         uint256 before = token.balanceOf(verifier);
         bytes32 key = _key(_seed(verifier), _taskEpoch(taskId));
         _claim(verifier, taskId, key, h[4]);
-        assertEq(token.balanceOf(verifier) - before, FEE, "fee paid");
         (uint256 balance,,,,) = fees.potOf(1);
-        assertEq(balance, 9 * FEE, "pot debited");
-        assertEq(token.balanceOf(address(fees)), balance, "conserved: the contract holds exactly the pot");
+        assertEq(balance, 9 * FEE, "the slot's fee is reserved from the pot");
+        assertEq(token.balanceOf(address(fees)), balance + FEE, "conserved: the pot and the reserved fee");
         vm.expectRevert(abi.encodeWithSelector(AlreadyClaimed.selector, taskId, verifier));
         _claim(verifier, taskId, key, h[4]);
+        uint64 closes = fees.claimClosesAt(taskId);
+        assertEq(closes, block.timestamp + fees.CLAIM_WINDOW_EPOCHS() * EPOCH, "the first claim opens the window");
+        vm.expectRevert(abi.encodeWithSelector(NothingToCollect.selector, taskId, closes));
+        fees.collect(taskId); // lower tickets may still claim
+        vm.warp(closes);
+        fees.collect(taskId);
+        assertEq(token.balanceOf(verifier) - before, FEE, "fee paid after the window");
+        assertEq(token.balanceOf(address(fees)), balance, "conserved: the contract holds exactly the pot");
+        assertEq(fees.checksPaid(taskId), 1, "one check paid");
+        assertEq(fees.claimStateOf(taskId, verifier), fees.PAID(), "the claim reads as paid");
+        vm.expectRevert(abi.encodeWithSelector(NothingToCollect.selector, taskId, closes));
+        fees.collect(taskId);
     }
 
     /// @notice The copier: once the solver's result is public it cannot commit a check any more.
@@ -255,30 +268,126 @@ contract VerificationFeesTest is Fixture {
         _claim(verifier, taskId, keccak256("any"), h[4]);
     }
 
-    /// @notice checksPerTask bounds what one task costs the pot. It is also the residual docs/protocol-v2.md names:
-    ///         slots are first come, first served, so whoever claims first (a solver's sampled sybil verifier, say)
-    ///         leaves a later honest claimant ChecksExhausted.
-    function test_claim_pastChecksPerTask_reverts() public {
+    /// @notice Issue 23, item 6: fee slots go to the lowest tickets that claim within the window, not the first
+    ///         claimants. On main slots were first come, first served: a solver's own verifier identities that claimed
+    ///         first left a later honest claimant ChecksExhausted. Here three verifiers claim one slot in descending
+    ///         ticket order: each displaces the one before, a higher ticket finds it exhausted, a claim after the
+    ///         window finds it closed, and only the lowest ticket is paid.
+    function test_claim_lowestTicketTakesTheSlot_notTheFirst_succeeds() public {
         uint256 jobId = _post(_params(1, 1, 1));
         vm.prank(submitter);
         fees.fund(jobId, 10 * FEE, FEE, 1, 10_000);
         uint256 taskId = jobs.taskOf(jobId, 0, 0);
         bytes32[] memory h = _honest(INPUT, 4);
-        address solver = _replica(taskId, 0).node;
-        address[2] memory vs;
-        uint256 found;
-        for (uint256 i = 0; i < nodes.length && found < 2; ++i) {
-            if (nodes[i] != solver) vs[found++] = nodes[i];
-        }
-        for (uint256 i = 0; i < 2; ++i) {
+        address[] memory vs = _nonReplicas(taskId, 4);
+        for (uint256 i = 0; i < vs.length; ++i) {
             _commitCheck(vs[i], taskId, h[4]);
         }
         _accept(taskId, h);
         _warpToClaim(taskId);
         uint64 e = _taskEpoch(taskId);
-        _claim(vs[0], taskId, _key(_seed(vs[0]), e), h[4]);
+        _sortByTicketDescending(vs, taskId, e); // vs[3] holds the lowest ticket
+        uint256 before = token.balanceOf(vs[3]);
+        _claim(vs[1], taskId, _key(_seed(vs[1]), e), h[4]); // the first claimant: the solver's sybil, say
         vm.expectRevert(abi.encodeWithSelector(ChecksExhausted.selector, taskId, 1));
+        _claim(vs[0], taskId, _key(_seed(vs[0]), e), h[4]); // a higher ticket than the slot's
+        _claim(vs[2], taskId, _key(_seed(vs[2]), e), h[4]); // lower: displaces vs[1]
+        _claim(vs[3], taskId, _key(_seed(vs[3]), e), h[4]); // lowest: displaces vs[2]
+        assertEq(fees.slotsOf(taskId)[0].verifier, vs[3], "the lowest ticket holds the slot");
+        vm.warp(fees.claimClosesAt(taskId));
+        fees.collect(taskId);
+        assertEq(token.balanceOf(vs[3]) - before, FEE, "the lowest ticket is paid");
+        assertEq(fees.checksPaid(taskId), 1, "one slot, one fee");
+        (uint256 balance,,,,) = fees.potOf(jobId);
+        assertEq(token.balanceOf(address(fees)), balance, "conserved: displaced claims reserved nothing more");
+    }
+
+    /// @notice A claim after the task's claim window has closed takes no slot, whatever its ticket.
+    function test_claim_afterTheWindow_reverts() public {
+        (uint256 taskId, bytes32[] memory h) = _fundedTask(10_000);
+        address[] memory vs = _nonReplicas(taskId, 2);
+        _commitCheck(vs[0], taskId, h[4]);
+        _commitCheck(vs[1], taskId, h[4]);
+        _accept(taskId, h);
+        _warpToClaim(taskId);
+        uint64 e = _taskEpoch(taskId);
+        _claim(vs[0], taskId, _key(_seed(vs[0]), e), h[4]);
+        uint64 closes = fees.claimClosesAt(taskId);
+        vm.warp(closes);
+        vm.expectRevert(abi.encodeWithSelector(ClaimWindowClosed.selector, taskId, closes));
         _claim(vs[1], taskId, _key(_seed(vs[1]), e), h[4]);
+    }
+
+    /// @notice What remains against a solver's own verifiers (issue 23, item 6), measured: 100 tasks, 2 fee slots
+    ///         each, the solver's 2 sybil verifiers (which know its result, so commit and claim at once) and 2 honest
+    ///         verifiers that claim later in the window, everyone sampled (rate 100 %). First come, first served
+    ///         gave the sybils every slot (200 of 200); by lowest ticket they take their share of the claimants',
+    ///         about half. A lower sampling rate does not change the share; more honest verifiers lower it.
+    function test_claim_solverSybils_takeOnlyTheirShareOfSlots_succeeds() public {
+        address[] memory vs = new address[](4);
+        for (uint256 i = 0; i < 4; ++i) {
+            vs[i] = _newNode(100 + i, 2, NODE_STAKE); // ROLE_VERIFIER only: never drawn as the solver
+            _anchor(vs[i], _seed(vs[i]));
+        }
+        vm.warp(block.timestamp + EPOCH);
+        uint256 tasks = 100;
+        uint256[] memory ids = new uint256[](tasks);
+        bytes32[] memory h = _honest(INPUT, 4);
+        PostJobParams memory p = _params(1, 1, 1);
+        p.stakePerReplica = 1e18; // the 6 solvers hold all 100 tasks at once
+        for (uint256 k = 0; k < tasks; ++k) {
+            uint256 jobId = _post(p);
+            vm.prank(submitter);
+            fees.fund(jobId, 2 * FEE, FEE, 2, 10_000);
+            ids[k] = jobs.taskOf(jobId, 0, 0);
+            for (uint256 i = 0; i < 4; ++i) {
+                _commitCheck(vs[i], ids[k], h[4]);
+            }
+        }
+        for (uint256 k = 0; k < tasks; ++k) {
+            _submit(ids[k], _replica(ids[k], 0).node, h);
+        }
+        for (uint256 k = 0; k < tasks; ++k) {
+            _finalizeAfterWindow(ids[k]);
+        }
+        _warpToClaim(ids[tasks - 1]);
+        uint256 sybilBefore = token.balanceOf(vs[0]) + token.balanceOf(vs[1]);
+        for (uint256 k = 0; k < tasks; ++k) {
+            uint64 e = _taskEpoch(ids[k]);
+            for (uint256 i = 0; i < 4; ++i) {
+                vm.prank(vs[i]); // sybils first, then the honest verifiers; a higher ticket than both slots' fails
+                try fees.claim(ids[k], _key(_seed(vs[i]), e), h[4], bytes32("salt")) {} catch {}
+            }
+        }
+        vm.warp(block.timestamp + fees.CLAIM_WINDOW_EPOCHS() * EPOCH);
+        for (uint256 k = 0; k < tasks; ++k) {
+            fees.collect(ids[k]);
+        }
+        uint256 sybilSlots = (token.balanceOf(vs[0]) + token.balanceOf(vs[1]) - sybilBefore) / FEE;
+        emit log_named_uint("sybil slots of 200 (first come: 200)", sybilSlots);
+        assertGt(sybilSlots, 70, "sybil share of the slots, of 200 (expected 100 +- 7)");
+        assertLe(sybilSlots, 130, "sybil share of the slots, of 200 (first come: 200 of 200)");
+    }
+
+    /// @dev `count` nodes that are not replicas of the task.
+    function _nonReplicas(uint256 taskId, uint256 count) internal view returns (address[] memory vs) {
+        vs = new address[](count);
+        uint256 found;
+        address solver = _replica(taskId, 0).node;
+        for (uint256 i = 0; i < nodes.length && found < count; ++i) {
+            if (nodes[i] != solver) vs[found++] = nodes[i];
+        }
+        assertEq(found, count, "enough verifiers");
+    }
+
+    function _sortByTicketDescending(address[] memory vs, uint256 taskId, uint64 e) internal view {
+        for (uint256 i = 0; i < vs.length; ++i) {
+            for (uint256 j = i + 1; j < vs.length; ++j) {
+                if (fees.ticketOf(_key(_seed(vs[j]), e), taskId) > fees.ticketOf(_key(_seed(vs[i]), e), taskId)) {
+                    (vs[i], vs[j]) = (vs[j], vs[i]);
+                }
+            }
+        }
     }
 
     function test_fund_termsFixedByFirstCall_reverts() public {
@@ -314,6 +423,7 @@ contract VerificationFeesTest is Fixture {
         bytes32 key = _key(_seed(verifier), _taskEpoch(taskId));
         _claim(verifier, taskId, key, h[4]);
         vm.warp(fees.refundableAt(1));
+        fees.collect(taskId);
         vm.prank(submitter);
         fees.refund(1);
         assertEq(token.balanceOf(address(fees)), 0, "nothing left behind");

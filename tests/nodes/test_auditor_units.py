@@ -148,7 +148,8 @@ class _Fees:
         self.c = chain
         self.pots = {}          # job -> [balance, feePerCheck, rateBps, checksPerTask, closedAt]
         self.chains = {}        # verifier -> (lastKey, lastEpoch, anchorEpoch)
-        self.checks, self.paid, self.checks_paid = {}, set(), {}
+        self.checks, self.claims, self.checks_paid = {}, {}, {}   # claims: (task, verifier) -> 1 claimed / 2 paid
+        self.closes, self.slots = {}, {}                           # task -> claim window close; task -> [(v, t)]
 
     def epoch(self):
         return self.c.time // EPOCH
@@ -162,8 +163,12 @@ class _Fees:
             return self.chains.get(args[0], (ZERO32, 0, 0))
         if name == "checkOf":
             return self.checks.get(args, ZERO32)
-        if name == "paid":
-            return args in self.paid
+        if name == "claimStateOf":
+            return self.claims.get(tuple(args), 0)
+        if name == "claimClosesAt":
+            return self.closes.get(args[0], 0)
+        if name == "slotsOf":
+            return list(self.slots.get(args[0], []))
         if name == "checksPaid":
             return self.checks_paid.get(args[0], 0)
         raise AssertionError(f"unexpected view {name}")
@@ -192,9 +197,20 @@ class _Fees:
             pot = self.pots[task.jobId]
             if not fee_sampled(key, tid, pot[2]):
                 raise TxFailed("claim", "NotSampled")
+            if self.closes.get(tid) and self.c.time >= self.closes[tid]:
+                raise TxFailed("claim", "ClaimWindowClosed", (tid, self.closes[tid]))
             self.chains[ME] = (key, e, anchor)
-            self.paid.add((tid, ME))
+            self.closes.setdefault(tid, self.c.time + 2 * EPOCH)
+            self.claims[(tid, ME)] = 1
+            self.slots.setdefault(tid, []).append((ME, 0))
             pot[0] -= pot[1]
+        elif name == "collect":
+            tid = args[0]
+            if not self.slots.get(tid) or self.c.time < self.closes.get(tid, 0):
+                raise TxFailed("collect", "NothingToCollect", (tid, self.closes.get(tid, 0)))
+            for v, _ in self.slots.pop(tid):
+                self.claims[(tid, v)] = 2
+                self.checks_paid[tid] = self.checks_paid.get(tid, 0) + 1
         else:
             raise AssertionError(f"unexpected transaction {name}")
 
@@ -465,7 +481,7 @@ def test_our_own_task_is_not_checked_succeeds(fees):
     assert item.data["verdict"] == "our own task" and not f.computed
 
 
-def test_claim_waits_for_acceptance_and_epoch_e_plus_2_then_is_paid_succeeds(fees):
+def test_claim_waits_for_acceptance_and_epoch_e_plus_2_then_collects_after_the_window_succeeds(fees):
     f = fees
     _anchored(f)
     item = _to_committed(f)
@@ -479,10 +495,45 @@ def test_claim_waits_for_acceptance_and_epoch_e_plus_2_then_is_paid_succeeds(fee
     f.chain.time = (e + 2) * EPOCH
     balance = f.state.pots[1][0]
     _tick(f)
-    assert (item.phase, item.data["verdict"]) == (Phase.DONE, "fee paid")
+    assert item.phase == Phase.COMMITTED and "claimed" in item.data  # a slot held until the window closes
     name, (tid, key, final, _) = f.chain.sent[-1]
     assert (name, tid, final) == ("claim", 7, TRACE[-1]) and key == f.role._chain.key(e)
     assert f.state.pots[1][0] == balance - 10**18 and f.state.chains[ME][:2] == (key, e)
+    f.chain.time = f.state.closes[7] - 1
+    _tick(f)
+    assert item.phase == Phase.COMMITTED and _names(f)[-1] == "claim"  # lower tickets may still claim
+    f.chain.time = f.state.closes[7]
+    _tick(f)
+    assert (item.phase, item.data["verdict"]) == (Phase.DONE, "fee paid") and _names(f)[-1] == "collect"
+
+
+def test_a_claim_displaced_by_a_lower_ticket_is_not_paid_succeeds(fees):
+    f = fees
+    _anchored(f)
+    item = _to_committed(f)
+    _accept(f)
+    f.chain.time = (item.data["fee_epoch"] + 2) * EPOCH
+    _tick(f)
+    assert "claimed" in item.data
+    f.state.slots[7] = [("0x" + "ef" * 20, 0)]  # another verifier's lower ticket took the one slot
+    f.chain.time = f.state.closes[7]
+    _tick(f)
+    assert item.data["verdict"] == "not paid: a lower ticket took the slot" and _names(f)[-1] == "claim"
+
+
+def test_a_claim_made_before_a_crash_is_collected_succeeds(fees):
+    f = fees
+    _anchored(f)
+    item = _to_committed(f)
+    _accept(f)
+    f.chain.time = (item.data["fee_epoch"] + 2) * EPOCH
+    f.state.claims[(7, ME)] = 1  # claimed, then crashed before the item recorded it
+    f.state.slots[7], f.state.closes[7] = [(ME, 0)], f.chain.time + 2 * EPOCH
+    _tick(f)
+    assert "claimed" in item.data and "claim" not in _names(f)
+    f.chain.time = f.state.closes[7]
+    _tick(f)
+    assert item.data["verdict"] == "fee paid" and _names(f)[-1] == "collect"
 
 
 def test_a_different_accepted_result_is_not_claimed_fails(fees):
@@ -518,7 +569,11 @@ def test_claims_go_in_epoch_order_succeeds(fees):
     assert new.phase == Phase.COMMITTED  # the older epoch's task may still be accepted: it claims first
     f.chain.time = (e_new + 2 + auditor_mod.MAX_DEFER_EPOCHS) * EPOCH
     _tick(f)
-    assert new.data["verdict"] == "fee paid"  # waited long enough: the younger fee is not risked any longer
+    assert "claimed" in new.data  # waited long enough: the younger fee is not risked any longer
+    assert auditor_mod.MAX_DEFER_EPOCHS < auditor_mod.CLAIM_WINDOW_EPOCHS  # a deferred claim lands in the window
+    f.chain.time = f.state.closes[8]
+    _tick(f)
+    assert new.data["verdict"] == "fee paid"
     _accept(f, 7)
     sent = len(f.chain.sent)
     _tick(f)
@@ -533,6 +588,9 @@ def test_claims_in_order_pay_both_succeeds(fees):
     new = _to_committed(f, 8)
     _accept(f, 7), _accept(f, 8)
     f.chain.time = (new.data["fee_epoch"] + 2) * EPOCH
+    _tick(f)
+    assert "claimed" in old.data and "claimed" in new.data  # a claimed older check defers nothing
+    f.chain.time = max(f.state.closes[7], f.state.closes[8])
     _tick(f)
     assert old.data["verdict"] == new.data["verdict"] == "fee paid"
     assert [args[0] for name, args in f.chain.sent if name == "claim"] == [7, 8]

@@ -65,16 +65,19 @@ def test_a_blind_check_made_before_the_result_was_public_is_paid_succeeds(net):
                    "the task's acceptance")
     warp_to(c, (e + 2) * epoch_s)  # the key for epoch e may be revealed from e + 2
 
-    def paid():
+    def seen(name):
         crashed = [n.name for n in net.nodes if n.proc.poll() is not None]
         assert not crashed, f"node(s) {crashed} exited:\n" + "\n".join(n.text()[-3000:] for n in net.nodes)
-        return [ev for ev in net.events() if ev.name == "FeePaid" and ev.args["taskId"] == train]
-    fee_paid = wait_for(paid, 60, "the verifier's fee claim")
+        return [ev for ev in net.events() if ev.name == name and ev.args["taskId"] == train]
+    claimed = wait_for(lambda: seen("CheckClaimed"), 60, "the verifier's fee claim")
+    assert [ev.args["verifier"] for ev in claimed] == [verifier.address]
+    warp_to(c, int(c.call(c.fees.functions.claimClosesAt(train))))  # lower tickets could claim until then
+    fee_paid = wait_for(lambda: seen("FeePaid"), 60, "the fee's collect after the claim window")
     assert [(ev.args["verifier"], ev.args["amount"], ev.args["jobId"], ev.args["epoch"]) for ev in fee_paid] == \
         [(verifier.address, FEE, job_id, e)]
 
     # the claim opened the blind commitment with the accepted result
-    tx = c.w3.eth.get_transaction(HexBytes(fee_paid[0].tx_hash))
+    tx = c.w3.eth.get_transaction(HexBytes(claimed[0].tx_hash))
     fn, args = c.fees.decode_function_input(tx["input"])
     assert fn.fn_name == "claim" and args["taskId"] == train
     assert bytes(args["finalHash"]) == _accepted_final(c, train)
@@ -90,8 +93,10 @@ def test_a_blind_check_made_before_the_result_was_public_is_paid_succeeds(net):
     ours = [ev.args["amount"] for ev in events if ev.name == "FeePaid" and ev.args["verifier"] == verifier.address]
     assert c.call(c.token.functions.balanceOf(verifier.address), block) - balance == sum(ours) >= FEE
     pot = c.call(c.fees.functions.potOf(job_id), block)
-    assert pot[0] == POT - sum(ev.args["amount"] for ev in events if ev.name == "FeePaid")
-    assert c.call(c.token.functions.balanceOf(c.fees.address), block) == pot[0]
+    held = sum(len(c.call(c.fees.functions.slotsOf(t), block)) for t in
+               {ev.args["taskId"] for ev in events if ev.name == "CheckClaimed"}) * FEE  # windows still open
+    assert pot[0] + held == POT - sum(ev.args["amount"] for ev in events if ev.name == "FeePaid")
+    assert c.call(c.token.functions.balanceOf(c.fees.address), block) == pot[0] + held
     conserved(c)
 
     snapshot = net.root / "state" / "nodes" / "auditor" / "snapshot.json"

@@ -15,14 +15,17 @@ One work item per sampled task, kind "audit", key `audit:<taskId>`:
     watching   re-execute (WorkPool, in the background) -> persist the result -> persist a salt
                -> commitCheck (still blind) ------------------------------------------> committed
                the result went public first: "too late: result public before our check"  -> done
-    committed  wait for Accepted and epoch >= e + 2 (the contract's reveal delay), then claim:
-               "fee paid" | "result differs from the accepted one" (the watch flow challenges it)
-               | "task cancelled" | "not claimed: EpochOutOfOrder / ChecksExhausted / PotEmpty / ..."
+    committed  wait for Accepted and epoch >= e + 2 (the contract's reveal delay), then claim a fee slot:
+               "result differs from the accepted one" (the watch flow challenges it) | "task cancelled"
+               | "not claimed: EpochOutOfOrder / ChecksExhausted / ClaimWindowClosed / PotEmpty / ..."
+               claimed: wait for the task's claim window to close (the first claim opens it for
+               CLAIM_WINDOW_EPOCHS; a lower ticket claimed in it displaces the highest held), then collect:
+               "fee paid" | "not paid: a lower ticket took the slot"
 
 Claims go in epoch order (the contract refuses an epoch older than the chain's lastEpoch), so a claim
 waits while an older epoch's check is still open (computing, or waiting for its task), for at most MAX_DEFER_EPOCHS
-(a job's pot stays claimable for CLAIM_GRACE_EPOCHS = 4 after it closes; waiting longer could lose
-the younger fee to a refund).
+(less than the claim window, so a claim deferred behind an older one still lands in the window another verifier's
+claim opened; and a job's pot stays claimable for CLAIM_GRACE_EPOCHS = 4 after it closes).
 
 Only jobs under a determinism profile this node serves are checked (`profiles`, the doctor's mask):
 on another hardware class the re-execution would give other bits and the fee would never be paid.
@@ -55,13 +58,15 @@ KIND = "audit"
 # compute_result kept back: nothing of a fee check is added to IPFS unless a challenge reveals it
 RESULT_KEYS = ("final", "trace", "root", "cid", "unpublished")
 REVEAL_DELAY_EPOCHS = 2   # VerificationFees.REVEAL_DELAY_EPOCHS: k_e may be revealed from epoch e + 2
-MAX_DEFER_EPOCHS = 2      # a claim waits at most this long past e + 2 for older epochs' claims (< CLAIM_GRACE_EPOCHS)
+CLAIM_WINDOW_EPOCHS = 2   # VerificationFees.CLAIM_WINDOW_EPOCHS: a task's fee slots are decided this long after its first claim
+MAX_DEFER_EPOCHS = 1      # a claim waits at most this long past e + 2 for older epochs' claims (< CLAIM_WINDOW_EPOCHS)
+CLAIMED, PAID = 1, 2      # VerificationFees.claimStateOf states
 ANCHOR_MARGIN = 16        # re-anchor when the chain covers fewer epochs than this beyond the current one
 CHECK_EVERY = 60.0        # seconds between checks that the anchored chain still covers what is coming
 MAX_UNFUNDED = 10_000     # tasks remembered (in memory) whose job was not funded yet when they were created
 TOO_LATE = "too late: result public before our check"
 # contract errors after which this check can never be paid (the verdict names the error)
-FINAL_ERRORS = frozenset({"EpochOutOfOrder", "ChecksExhausted", "PotEmpty", "NotSampled", "BadEpochKey",
+FINAL_ERRORS = frozenset({"EpochOutOfOrder", "ChecksExhausted", "ClaimWindowClosed", "PotEmpty", "NotSampled", "BadEpochKey",
                           "CommitmentMismatch", "NotFunded", "ResultMismatch"})
 
 def audit_key(task_id: int) -> str:
@@ -291,13 +296,17 @@ class AuditorRole:
         return bytes(task.finalHash)
 
     def _older_waiting(self, snap: Snapshot, item: WorkItem) -> bool:
-        """Whether a check of an older epoch is still open (computing, or committed and waiting for its task)."""
+        """Whether a check of an older epoch is still open and unclaimed (computing, or committed and waiting for its
+        task); one that claimed already only waits to collect."""
         e = int(item.data["fee_epoch"])
-        return any(o is not item and o.kind == KIND and int(o.data["fee_epoch"]) < e for o in snap.open_items())
+        return any(o is not item and o.kind == KIND and int(o.data["fee_epoch"]) < e and "claimed" not in o.data
+                   for o in snap.open_items())
 
     def _claim(self, snap: Snapshot, item: WorkItem) -> None:
         ctx, c = self.ctx, self.ctx.chain
         tid, e = item.task_id, int(item.data["fee_epoch"])
+        if "claimed" in item.data:
+            return self._collect(snap, item)
         task = ctx.task(tid)
         status = TaskStatus(task.status)
         if status == TaskStatus.CANCELLED:
@@ -312,8 +321,12 @@ class AuditorRole:
         current = self.current_epoch()
         if current < e + REVEAL_DELAY_EPOCHS:
             return  # our key for epoch e may not be revealed yet
-        if c.call(c.fees.functions.paid(tid, ctx.me)):
-            return self._done(snap, item, "fee paid")  # claimed before a crash
+        state = int(c.call(c.fees.functions.claimStateOf(tid, ctx.me)))
+        if state == PAID:
+            return self._done(snap, item, "fee paid")  # claimed and collected before a crash
+        if state == CLAIMED:
+            item.data["claimed"] = c.block_number()  # claimed before a crash
+            return
         _, last_epoch, anchor_epoch = self._chain_on_chain()
         if anchor_epoch != int(item.data["anchor"]) or e <= anchor_epoch or e < last_epoch:
             return self._done(snap, item, "not claimed: EpochOutOfOrder", logging.WARNING, chain_last_epoch=last_epoch,
@@ -330,8 +343,30 @@ class AuditorRole:
                                                         _b(item.data["salt"])))
         except TxFailed as exc:
             if exc.error == "AlreadyClaimed":
-                return self._done(snap, item, "fee paid")
+                item.data["claimed"] = c.block_number()
+                return
             if exc.error in FINAL_ERRORS:
                 return self._done(snap, item, f"not claimed: {exc.error}", logging.WARNING)
             raise  # e.g. KeyRevealTooEarly on a lagging clock: retried
-        self._done(snap, item, "fee paid", claim_block=int(receipt["blockNumber"]))
+        item.data["claimed"] = int(receipt["blockNumber"])
+        log.info("task %d: fee slot claimed (block %d); the slots go to the lowest tickets claimed by chain time %d",
+                 tid, item.data["claimed"], int(c.call(c.fees.functions.claimClosesAt(tid))))
+
+    def _collect(self, snap: Snapshot, item: WorkItem) -> None:
+        """After the task's claim window: paid if our claim still holds a slot (collecting it if nobody has)."""
+        ctx, c = self.ctx, self.ctx.chain
+        tid = item.task_id
+        if int(c.call(c.fees.functions.claimStateOf(tid, ctx.me))) == PAID:
+            return self._done(snap, item, "fee paid")
+        if c.now() < int(c.call(c.fees.functions.claimClosesAt(tid))):
+            return  # lower tickets may still claim
+        if not any(_same(slot[0], ctx.me) for slot in c.call(c.fees.functions.slotsOf(tid))):
+            return self._done(snap, item, "not paid: a lower ticket took the slot")
+        try:
+            receipt = c.transact(c.fees.functions.collect(tid))
+        except TxFailed as exc:
+            if exc.error == "NothingToCollect":
+                return  # collected by another holder just now: the next tick reads PAID
+            raise
+        self._done(snap, item, "fee paid", collect_block=int(receipt["blockNumber"]))
+
