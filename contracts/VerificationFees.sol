@@ -192,7 +192,8 @@ contract VerificationFees is ReentrancyGuard {
     }
 
     /// @notice Commits a blind check of `taskId`: keccak256(abi.encode(taskId, finalHash, salt, msg.sender)), only
-    ///         while no result of the task is public. A later commit replaces an earlier one (still blind).
+    ///         while no result of the task is public or pending: before the result floor of every drawn slot (the
+    ///         job's declared work after its draw). A later commit replaces an earlier one (still blind).
     function commitCheck(uint256 taskId, bytes32 commitment) external {
         _onlyVerifier(msg.sender);
         if (commitment == bytes32(0)) revert CommitmentMismatch(taskId, msg.sender);
@@ -202,8 +203,18 @@ contract VerificationFees is ReentrancyGuard {
         Replica[] memory reps = jobs.getReplicas(taskId);
         // INVARIANT (P5): a check is committed blind: no result of the task can be read yet.
         if (t.status != TaskStatus.Open && t.status != TaskStatus.Assigned) revert ResultPublic(taskId, t.status);
+        Job memory job = jobs.getJob(t.jobId);
         for (uint256 s = 0; s < reps.length; ++s) {
-            if (reps[s].status == ReplicaStatus.Revealed) revert ResultPublic(taskId, t.status);
+            ReplicaStatus st = reps[s].status;
+            if (st == ReplicaStatus.Revealed) revert ResultPublic(taskId, t.status);
+            // INVARIANT (issue 23): nor pending. A result leaves a slot only from its floor on (TaskMachine), so a
+            // check lands before every drawn slot's floor, strictly: a copier cannot read a pending submitResult or
+            // reveal from the mempool and land its check ahead of it in the same block.
+            if (st == ReplicaStatus.Committed) revert CheckTooLate(taskId, 0);
+            if (st == ReplicaStatus.Assigned) {
+                uint64 notBefore = reps[s].deadline - job.executionWindow + job.resultFloor;
+                if (block.timestamp >= notBefore) revert CheckTooLate(taskId, notBefore);
+            }
             // INVARIANT: a replica is never paid for checking its own task.
             if (reps[s].node == msg.sender) revert OwnTask(taskId, msg.sender);
         }

@@ -16,7 +16,7 @@ from ape.cli import ConnectedProviderCommand
 from verity.chain.deployments import (DELEGATES, DeployedContract, Deployments, default_path, missing_contracts,
                                      save_deployments)
 from verity.chain.governance import TIMELOCKED
-from verity.chain.protocol import CONTRACTS, DEVNET_CHAIN_ID
+from verity.chain.protocol import CONTRACTS, DEVNET_CHAIN_ID, MIN_CLOCK_BLOCKS
 
 FAUCET = 1_000_000 * 10**18  # per test account, one drip (DevnetFaucet.MAX_DRIP is 10^7 VRT)
 DEVNET_RANDOMNESS_DELAY = 2  # the devnet ticker mines a block every interval
@@ -33,8 +33,9 @@ def block_seconds_of_chain(sample: int = 20) -> int:
     return max(1, -(-(head.timestamp - first.timestamp) // max(1, head.number - first.number)))
 
 
-def fit_windows_to_block_time(owner, jobs, block_seconds: int) -> None:
-    """JobRegistry.setBlockSeconds, first raising any default window below the new minimums (a no-op at 1 s)."""
+def fit_windows_to_block_time(owner, jobs, game, block_seconds: int) -> None:
+    """JobRegistry.setBlockSeconds, first raising any default window below the new minimums, then the game's clock
+    allowance to at least MIN_CLOCK_BLOCKS blocks (a no-op at 1 s)."""
     if block_seconds <= 1:
         return
     b = block_seconds
@@ -43,6 +44,8 @@ def fit_windows_to_block_time(owner, jobs, block_seconds: int) -> None:
                max(jobs.defaultChallengeWindow(), jobs.MIN_CHALLENGE_BLOCKS() * b))
     jobs.setDefaultWindows(*windows, sender=owner)
     jobs.setBlockSeconds(b, sender=owner)
+    if game.clockAllowance() < MIN_CLOCK_BLOCKS * b:
+        game.setClockAllowance(MIN_CLOCK_BLOCKS * b, sender=owner)
 
 
 def deploy_system(owner, randomness_delay: int = DEVNET_RANDOMNESS_DELAY, fee_epoch: int = DEVNET_FEE_EPOCH,
@@ -64,17 +67,19 @@ def deploy_system(owner, randomness_delay: int = DEVNET_RANDOMNESS_DELAY, fee_ep
     jobs = owner.deploy(project.JobRegistry, token.address, registry.address, escrow.address, randomness.address)
     panel = owner.deploy(project.RefereePanel, token.address, registry.address, randomness.address)
     game = owner.deploy(project.DisputeGame, token.address, registry.address, jobs.address, panel.address)
+    dispute_lens = owner.deploy(project.DisputeLens, game.address)  # read-only views of disputes and their clocks
     fees = owner.deploy(project.VerificationFees, token.address, registry.address, jobs.address, fee_epoch)
     escrow.setJobs(jobs.address, sender=owner)
     jobs.setDisputeGame(game.address, sender=owner)
     panel.setGame(game.address, sender=owner)
-    fit_windows_to_block_time(owner, jobs, block_seconds)  # minimum windows and decline grace in blocks (issue 23)
+    fit_windows_to_block_time(owner, jobs, game, block_seconds)  # minimum windows and decline grace in blocks (issue 23)
     for protocol in (jobs, game, panel):
         registry.setProtocol(protocol.address, True, sender=owner)
     registry.sealProtocols(sender=owner)  # no owner can add a "protocol" that slashes stake (issue 9, governance)
     timelock = owner.deploy(project.Timelock, registry.address)
     deployed.update({"VerityToken": token, "NodeRegistry": registry, "NodeLens": lens, "BlockhashRandomness": randomness,
                      "JobEscrow": escrow, "JobRegistry": jobs, "RefereePanel": panel, "DisputeGame": game,
+                     "DisputeLens": dispute_lens,
                      "VerificationFees": fees, "Timelock": timelock})
     hand_to_timelock(owner, deployed, timelock)
     return {name: deployed[name] for name in CONTRACTS if name in deployed}

@@ -226,7 +226,8 @@ def verification_fees(rep: Report, project, accounts, chain):
     anchor_epoch = fees.chainOf(v.address)[2]
     epoch = fees.epochSeconds()
     chain.mine(deltatime=epoch)  # tasks of the next epoch are claimable with this chain
-    job = poster.post(shards=2, replication=1, stake=STAKE)
+    floor = 60  # a check lands before the slot's result floor (issue 23: no result can be pending)
+    job = poster.post(shards=2, replication=1, stake=STAKE, result_floor=floor)
     tid = jobs.taskOf(job.id, 0, 0)
     solver_to_be = poster.node_of(tid, 0)
     if solver_to_be.address == v.address:  # a replica cannot check itself: use another verifier
@@ -234,7 +235,7 @@ def verification_fees(rep: Report, project, accounts, chain):
         rep.add("VerificationFees.anchor (key chain head)", fees.anchor(head, sender=v).gas_used)
         anchor_epoch = fees.chainOf(v.address)[2]
         chain.mine(deltatime=epoch)
-        job = poster.post(shards=2, replication=1, stake=STAKE)
+        job = poster.post(shards=2, replication=1, stake=STAKE, result_floor=floor)
         tid = jobs.taskOf(job.id, 0, 0)
     pot = 10 * E18
     s.fund(poster.account, pot)
@@ -244,7 +245,9 @@ def verification_fees(rep: Report, project, accounts, chain):
     H = Trace.random(h32(jobs.getTask(tid).inputHash), job.n)
     salt = rand32()
     rep.add("VerificationFees.commitCheck (blind)",
-            fees.commitCheck(tid, check_commitment(tid, H.hashes[-1], salt, v.address), sender=v).gas_used)
+            fees.commitCheck(tid, check_commitment(tid, H.hashes[-1], salt, v.address), sender=v).gas_used,
+            "reads the task, its replicas and its job (the result floor)")
+    chain.mine(deltatime=floor)
     poster.submit(tid, H)
     finalize_after_window(s, chain, tid, poster.account)
     e = jobs.getTask(tid).createdAt // epoch
@@ -292,8 +295,8 @@ def bisection_and_timeout(rep: Report, project, accounts, chain):
     did = opened(s, r)
     rep.add("openDispute (bisection path, requests mid)", r.gas_used)
     gas, moves = [], 0
-    while game.getDispute(did).phase == DisputePhase.BISECT0:
-        mid = game.getDispute(did).mid
+    while s.dispute_lens.getDispute(did).phase == DisputePhase.BISECT0:
+        mid = s.dispute_lens.getDispute(did).mid
         gas.append(game.revealLeaf(did, 0, mid, c.H.hashes[mid], c.H.proof(mid), sender=c.honest).gas_used)
         gas.append(game.revealLeaf(did, 0, mid, c.C.hashes[mid], c.C.proof(mid), sender=c.cheater).gas_used)
         moves += 1

@@ -175,6 +175,21 @@ CONTRACTS = [
         Forge("tests/forge/VerificationFees.t.sol"),
     ),
     Mutant(
+        "c-check-after-floor", "a fee check may land once a slot passed its result floor (a copier front-runs a pending "
+        "result read from the mempool)",
+        "contracts/VerificationFees.sol",
+        "                if (block.timestamp >= notBefore) revert CheckTooLate(taskId, notBefore);",
+        "",
+        Forge("tests/forge/VerificationFees.t.sol"),
+    ),
+    Mutant(
+        "c-clock-blocks-ignored", "the clock allowance ignores the chain's block time (30 s: 2.5 blocks of a 12-s chain)",
+        "contracts/DisputeGame.sol",
+        "    uint64 internal constant MIN_CLOCK_BLOCKS = 5;",
+        "    uint64 internal constant MIN_CLOCK_BLOCKS = 0;",
+        Forge("tests/forge/ChainWindows.t.sol"),
+    ),
+    Mutant(
         "c-result-floor-ignored", "a result may leave its slot at once (a fabricator submits before any fee check lands)",
         "contracts/TaskMachine.sol",
         "        if (block.timestamp < notBefore) revert ResultTooEarly(taskId, slot, notBefore);",

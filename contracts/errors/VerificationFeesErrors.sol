@@ -65,3 +65,7 @@ error ClaimWindowClosed(uint256 taskId, uint64 closedAt);
 
 /// @notice The task's fee slots are not decided yet (no claim, or its claim window is still open), or already paid.
 error NothingToCollect(uint256 taskId, uint64 claimClosesAt);
+
+/// @notice A check of the task comes too late: a slot of it has passed its result floor (`notBefore`), so a result
+///         may be pending and readable (0: a replica already committed one).
+error CheckTooLate(uint256 taskId, uint64 notBefore);

@@ -162,6 +162,7 @@ class System:
     fees: object
     faucet: object
     lens: object = None
+    dispute_lens: object = None
 
     @classmethod
     def deploy(cls, project, owner, liveness: int = 30 * 24 * 3600, randomness_delay: int = RANDOMNESS_DELAY) -> System:
@@ -178,6 +179,7 @@ class System:
         jobs = with_delegate_errors(owner.deploy(project.JobRegistry, token, registry, escrow, randomness), project)
         panel = owner.deploy(project.RefereePanel, token, registry, randomness)
         game = owner.deploy(project.DisputeGame, token, registry, jobs, panel)
+        dispute_lens = owner.deploy(project.DisputeLens, game)
         fees = owner.deploy(project.VerificationFees, token, registry, jobs, FEE_EPOCH)
         escrow.setJobs(jobs, sender=owner)
         jobs.setDisputeGame(game, sender=owner)
@@ -187,7 +189,7 @@ class System:
         registry.sealProtocols(sender=owner)
         # Tests move the clock by minutes; keep every node live unless a test says otherwise.
         registry.setLivenessWindow(liveness, sender=owner)
-        return cls(owner, token, registry, randomness, escrow, jobs, panel, game, fees, faucet, lens)
+        return cls(owner, token, registry, randomness, escrow, jobs, panel, game, fees, faucet, lens, dispute_lens)
 
     @property
     def contracts(self) -> list:
@@ -292,9 +294,10 @@ class Poster:
         self.cids: dict[tuple[int, str, bytes], bytes] = {}
 
     def params(self, shards=1, rounds=1, replication=2, steps=8, k=2, payment=10 * E18, stake=100 * E18,
-               initial: bytes | None = None, memory_mb=0, profile=PROFILE_CPU, windows=(0, 0, 0), device=0) -> PostJobParams:
+               initial: bytes | None = None, memory_mb=0, profile=PROFILE_CPU, windows=(0, 0, 0), device=0,
+               result_floor=0) -> PostJobParams:
         return PostJobParams(rand32(), rand32(), initial or rand32(), shards, rounds, steps, k, payment, replication,
-                             stake, device, memory_mb, profile, *windows)
+                             stake, device, memory_mb, profile, *windows, resultFloor=result_floor)
 
     def post(self, draw: bool = True, **kw) -> Job:
         """postJob; then (draw=True) fulfils each round-0 task's draw as a keeper would. A task nobody is eligible

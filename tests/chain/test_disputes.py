@@ -48,7 +48,7 @@ def _open_public(system, c):
     pin = list(r.events.filter(game.CheckpointPinpointed))
     assert [(e.index, h32(e.claimA), h32(e.claimB)) for e in pin] == [(c.segment, c.H.hashes[c.segment + 1],
                                                                       c.C.hashes[c.segment + 1])]
-    assert game.getDispute(did).phase == DisputePhase.STEP_ROOTS
+    assert system.dispute_lens.getDispute(did).phase == DisputePhase.STEP_ROOTS
     for party, s in ((c.honest, c.sH), (c.cheater, c.sC)):
         game.submitStepRoot(did, s.root, s.proof(0), s.proof(s.n), sender=party)
     return did
@@ -82,7 +82,7 @@ def _winner_is_candidate(system, chain, c, winner, submitter):
 def _judging(system, chain, c, did, referees):
     """The step was pinpointed: the game is Judging and the panel waits for randomness; seat it."""
     panel, registry = system.panel, system.registry
-    assert system.game.getDispute(did).phase == DisputePhase.JUDGING
+    assert system.dispute_lens.getDispute(did).phase == DisputePhase.JUDGING
     assert panel.panelOf(did).phase == PanelPhase.SEATING
     with reverts(panel.SeatingRandomnessPending):
         panel.seat(did, sender=c.honest)  # the deciding block is not mined yet: nobody can pick it
@@ -103,12 +103,12 @@ def test_honest_wins_public_trace_path_with_bisection(system, contested, referee
     did = _open_public(system, c)
     # Level 1 by bisection: [0, 4] -> mid 2 (agreed) -> mid 3 (differs) -> step 2 pinpointed.
     for idx in (2, 3):
-        assert game.getDispute(did).mid == idx
+        assert system.dispute_lens.getDispute(did).mid == idx
         game.revealLeaf(did, 1, idx, c.sH.hashes[idx], c.sH.proof(idx), sender=c.honest)
         r = game.revealLeaf(did, 1, idx, c.sC.hashes[idx], c.sC.proof(idx), sender=c.cheater)
     stepped = list(r.events.filter(game.StepPinpointed))
     assert [e.step for e in stepped] == [c.segment * 4 + c.step]
-    assert game.disputedStep(did) == c.segment * 4 + c.step
+    assert system.dispute_lens.disputedStep(did) == c.segment * 4 + c.step
     _judging(system, chain, c, did, referees)
 
     honest_vote = c.sH.hashes[c.step + 1]
@@ -166,17 +166,17 @@ def test_level1_pinpoint_and_timeout_of_a_silent_party(system, contested, chain,
     game.submitStepRoot(did, c.sH.root, c.sH.proof(0), c.sH.proof(c.sH.n), sender=c.honest)
     with reverts(game.ClockNotExpired):
         game.timeout(did, sender=c.honest)
-    a_left, b_left = game.clocksRemaining(did)
+    a_left, b_left = system.dispute_lens.clocksRemaining(did)
     # A's clock ran only from the opening block to its step root (blocks take wall-clock timestamps: ≤ a few s)
     # and is stopped now; B's keeps running.
     assert game.clockAllowance() - 5 <= a_left <= game.clockAllowance() and 0 < b_left <= game.clockAllowance()
     chain.mine(deltatime=game.clockAllowance() + 5)
-    assert game.clocksRemaining(did) == (a_left, 0)  # A's stopped clock did not move; B's ran out
+    assert system.dispute_lens.clocksRemaining(did) == (a_left, 0)  # A's stopped clock did not move; B's ran out
     burned0 = token.totalBurned()
     r = game.timeout(did, sender=c.honest)
     assert [(e.winner, e.outcome) for e in r.events.filter(game.DisputeResolved)] == [
         (c.honest.address, DisputeOutcome.CHALLENGER_WINS)]
-    assert game.getDispute(did).phase == DisputePhase.RESOLVED
+    assert system.dispute_lens.getDispute(did).phase == DisputePhase.RESOLVED
     # No panel was seated: the winner's share to the winner, the rest burned.
     win = STAKE * game.winnerShareBps() // 10_000
     assert game.credits(c.honest) == win and token.totalBurned() - burned0 == STAKE - win

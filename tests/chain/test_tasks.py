@@ -97,7 +97,7 @@ def test_challengeOptimistic_copied_by_another_verifier_reverts(system, workers,
     assert jobs.getTask(tid).openDisputes == 0 and system.registry.getNode(copier).locked == 0
     r = reveal_challenge(system, ch)  # the challenger's own reveal still works
     did = opened(system, r)
-    d = game.getDispute(did)
+    d = system.dispute_lens.getDispute(did)
     assert d.taskId == tid and jobs.getTask(tid).openDisputes == 1
     assert [(e.challenger, e.defender) for e in r.events.filter(game.DisputeOpened)] == [
         (verifier.address, solver.address)]

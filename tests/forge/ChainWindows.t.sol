@@ -46,6 +46,17 @@ contract ChainWindowsTest is Fixture {
         what;
     }
 
+    /// @notice The clock allowance has a floor in blocks too: on main 30 s passed on a 12-s chain, 2.5 blocks for
+    ///         all of a party's moves (open or answer, step root, leaf or pinpoint), so a party could time out for
+    ///         want of blocks. Now at least MIN_CLOCK_BLOCKS (5) blocks of the chain's block time.
+    function test_setClockAllowance_belowFiveBlocks_reverts() public {
+        _twelveSecondChain();
+        vm.expectRevert(abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("clockAllowance"), 30, 60, 7 days));
+        game.setClockAllowance(30);
+        game.setClockAllowance(60); // 5 blocks of 12 s
+        assertEq(game.clockAllowance(), 60, "5 blocks");
+    }
+
     function test_setBlockSeconds_outOfRange_reverts() public {
         vm.expectRevert(abi.encodeWithSelector(ParameterOutOfRange.selector, bytes32("blockSeconds"), 0, 1, 60));
         jobs.setBlockSeconds(0);

@@ -61,10 +61,10 @@ contract CoDefenderTest is DisputeFixture {
         vm.expectRevert(abi.encodeWithSelector(AlreadyMoved.selector, id, h));
         game.submitStepRoot(id, root, p0, p2);
         _submitStepRoot(id, sybil, sX);
-        assertEq(game.getDispute(id).stepRootBy, m == defender ? 1 : 2, "submitter recorded");
+        assertEq(disputeLens.getDispute(id).stepRootBy, m == defender ? 1 : 2, "submitter recorded");
         _revealLeaf(id, sybil, 1, sX, 1);
         _revealLeaf(id, m, 1, sBogus, 1);
-        require(game.getDispute(id).phase == DisputePhase.Judging, "not judging");
+        require(disputeLens.getDispute(id).phase == DisputePhase.Judging, "not judging");
     }
 
     function _assertAccounting() internal view {
@@ -80,7 +80,7 @@ contract CoDefenderTest is DisputeFixture {
     function test_coDefender_bogusStepRoot_sybilWins_honestDefenderNotSlashed_succeeds() public {
         (uint256 id,, address h) = _attackToJudging(true);
         uint256 reward = _decide(id, Verdict.ForA);
-        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "sybil's step wins");
+        assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "sybil's step wins");
         assertEq(registry.getNode(h).stake, NODE_STAKE, "honest member not slashed");
         assertEq(lens.reputationOf(h).disputesLost, 0, "honest member: no lost dispute");
         assertEq(registry.getNode(co).stake, NODE_STAKE - TASK_STAKE, "attacker's member slashed");
@@ -106,7 +106,7 @@ contract CoDefenderTest is DisputeFixture {
         (uint256 id,, address h) = _attackToJudging(true);
         uint256 burned = token.totalBurned();
         uint256 reward = _decide(id, Verdict.Neither);
-        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.BothLose), "both lose");
+        assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.BothLose), "both lose");
         assertEq(registry.getNode(h).stake, NODE_STAKE, "honest member not slashed");
         assertEq(registry.getNode(co).stake, NODE_STAKE - TASK_STAKE, "submitter slashed");
         assertEq(registry.getNode(sybil).stake, NODE_STAKE - TASK_STAKE, "sybil slashed");
@@ -128,7 +128,7 @@ contract CoDefenderTest is DisputeFixture {
         vm.expectRevert(abi.encodeWithSelector(NotStepRootSubmitter.selector, id, defender));
         game.revealLeaf(id, 1, 1, sBogus[1], proof);
         _revealLeaf(id, co, 1, sBogus, 1);
-        assertEq(uint8(game.getDispute(id).phase), uint8(DisputePhase.Bisect1), "awaits A");
+        assertEq(uint8(disputeLens.getDispute(id).phase), uint8(DisputePhase.Bisect1), "awaits A");
     }
 
     // ---------------------------------------------------------------- losing on the clock
@@ -140,7 +140,7 @@ contract CoDefenderTest is DisputeFixture {
         _revealLeaf(id, sybil, 0, hH, 2);
         vm.warp(block.timestamp + game.clockAllowance() + 1);
         game.timeout(id);
-        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "B lost on time");
+        assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "B lost on time");
         assertEq(registry.getNode(defender).stake, NODE_STAKE - TASK_STAKE, "defender slashed");
         assertEq(registry.getNode(co).stake, NODE_STAKE - TASK_STAKE, "co-defender slashed");
         assertEq(game.credits(sybil), BOND + TASK_STAKE, "winner share of both stakes");
@@ -171,7 +171,7 @@ contract CoDefenderTest is DisputeFixture {
         _revealLeaf(id, sybil, 1, sX, 1);
         vm.warp(block.timestamp + game.clockAllowance() + 1);
         game.timeout(id);
-        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "B lost on time");
+        assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "B lost on time");
         assertEq(registry.getNode(defender).stake, NODE_STAKE, "non-submitter not slashed");
         assertEq(registry.getNode(co).stake, NODE_STAKE - TASK_STAKE, "submitter slashed");
         assertEq(game.credits(sybil), BOND + TASK_STAKE / 2, "winner share of one stake");
@@ -185,7 +185,7 @@ contract CoDefenderTest is DisputeFixture {
         _pair(hC, 1);
         uint256 id = _challenge(sybil, hH);
         game.pinpoint(id, _pp(hH, hC, 2));
-        assertEq(uint8(game.getDispute(id).phase), uint8(DisputePhase.Judging), "judged at level 0");
+        assertEq(uint8(disputeLens.getDispute(id).phase), uint8(DisputePhase.Judging), "judged at level 0");
         uint256 reward = _decide(id, Verdict.ForA);
         assertEq(registry.getNode(defender).stake, NODE_STAKE - TASK_STAKE, "defender slashed");
         assertEq(registry.getNode(co).stake, NODE_STAKE - TASK_STAKE, "co-defender slashed");
@@ -219,7 +219,7 @@ contract CoDefenderTest is DisputeFixture {
         _submitStepRoot(id, sybil, sC);
         _revealLeaf(id, defender, 1, sH, 1);
         _revealLeaf(id, sybil, 1, sC, 1);
-        assertEq(game.getDispute(id).movedB, 3, "both moved");
+        assertEq(disputeLens.getDispute(id).movedB, 3, "both moved");
         _decide(id, Verdict.ForB);
         uint256 toWinner = (TASK_STAKE + BOND) / 2;
         assertEq(game.credits(co), toWinner / 2, "co-defender's half");

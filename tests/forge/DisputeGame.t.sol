@@ -30,7 +30,7 @@ contract DisputeGameTest is DisputeFixture {
         emit IDisputeGame.DisputeOpened(1, taskId, cheater, honest);
         vm.prank(cheater);
         uint256 id = game.openDispute(taskId);
-        DisputeGame.Dispute memory d = game.getDispute(id);
+        DisputeGame.Dispute memory d = disputeLens.getDispute(id);
         assertEq(d.mid, 2, "mid of [0,4]");
         assertEq(uint8(d.phase), uint8(DisputePhase.Bisect0), "bisect");
         assertEq(game.disputeOfTask(taskId), id, "open contest");
@@ -45,10 +45,10 @@ contract DisputeGameTest is DisputeFixture {
         // level 0: [0,4] mid 2 agree -> [2,4] mid 3 differ -> [2,3]
         _revealLeaf(id, honest, 0, hH, 2);
         _revealLeaf(id, cheater, 0, hC, 2);
-        assertEq(game.getDispute(id).mid, 3, "mid 3");
+        assertEq(disputeLens.getDispute(id).mid, 3, "mid 3");
         _revealLeaf(id, cheater, 0, hC, 3);
         _revealLeaf(id, honest, 0, hH, 3);
-        DisputeGame.Dispute memory d = game.getDispute(id);
+        DisputeGame.Dispute memory d = disputeLens.getDispute(id);
         assertEq(uint8(d.phase), uint8(DisputePhase.StepRoots), "step roots");
         assertEq(d.segment, 2, "segment 2");
         _submitStepRoot(id, cheater, sC);
@@ -57,9 +57,9 @@ contract DisputeGameTest is DisputeFixture {
         assertFalse(mock.opened(id), "no panel yet");
         _revealLeaf(id, honest, 1, sH, 1);
         _revealLeaf(id, cheater, 1, sC, 1);
-        d = game.getDispute(id);
+        d = disputeLens.getDispute(id);
         assertEq(uint8(d.phase), uint8(DisputePhase.Judging), "judging");
-        assertEq(game.disputedStep(id), 4, "global step = 2*2 + 0");
+        assertEq(disputeLens.disputedStep(id), 4, "global step = 2*2 + 0");
         assertTrue(mock.opened(id), "panel opened");
         PanelRequest memory r = mock.requestOf(id);
         assertEq(r.claimA, sH[1], "claim A");
@@ -69,9 +69,9 @@ contract DisputeGameTest is DisputeFixture {
         assertEq(r.parties[2], address(0), "no co-defender");
         assertEq(r.minMemoryMb, 1_000, "memory from the job");
         assertEq(r.profileBit, 1, "profile from the job");
-        (uint256 a, uint256 b) = game.clocksRemaining(id);
+        (uint256 a, uint256 b) = disputeLens.clocksRemaining(id);
         vm.warp(block.timestamp + 1_000);
-        (uint256 a2, uint256 b2) = game.clocksRemaining(id);
+        (uint256 a2, uint256 b2) = disputeLens.clocksRemaining(id);
         assertEq(a, a2, "clock A stopped while judging");
         assertEq(b, b2, "clock B stopped while judging");
     }
@@ -92,7 +92,7 @@ contract DisputeGameTest is DisputeFixture {
         _revealLeaf(id, cheater, 0, hE, 2);
         _revealLeaf(id, honest, 0, hH, 3);
         _revealLeaf(id, cheater, 0, hE, 3);
-        DisputeGame.Dispute memory d = game.getDispute(id);
+        DisputeGame.Dispute memory d = disputeLens.getDispute(id);
         assertEq(d.mid, 0, "nothing requested");
         assertEq(uint8(d.phase), uint8(DisputePhase.Bisect0), "still bisecting");
         bytes32[] memory proof = Merkle.proofOf(hH, 3);
@@ -100,8 +100,8 @@ contract DisputeGameTest is DisputeFixture {
         vm.expectRevert(abi.encodeWithSelector(NotRequestedIndex.selector, id, uint8(0), uint32(0), uint32(3)));
         game.revealLeaf(id, 0, 3, hH[3], proof);
         game.pinpoint(id, _pp(hH, hE, 0));
-        assertEq(uint8(game.getDispute(id).phase), uint8(DisputePhase.StepRoots), "pinpointed segment 0");
-        assertEq(game.getDispute(id).segment, 0, "segment 0");
+        assertEq(uint8(disputeLens.getDispute(id).phase), uint8(DisputePhase.StepRoots), "pinpointed segment 0");
+        assertEq(disputeLens.getDispute(id).segment, 0, "segment 0");
     }
 
     // ---------------------------------------------------------------- verdicts
@@ -112,7 +112,7 @@ contract DisputeGameTest is DisputeFixture {
         uint256 burned = token.totalBurned();
         uint256 reward = _decide(id, Verdict.ForA);
 
-        DisputeGame.Dispute memory d = game.getDispute(id);
+        DisputeGame.Dispute memory d = disputeLens.getDispute(id);
         assertEq(uint8(d.outcome), uint8(DisputeOutcome.ChallengerWins), "honest (A) wins");
         assertEq(uint8(d.phase), uint8(DisputePhase.Resolved), "resolved");
         assertEq(reward, TASK_STAKE / 4, "referees' share to the panel");
@@ -148,7 +148,7 @@ contract DisputeGameTest is DisputeFixture {
     function test_onVerdict_forB_defenderWins_succeeds() public {
         uint256 id = _toJudging();
         uint256 reward = _decide(id, Verdict.ForB);
-        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.DefenderWins), "B wins");
+        assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.DefenderWins), "B wins");
         assertEq(reward, TASK_STAKE / 4, "referees");
         assertEq(game.credits(cheater), TASK_STAKE / 2, "B credited");
         assertEq(registry.getNode(honest).stake, NODE_STAKE - TASK_STAKE, "A slashed");
@@ -161,7 +161,7 @@ contract DisputeGameTest is DisputeFixture {
         uint256 id = _toJudging();
         uint256 burned = token.totalBurned();
         uint256 reward = _decide(id, Verdict.Neither);
-        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.BothLose), "both lose");
+        assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.BothLose), "both lose");
         assertEq(reward, (2 * TASK_STAKE) / 4, "referees' share of both stakes");
         assertEq(token.totalBurned() - burned, 2 * TASK_STAKE - reward, "no winner: the rest burned");
         assertEq(game.credits(honest) + game.credits(cheater), 0, "nobody credited");
@@ -178,7 +178,7 @@ contract DisputeGameTest is DisputeFixture {
         uint256 lockedCheater = registry.getNode(cheater).locked;
         uint256 burned = token.totalBurned();
         uint256 reward = _decide(id, Verdict.NoDecision);
-        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.Voided), "voided");
+        assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.Voided), "voided");
         assertEq(reward, 0, "no referee reward");
         assertEq(token.totalBurned(), burned, "nothing burned");
         assertEq(registry.getNode(honest).stake, NODE_STAKE, "A not slashed");
@@ -226,7 +226,7 @@ contract DisputeGameTest is DisputeFixture {
         vm.warp(block.timestamp + game.clockAllowance() + 1);
         uint256 burned = token.totalBurned();
         game.timeout(id);
-        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "silent cheater loses");
+        assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "silent cheater loses");
         assertEq(game.credits(honest), TASK_STAKE / 2, "winner share");
         assertEq(token.totalBurned() - burned, TASK_STAKE / 2, "no panel: its share is burned too");
         assertEq(mock.opens(), 0, "no panel involved");
@@ -239,7 +239,7 @@ contract DisputeGameTest is DisputeFixture {
         vm.warp(block.timestamp + game.clockAllowance() + 1);
         _heartbeatAll();
         game.timeout(id);
-        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.BothLose), "both lose");
+        assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.BothLose), "both lose");
         assertEq(registry.getNode(honest).stake, NODE_STAKE - TASK_STAKE, "A slashed");
         assertEq(registry.getNode(cheater).stake, NODE_STAKE - TASK_STAKE, "B slashed");
         assertTrue(_conserved(), "conserved");
@@ -257,7 +257,7 @@ contract DisputeGameTest is DisputeFixture {
         vm.expectRevert(abi.encodeWithSelector(ClockExpired.selector, id, uint8(1)));
         game.revealLeaf(id, 0, 2, hC[2], proof);
         game.timeout(id);
-        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "late party lost");
+        assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "late party lost");
     }
 
     function test_submitStepRoot_ownClockExpired_p8_reverts() public {
@@ -295,7 +295,7 @@ contract DisputeGameTest is DisputeFixture {
         vm.warp(block.timestamp + allowance + 1);
         game.timeout(id); // still the old allowance
         assertEq(game.credits(honest), (TASK_STAKE * 5_000) / 10_000, "old winner share");
-        DisputeGame.Dispute memory d = game.getDispute(id);
+        DisputeGame.Dispute memory d = disputeLens.getDispute(id);
         assertEq(d.allowance, allowance, "allowance snapshot");
         assertEq(d.winnerShareBps, 5_000, "share snapshot");
         // A dispute opened now gets the new rules.
@@ -309,7 +309,7 @@ contract DisputeGameTest is DisputeFixture {
         uint256 id = game.openDispute(taskId);
         _revealLeaf(id, honest, 0, hH, 2);
         vm.warp(block.timestamp + 50);
-        (uint256 a, uint256 b) = game.clocksRemaining(id);
+        (uint256 a, uint256 b) = disputeLens.clocksRemaining(id);
         assertEq(a, game.clockAllowance(), "A moved at once: its clock stopped");
         assertEq(b, game.clockAllowance() - 50, "B's clock runs");
     }
@@ -416,7 +416,7 @@ contract DisputeGameTest is DisputeFixture {
     function test_abandon_notStale_reverts() public {
         _contested();
         uint256 id = game.openDispute(taskId);
-        vm.expectRevert(abi.encodeWithSelector(DisputeNotStale.selector, id, game.getDispute(id).epoch));
+        vm.expectRevert(abi.encodeWithSelector(DisputeNotStale.selector, id, disputeLens.getDispute(id).epoch));
         game.abandon(id);
     }
 
@@ -528,7 +528,7 @@ contract DisputeGameRealPanelTest is Fixture {
         (p.proofAgreedA, p.proofClaimA) = (Merkle.proofOf(sH, 0), Merkle.proofOf(sH, 1));
         (p.proofAgreedB, p.proofClaimB) = (Merkle.proofOf(sC, 0), Merkle.proofOf(sC, 1));
         game.pinpoint(id, p);
-        assertEq(uint8(game.getDispute(id).phase), uint8(DisputePhase.Judging), "judging");
+        assertEq(uint8(disputeLens.getDispute(id).phase), uint8(DisputePhase.Judging), "judging");
 
         vm.roll(block.number + 5);
         panel.seat(id);
@@ -541,7 +541,7 @@ contract DisputeGameRealPanelTest is Fixture {
             vm.prank(seats[i]);
             panel.revealVote(id, sH[1], "salt");
         }
-        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "honest wins");
+        assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "honest wins");
         assertEq(game.credits(honest), TASK_STAKE / 2, "winner share");
         assertEq(panel.totalCredits(), ((TASK_STAKE / 4) / seats.length) * seats.length, "referees paid");
         assertEq(registry.getNode(cheater).stake, NODE_STAKE - TASK_STAKE, "cheater slashed");
@@ -588,7 +588,7 @@ contract DisputeGameRealPanelTest is Fixture {
         // v1 beats the silent cheater on the clock: a new candidate, v2's dispute is stale.
         vm.warp(block.timestamp + game.clockAllowance() + 1);
         game.timeout(id1);
-        assertEq(uint8(game.getDispute(id1).outcome), uint8(DisputeOutcome.ChallengerWins), "v1 wins on time");
+        assertEq(uint8(disputeLens.getDispute(id1).outcome), uint8(DisputeOutcome.ChallengerWins), "v1 wins on time");
         game.abandon(id2);
         assertEq(uint8(panel.panelOf(id2).phase), uint8(PanelPhase.Decided), "panel cancelled");
         assertEq(lockedSeat0 - registry.getNode(seats[0]).locked, panel.refereeStake(), "referee released");

@@ -34,7 +34,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         _submitStepRoot(id, pa, sH);
         _submitStepRoot(id, pb, sC);
         game.pinpoint(id, _pp(sH, sC, 0));
-        require(game.getDispute(id).phase == DisputePhase.Judging, "not judging");
+        require(disputeLens.getDispute(id).phase == DisputePhase.Judging, "not judging");
     }
 
     function _finalizeLater() internal {
@@ -56,7 +56,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Revealed), "still a candidate under challenge");
         _toJudgingAt2(id, verifier, solver);
         uint256 reward = _decide(id, Verdict.ForA);
-        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "challenger wins");
+        assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "challenger wins");
         assertEq(reward, TASK_STAKE / 4, "referees");
         assertEq(game.credits(verifier), BOND + TASK_STAKE / 2, "bond back + winner share");
         assertEq(registry.getNode(solver).stake, NODE_STAKE - TASK_STAKE, "solver slashed");
@@ -88,7 +88,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         _submitStepRoot(id, solver, sH);
         vm.warp(block.timestamp + game.clockAllowance() + 1);
         game.timeout(id);
-        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.DefenderWins), "defender wins");
+        assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.DefenderWins), "defender wins");
         uint256 pot = TASK_STAKE + BOND;
         assertEq(game.credits(solver), pot / 2, "winner share of stake + bond");
         assertEq(game.credits(verifier), 0, "bond lost");
@@ -117,7 +117,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         vm.expectRevert(abi.encodeWithSelector(ChallengeNotCommitted.selector, copied));
         _revealChallenge(copier, hH, "salt");
         uint256 id = _revealChallenge(verifier, hH, "salt");
-        assertEq(game.getDispute(id).sides[0].party, verifier, "the committer is party A");
+        assertEq(disputeLens.getDispute(id).sides[0].party, verifier, "the committer is party A");
     }
 
     function test_commitChallenge_copiedCommit_p6_earnsNothing_succeeds() public {
@@ -142,7 +142,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         );
         _revealChallenge(copier, hH, "salt");
         uint256 id = _revealChallenge(verifier, hH, "salt");
-        assertEq(game.getDispute(id).sides[0].party, verifier, "victim challenges");
+        assertEq(disputeLens.getDispute(id).sides[0].party, verifier, "victim challenges");
         assertEq(game.credits(copier), 0, "copier earns nothing");
         (uint64 used,) = game.commitments(c);
         assertEq(used, 0, "commitment consumed");
@@ -286,13 +286,13 @@ contract OptimisticDisputeTest is DisputeFixture {
         _submitStepRoot(id, verifier, sH);
         vm.warp(block.timestamp + game.clockAllowance() + 1);
         game.timeout(sybilId);
-        assertEq(uint8(game.getDispute(sybilId).outcome), uint8(DisputeOutcome.DefenderWins), "sybil lost on time");
+        assertEq(uint8(disputeLens.getDispute(sybilId).outcome), uint8(DisputeOutcome.DefenderWins), "sybil lost on time");
         assertEq(jobs.getTask(taskId).openDisputes, 1, "honest challenge still open");
         // Windows long past: the candidate still cannot be accepted.
         vm.expectRevert(abi.encodeWithSelector(DisputesPending.selector, taskId, uint32(1)));
         jobs.finalize(taskId);
         game.timeout(id);
-        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "honest verifier wins");
+        assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "honest verifier wins");
         assertEq(jobs.getTask(taskId).candidate, verifier, "honest candidate");
         assertEq(registry.getNode(solver).stake, NODE_STAKE - TASK_STAKE, "cheater slashed");
         assertEq(registry.getNode(sybil).stake, NODE_STAKE - TASK_STAKE, "sybil slashed");
@@ -311,10 +311,10 @@ contract OptimisticDisputeTest is DisputeFixture {
         _toJudgingAt2(id, verifier, solver);
         vm.warp(block.timestamp + game.clockAllowance() + 1);
         game.timeout(sybilId);
-        assertEq(uint8(game.getDispute(sybilId).outcome), uint8(DisputeOutcome.DefenderWins), "sybil lost on time");
+        assertEq(uint8(disputeLens.getDispute(sybilId).outcome), uint8(DisputeOutcome.DefenderWins), "sybil lost on time");
         assertEq(registry.getNode(sybil).stake, NODE_STAKE - TASK_STAKE, "sybil slashed");
         _decide(id, Verdict.ForA);
-        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "honest verifier wins");
+        assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "honest verifier wins");
         assertEq(jobs.getTask(taskId).candidate, verifier, "honest result is the candidate");
         assertEq(registry.getNode(solver).stake, NODE_STAKE - TASK_STAKE, "cheater slashed");
         assertTrue(_conserved(), "conserved");
@@ -352,22 +352,22 @@ contract OptimisticDisputeTest is DisputeFixture {
         vm.expectEmit(true, true, true, true, address(game));
         emit IDisputeGame.DisputeAbandoned(early, taskId, 0);
         game.abandon(early);
-        assertEq(uint8(game.getDispute(early).outcome), uint8(DisputeOutcome.Voided), "voided");
+        assertEq(uint8(disputeLens.getDispute(early).outcome), uint8(DisputeOutcome.Voided), "voided");
         assertEq(game.credits(verifier), BOND, "bond back");
         assertEq(vLocked - registry.getNode(verifier).locked, TASK_STAKE, "stake released");
         assertEq(registry.getNode(verifier).stake, NODE_STAKE, "not slashed");
 
         // The honest verifier challenges the candidate: they diverge at checkpoint 4.
         uint256 second = _challenge(verifier, hH);
-        assertEq(game.getDispute(second).sides[1].party, poisoned, "candidate defends");
-        assertEq(game.getDispute(second).epoch, 1, "against epoch 1");
+        assertEq(disputeLens.getDispute(second).sides[1].party, poisoned, "candidate defends");
+        assertEq(disputeLens.getDispute(second).epoch, 1, "against epoch 1");
         bytes32[] memory s3H = _steps(hH[3], keccak256("honest step 7"), hH[4]);
         bytes32[] memory s3P = _steps(hH[3], keccak256("poisoned step 7"), hP[4]);
         game.pinpoint(second, _pp(hH, hP, 3));
         _submitStepRoot(second, verifier, s3H);
         _submitStepRoot(second, poisoned, s3P);
         game.pinpoint(second, _pp(s3H, s3P, 0));
-        assertEq(game.disputedStep(second), 6, "global step 3*2 + 0");
+        assertEq(disputeLens.disputedStep(second), 6, "global step 3*2 + 0");
         _decide(second, Verdict.ForA);
         assertEq(jobs.getTask(taskId).candidate, verifier, "honest candidate");
         assertEq(registry.getNode(poisoned).stake, NODE_STAKE - TASK_STAKE, "poisoned candidate slashed");
@@ -395,7 +395,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Revealed), "agreement still waits out a window");
         address verifier = _other(defender, co, address(0));
         uint256 id = _challenge(verifier, hH);
-        assertEq(game.getDispute(id).coDefender, co, "co-defender stored");
+        assertEq(disputeLens.getDispute(id).coDefender, co, "co-defender stored");
         game.pinpoint(id, _pp(hH, hC, 2));
         _submitStepRoot(id, co, sC);
         bytes32 root = Merkle.rootOf(sC);
@@ -432,7 +432,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         _revealLeaf(id, co, 0, hH, 2);
         vm.warp(block.timestamp + game.clockAllowance() + 1);
         game.timeout(id);
-        assertEq(uint8(game.getDispute(id).outcome), uint8(DisputeOutcome.DefenderWins), "defenders win");
+        assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.DefenderWins), "defenders win");
         uint256 toWinner = (TASK_STAKE + BOND) / 2;
         assertEq(game.credits(co), toWinner, "the member that moved");
         assertEq(game.credits(defender), 0, "the idle member");
@@ -468,7 +468,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         assertEq(game.credits(v2), BOND, "bond back");
         assertEq(locked2 - registry.getNode(v2).locked, TASK_STAKE, "stake released");
         assertEq(registry.getNode(v2).stake, NODE_STAKE, "nobody slashed");
-        assertEq(uint8(game.getDispute(id2).phase), uint8(DisputePhase.Resolved), "resolved");
+        assertEq(uint8(disputeLens.getDispute(id2).phase), uint8(DisputePhase.Resolved), "resolved");
         assertFalse(mock.cancelled(id2), "no panel to cancel");
         vm.expectRevert(abi.encodeWithSelector(WrongPhase.selector, id2, DisputePhase.Resolved));
         game.abandon(id2);
@@ -504,7 +504,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         game.timeout(id1);
         uint256 reward = _decide(id2, Verdict.ForA);
         assertEq(reward, 0, "stale verdict pays no referee");
-        assertEq(uint8(game.getDispute(id2).outcome), uint8(DisputeOutcome.Voided), "voided");
+        assertEq(uint8(disputeLens.getDispute(id2).outcome), uint8(DisputeOutcome.Voided), "voided");
         assertEq(game.credits(v2), BOND, "bond back");
         assertEq(jobs.getTask(taskId).candidate, v1, "candidate unchanged");
         assertTrue(_conserved(), "conserved");
@@ -521,7 +521,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         game.setClockAllowance(30);
         _toJudgingAt2(id, verifier, solver);
         uint256 reward = _decide(id, Verdict.ForA);
-        assertEq(game.getDispute(id).bond, BOND, "bond snapshot");
+        assertEq(disputeLens.getDispute(id).bond, BOND, "bond snapshot");
         assertEq(game.credits(verifier), BOND + TASK_STAKE / 2, "old bond back + old winner share");
         assertEq(reward, TASK_STAKE / 4, "old referee share");
         assertTrue(_conserved(), "conserved");

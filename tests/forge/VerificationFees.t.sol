@@ -16,6 +16,7 @@ contract VerificationFeesTest is Fixture {
     uint64 internal constant EPOCH = 100;
     uint256 internal constant FEE = 1e18;
     uint256 internal constant CHAIN = 64; // epochs a test key chain covers
+    uint32 internal constant FLOOR = 10; // every funded job's result floor: checks land before it, results after
 
     event log_named_uint(string key, uint256 val);
 
@@ -70,12 +71,23 @@ contract VerificationFeesTest is Fixture {
 
     /// @dev An optimistic job, funded, its task drawn; returns the task and its honest trace.
     function _fundedTask(uint16 rateBps) internal returns (uint256 taskId, bytes32[] memory h) {
-        uint256 jobId = _post(_params(1, 1, 1));
+        uint256 jobId = _post(_feeParams(1, 1, 1));
         vm.prank(submitter);
         fees.fund(jobId, 10 * FEE, FEE, 2, rateBps);
         taskId = jobs.taskOf(jobId, 0, 0);
         h = _honest(INPUT, 4);
         if (_replica(taskId, 0).node == verifier) verifier = nodes[4]; // a replica cannot audit itself
+    }
+
+    /// @dev A job with a result floor (issue 23: a check lands before it, so no result can be pending).
+    function _feeParams(uint32 shards, uint32 rounds, uint8 replication) internal pure returns (PostJobParams memory p) {
+        p = _params(shards, rounds, replication);
+        p.resultFloor = FLOOR;
+    }
+
+    /// @dev Warps past the result floor of every slot drawn so far (results may leave them from then on).
+    function _pastFloor() internal {
+        vm.warp(block.timestamp + FLOOR);
     }
 
     function _commitCheck(address v, uint256 taskId, bytes32 finalHash) internal {
@@ -84,6 +96,7 @@ contract VerificationFeesTest is Fixture {
     }
 
     function _accept(uint256 taskId, bytes32[] memory h) internal {
+        _pastFloor();
         _submit(taskId, _replica(taskId, 0).node, h);
         _finalizeAfterWindow(taskId);
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "accepted");
@@ -128,18 +141,40 @@ contract VerificationFeesTest is Fixture {
         fees.collect(taskId);
     }
 
+    /// @notice Issue 23, item 7: a copier that reads a pending submitResult (its final hash is in the calldata) and
+    ///         commits its check in the same block, ahead of it, earned the fee on main: the contract saw no result
+    ///         yet. Now a check lands only before any slot of the task has passed its result floor, so no result
+    ///         can be pending (submitResult, commit and reveal wait for the floor).
+    function test_commitCheck_frontRunningAPendingResult_reverts() public {
+        PostJobParams memory p = _params(1, 1, 1);
+        p.resultFloor = 10;
+        uint256 jobId = _post(p);
+        vm.prank(submitter);
+        fees.fund(jobId, 10 * FEE, FEE, 2, 10_000);
+        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        bytes32[] memory h = _honest(INPUT, 4);
+        address v = _nonReplicas(taskId, 1)[0];
+        uint64 notBefore = _replica(taskId, 0).deadline - jobs.getJob(jobId).executionWindow + 10;
+        vm.warp(notBefore); // the solver's submitResult is pending: the copier's check goes first, same block
+        vm.expectRevert(abi.encodeWithSelector(CheckTooLate.selector, taskId, notBefore));
+        _commitCheck(v, taskId, h[4]);
+        _submit(taskId, _replica(taskId, 0).node, h);
+    }
+
     /// @notice The copier: once the solver's result is public it cannot commit a check any more.
     function test_commitCheck_p5AfterOptimisticResultPublic_reverts() public {
         (uint256 taskId, bytes32[] memory h) = _fundedTask(10_000);
+        _pastFloor();
         _submit(taskId, _replica(taskId, 0).node, h);
         vm.prank(verifier);
         vm.expectRevert(abi.encodeWithSelector(ResultPublic.selector, taskId, TaskStatus.Revealed));
         fees.commitCheck(taskId, keccak256(abi.encode(taskId, h[4], bytes32("salt"), verifier)));
     }
 
-    /// @notice Replicated: the first reveal makes the result public while the task is still Assigned.
+    /// @notice Replicated: a check lands before the floor; once a replica committed (its reveal may be pending) no
+    ///         check is taken, and the first reveal makes the result public while the task is still Assigned.
     function test_commitCheck_p5AfterFirstReplicaReveal_reverts() public {
-        uint256 jobId = _post(_params(1, 1, 2));
+        uint256 jobId = _post(_feeParams(1, 1, 2));
         vm.prank(submitter);
         fees.fund(jobId, 10 * FEE, FEE, 2, 10_000);
         uint256 taskId = jobs.taskOf(jobId, 0, 0);
@@ -147,9 +182,13 @@ contract VerificationFeesTest is Fixture {
         (address a, address b) = (_replica(taskId, 0).node, _replica(taskId, 1).node);
         address v = nodes[0] != a && nodes[0] != b ? nodes[0] : (nodes[1] != a && nodes[1] != b ? nodes[1] : nodes[2]);
         _anchor(v, keccak256("v2"));
+        _commitCheck(v, taskId, h[4]); // before the floor: blind, and no result can be pending
+        _pastFloor();
         _commit(taskId, a, h);
+        vm.prank(v);
+        vm.expectRevert(abi.encodeWithSelector(CheckTooLate.selector, taskId, 0));
+        fees.commitCheck(taskId, keccak256(abi.encode(taskId, h[4], bytes32("salt"), v))); // a's reveal may be pending
         _commit(taskId, b, _trace(INPUT, 4, "other", 2)); // a's reveal does not reveal b's result
-        _commitCheck(v, taskId, h[4]); // still blind: committed, not revealed
         _reveal(taskId, a, h);
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Assigned), "one reveal: still Assigned");
         vm.prank(v);
@@ -215,6 +254,7 @@ contract VerificationFeesTest is Fixture {
     function test_claim_beforeTaskAccepted_reverts() public {
         (uint256 taskId, bytes32[] memory h) = _fundedTask(10_000);
         _commitCheck(verifier, taskId, h[4]);
+        _pastFloor();
         _submit(taskId, _replica(taskId, 0).node, h);
         vm.expectRevert(abi.encodeWithSelector(TaskNotAccepted.selector, taskId, TaskStatus.Revealed));
         _claim(verifier, taskId, bytes32(0), h[4]);
@@ -274,7 +314,7 @@ contract VerificationFeesTest is Fixture {
     ///         ticket order: each displaces the one before, a higher ticket finds it exhausted, a claim after the
     ///         window finds it closed, and only the lowest ticket is paid.
     function test_claim_lowestTicketTakesTheSlot_notTheFirst_succeeds() public {
-        uint256 jobId = _post(_params(1, 1, 1));
+        uint256 jobId = _post(_feeParams(1, 1, 1));
         vm.prank(submitter);
         fees.fund(jobId, 10 * FEE, FEE, 1, 10_000);
         uint256 taskId = jobs.taskOf(jobId, 0, 0);
@@ -333,7 +373,7 @@ contract VerificationFeesTest is Fixture {
         uint256 tasks = 100;
         uint256[] memory ids = new uint256[](tasks);
         bytes32[] memory h = _honest(INPUT, 4);
-        PostJobParams memory p = _params(1, 1, 1);
+        PostJobParams memory p = _feeParams(1, 1, 1);
         p.stakePerReplica = 1e18; // the 6 solvers hold all 100 tasks at once
         for (uint256 k = 0; k < tasks; ++k) {
             uint256 jobId = _post(p);
@@ -344,6 +384,7 @@ contract VerificationFeesTest is Fixture {
                 _commitCheck(vs[i], ids[k], h[4]);
             }
         }
+        _pastFloor();
         for (uint256 k = 0; k < tasks; ++k) {
             _submit(ids[k], _replica(ids[k], 0).node, h);
         }
@@ -391,7 +432,7 @@ contract VerificationFeesTest is Fixture {
     }
 
     function test_fund_termsFixedByFirstCall_reverts() public {
-        uint256 jobId = _post(_params(1, 1, 1));
+        uint256 jobId = _post(_feeParams(1, 1, 1));
         vm.startPrank(submitter);
         fees.fund(jobId, FEE, FEE, 2, 5_000);
         fees.fund(jobId, FEE, FEE, 2, 5_000); // a top-up with the same terms
@@ -401,7 +442,7 @@ contract VerificationFeesTest is Fixture {
     }
 
     function test_fund_notSubmitter_reverts() public {
-        uint256 jobId = _post(_params(1, 1, 1));
+        uint256 jobId = _post(_feeParams(1, 1, 1));
         vm.prank(verifier);
         vm.expectRevert(abi.encodeWithSelector(NotSubmitter.selector, jobId, verifier));
         fees.fund(jobId, FEE, FEE, 1, 5_000);
@@ -438,6 +479,7 @@ contract VerificationFeesTest is Fixture {
         bytes32[] memory finals = new bytes32[](1);
         finals[0] = h[4];
         bytes32[] memory ha = _honest(keccak256(abi.encode(finals)), 1);
+        _pastFloor();
         _submit(aggId, _replica(aggId, 0).node, ha);
         _finalizeAfterWindow(aggId);
     }

@@ -164,7 +164,7 @@ class WindowSkipper:
         for did in range(1, int(read(client, client.game, "disputeCount")) + 1):
             if did in self._resolved:
                 continue
-            d = read(client, client.game, "getDispute", did)
+            d = read(client, client.dispute_lens, "getDispute", did)
             phase = DisputePhase(d.phase)
             if phase == DisputePhase.RESOLVED:
                 self._resolved.add(did)

@@ -252,7 +252,11 @@ class _Ctx:
         self.chain, self.me, self.state_dir = chain, ME, state_dir
         self.work, self.faults = WorkPool(inline=True), Faults()
         self.tasks, self.reps = {}, {}
+        self.jobs = {1: SimpleNamespace(executionWindow=600, resultFloor=30)}
         chain.ctx = self
+
+    def job(self, jid):
+        return self.jobs[jid]
 
     def task(self, tid):
         return self.tasks[tid]
@@ -534,6 +538,32 @@ def test_a_claim_made_before_a_crash_is_collected_succeeds(fees):
     f.chain.time = f.state.closes[7]
     _tick(f)
     assert item.data["verdict"] == "fee paid" and _names(f)[-1] == "collect"
+
+
+def test_a_slot_past_its_result_floor_ends_the_check_unsent_succeeds(fees):
+    """Issue 23: a check lands before every drawn slot's result floor, so no result can be pending (read from the
+    mempool and copied); past it the auditor sends nothing and says why."""
+    f = fees
+    _anchored(f)
+    item = _created(f, status=TaskStatus.ASSIGNED)
+    drawn = f.chain.time
+    f.ctx.reps[7] = [SimpleNamespace(node=SOLVER, status=ReplicaStatus.ASSIGNED, finalHash=ZERO32,
+                                     deadline=drawn + 600)]
+    f.chain.time = drawn + 30  # the floor: the solver's result may land in the next block
+    sent = len(f.chain.sent)
+    for _ in range(3):
+        _tick(f)
+    assert item.data["verdict"] == auditor_mod.PAST_FLOOR and len(f.chain.sent) == sent
+
+
+def test_a_replica_commit_ends_the_check_unsent_succeeds(fees):
+    f = fees
+    _anchored(f)
+    item = _created(f, status=TaskStatus.ASSIGNED)
+    f.ctx.reps[7] = [SimpleNamespace(node=SOLVER, status=ReplicaStatus.COMMITTED, finalHash=ZERO32, deadline=0)]
+    sent = len(f.chain.sent)
+    _tick(f)
+    assert item.data["verdict"] == auditor_mod.PAST_FLOOR and len(f.chain.sent) == sent
 
 
 def test_a_different_accepted_result_is_not_claimed_fails(fees):

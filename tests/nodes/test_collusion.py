@@ -35,7 +35,7 @@ def test_colluding_replicas_agree_on_a_wrong_result_and_a_verifier_catches_it_su
     did = opened[0].args["disputeId"]
     assert opened[0].args["challenger"] == verifier.address and opened[0].args["defender"] in cheaters
     c = net.client()
-    d = read(c, c.game, "getDispute", did)
+    d = read(c, c.dispute_lens, "getDispute", did)
     assert {opened[0].args["defender"], d.coDefender} == cheaters  # the other replica defends the same trace
 
     assert [e.args["step"] for e in events if e.name == "StepPinpointed"] == [14]

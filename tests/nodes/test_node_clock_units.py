@@ -15,7 +15,7 @@ from verity.chain.protocol import DisputePhase, ReplicaStatus, TaskStatus
 class _Client:
     def __init__(self):
         self.time, self.block = 1_000, 50
-        self.jobs, self.game = "jobs", "game"
+        self.jobs, self.game, self.dispute_lens = "jobs", "game", "dispute_lens"
         self.disputes = [SimpleNamespace(phase=DisputePhase.RESOLVED)]
         self.replicas = {}
         self.tasks = {7: SimpleNamespace(status=TaskStatus.REVEALED)}

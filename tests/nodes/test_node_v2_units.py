@@ -106,6 +106,7 @@ class _Chain:
     def __init__(self):
         self.time, self.block, self.sent, self.views, self.reads = 1_000, 10, [], {}, []
         self.jobs, self.game, self.panel = _Contract("jobs"), _Contract("game"), _Contract("panel")
+        self.dispute_lens = _Contract("dispute_lens")
         self.escrow, self.randomness, self.registry = _Contract("escrow"), _Contract("randomness"), _Contract("registry")
 
     def transact(self, call, gas=None):

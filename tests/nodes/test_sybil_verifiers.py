@@ -51,7 +51,7 @@ def test_sybil_verifiers_challenge_first_and_lose_while_the_honest_challenge_win
 
     def sybil_clocks_left() -> list[int]:
         opened = [e for e in _opened(net.events(), solver.address) if e.args["challenger"] in cheaters]
-        return [c.call(c.game.functions.clocksRemaining(e.args["disputeId"]))[0] for e in opened]
+        return [c.call(c.dispute_lens.functions.clocksRemaining(e.args["disputeId"]))[0] for e in opened]
 
     left = wait_for(lambda: len(left := sybil_clocks_left()) == 2 and left, 120, "both sybil challenges to open")
     net.advance_clock(max(left) - SYBIL_CLOCK_LEFT)  # the sybils are silent and the honest verifier paused: nobody moves

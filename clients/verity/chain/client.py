@@ -145,6 +145,11 @@ class ChainClient:
         return self.contracts["NodeLens"]
 
     @property
+    def dispute_lens(self):
+        """DisputeLens: read-only views of the game's disputes (`getDispute`, `clocksRemaining`, `disputedStep`)."""
+        return self.contracts["DisputeLens"]
+
+    @property
     def randomness(self):
         """BlockhashRandomness (IRandomness): the two-phase random values of replica draws and referee panels."""
         return self.contracts["BlockhashRandomness"]

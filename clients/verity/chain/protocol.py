@@ -90,7 +90,7 @@ REFEREE_SLASH_REASONS = {1: "did not commit", 2: "did not reveal", 3: "voted aga
 # devnet the DevnetFaucet deploys the token (its only minter) in one transaction; the Timelock comes last and owns
 # every Ownable contract once the wiring is done (issue 9, governance).
 CONTRACTS = ("VerityToken", "DevnetFaucet", "NodeRegistry", "NodeLens", "BlockhashRandomness", "JobEscrow",
-             "JobRegistry", "RefereePanel", "DisputeGame", "VerificationFees", "Timelock")
+             "JobRegistry", "RefereePanel", "DisputeGame", "DisputeLens", "VerificationFees", "Timelock")
 # Deployed on the devnet (chain 31337) only: DevnetFaucet's constructor reverts on any other chain.
 DEVNET_ONLY_CONTRACTS = ("DevnetFaucet",)
 DEVNET_CHAIN_ID = 31337
@@ -227,6 +227,8 @@ def vote_commitment(dispute_id: int, vote, salt, referee) -> bytes:
 
 POSTER_BOND = 10**18  # JobRegistryBase.POSTER_BOND: deposited with every job's escrow (1 VRT)
 MIN_TASK_STAKE = 10**18  # JobRegistryBase.MIN_TASK_STAKE: the least stakePerReplica a job may ask (1 VRT)
+# DisputeGame.MIN_CLOCK_BLOCKS: a party's clock allowance is at least this many blocks of the chain's block time
+MIN_CLOCK_BLOCKS = 5
 FAIL_DECLINES = 3  # JobRegistryBase.FAIL_DECLINES: distinct invalid-input declines of one task that fail its job
 DECLINE_GRACE_BPS = 2_500  # JobRegistryBase.DECLINE_GRACE_BPS: the share of a slot's window it may decline in
 # JobRegistryBase's minimum windows: seconds floors, and blocks of JobRegistry.blockSeconds (issue 23)

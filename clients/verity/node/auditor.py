@@ -2,8 +2,8 @@
 
 "Looking pays" (contracts/VerificationFees.sol). A job's submitter funds a verification pot; a verifier
 whose private ticket samples a task re-executes it while no result of it is public, commits
-keccak(taskId, finalHash, salt, me) (`commitCheck`, accepted only while the task is Open or Assigned
-with no replica Revealed), and once the task is Accepted with that result claims `feePerCheck`,
+keccak(taskId, finalHash, salt, me) (`commitCheck`, accepted only while the task is Open or Assigned,
+no replica Committed or Revealed, and no drawn slot past its result floor: no result public or pending), and once the task is Accepted with that result claims `feePerCheck`,
 revealing its epoch key. Copying a published result earns nothing: by then the commitment is refused.
 
 Tickets come from the node's fee key chain (verity.node.keychain): anchored once at start (and again
@@ -15,6 +15,7 @@ One work item per sampled task, kind "audit", key `audit:<taskId>`:
     watching   re-execute (WorkPool, in the background) -> persist the result -> persist a salt
                -> commitCheck (still blind) ------------------------------------------> committed
                the result went public first: "too late: result public before our check"  -> done
+               a slot passed its result floor first: "too late: a result may be pending ..."  -> done
     committed  wait for Accepted and epoch >= e + 2 (the contract's reveal delay), then claim a fee slot:
                "result differs from the accepted one" (the watch flow challenges it) | "task cancelled"
                | "not claimed: EpochOutOfOrder / ChecksExhausted / ClaimWindowClosed / PotEmpty / ..."
@@ -65,6 +66,7 @@ ANCHOR_MARGIN = 16        # re-anchor when the chain covers fewer epochs than th
 CHECK_EVERY = 60.0        # seconds between checks that the anchored chain still covers what is coming
 MAX_UNFUNDED = 10_000     # tasks remembered (in memory) whose job was not funded yet when they were created
 TOO_LATE = "too late: result public before our check"
+PAST_FLOOR = "too late: a result may be pending (a slot passed its result floor) before our check"
 # contract errors after which this check can never be paid (the verdict names the error)
 FINAL_ERRORS = frozenset({"EpochOutOfOrder", "ChecksExhausted", "ClaimWindowClosed", "PotEmpty", "NotSampled", "BadEpochKey",
                           "CommitmentMismatch", "NotFunded", "ResultMismatch"})
@@ -227,6 +229,20 @@ class AuditorRole:
         return (TaskStatus(task.status) not in (TaskStatus.OPEN, TaskStatus.ASSIGNED)
                 or any(ReplicaStatus(r.status) == ReplicaStatus.REVEALED for r in replicas))
 
+    def _pending(self, task, replicas) -> bool:
+        """Whether a result of the task may be pending (the contract's CheckTooLate rule): a replica committed one, or
+        a drawn slot passed its result floor, so a check now could be a copy of a result read from the mempool."""
+        job = self.ctx.job(int(task.jobId))
+        now = self.ctx.chain.now()
+        for r in replicas:
+            status = ReplicaStatus(r.status)
+            if status == ReplicaStatus.COMMITTED:
+                return True
+            if status == ReplicaStatus.ASSIGNED and \
+                    now >= int(r.deadline) - int(job.executionWindow) + int(job.resultFloor):
+                return True
+        return False
+
     def _result(self, snap: Snapshot, item: WorkItem, task) -> None:
         """Re-execute the task in the background (or copy an earlier item's result of it); the loop persists
         the result before `_check` acts on it."""
@@ -260,6 +276,8 @@ class AuditorRole:
             return self._done(snap, item, "our own task")  # OwnTask: a replica is never paid to check itself
         if self._public(task, replicas):
             return self._done(snap, item, TOO_LATE)
+        if self._pending(task, replicas):
+            return self._done(snap, item, PAST_FLOOR)
         if "final" not in item.data and not self.serves(int(task.jobId)):
             return self._done(snap, item, "not checked: the job's profile is not one this node serves")
         if "final" not in item.data and "computing" not in item.data and TaskStatus(task.status) == TaskStatus.OPEN \
@@ -277,6 +295,8 @@ class AuditorRole:
             except TxFailed as exc:
                 if exc.error == "ResultPublic":
                     return self._done(snap, item, TOO_LATE)
+                if exc.error == "CheckTooLate":
+                    return self._done(snap, item, PAST_FLOOR)
                 if exc.error == "OwnTask":
                     return self._done(snap, item, "our own task")
                 raise

@@ -92,7 +92,7 @@ class NodeContext:
     def dispute(self, dispute_id: int):
         """The dispute record, with per-party lists (`parties`, `roots`, `finals`, `resultCids`, `claims`, `moved`:
         index 0 = A, the challenger; 1 = B, the defender) derived from its `sides`."""
-        return dispute_view(read(self.chain, self.chain.game, "getDispute", dispute_id), dispute_id)
+        return dispute_view(read(self.chain, self.chain.dispute_lens, "getDispute", dispute_id), dispute_id)
 
     # ------------------------------------------------------------ inputs
     def manifest(self, job_id: int) -> Manifest:

@@ -212,7 +212,7 @@ class PartyRole:
         if DisputePhase(d.phase) not in (DisputePhase.BISECT0, DisputePhase.STEP_ROOTS, DisputePhase.BISECT1):
             return
         c = self.ctx.chain
-        remaining = c.call(c.game.functions.clocksRemaining(item.dispute_id))
+        remaining = c.call(c.dispute_lens.functions.clocksRemaining(item.dispute_id))
         if remaining[1 - p] == 0:
             self._try(c.game.functions.timeout(item.dispute_id))
 

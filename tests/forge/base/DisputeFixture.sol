@@ -4,6 +4,7 @@ pragma solidity 0.8.28;
 import {Fixture} from "./Fixture.sol";
 import {MockPanel} from "./MockPanel.sol";
 import {Merkle} from "../../../contracts/lib/Merkle.sol";
+import {DisputeLens} from "../../../contracts/DisputeLens.sol";
 import {DisputeGame} from "../../../contracts/DisputeGame.sol";
 import {JobRegistry} from "../../../contracts/JobRegistry.sol";
 import {JobEscrow} from "../../../contracts/JobEscrow.sol";
@@ -64,6 +65,7 @@ abstract contract DisputeFixture is Fixture {
             IJobRegistry(address(jobs)),
             IRefereePanel(address(mock))
         );
+        disputeLens = new DisputeLens(address(game));
         registry.setProtocol(address(jobs), true);
         registry.setProtocol(address(game), true);
         escrow.setJobs(address(jobs));
@@ -97,7 +99,7 @@ abstract contract DisputeFixture is Fixture {
         _submitStepRoot(id, honest, sH);
         _submitStepRoot(id, cheater, sC);
         game.pinpoint(id, _pp(sH, sC, 0));
-        require(game.getDispute(id).phase == DisputePhase.Judging, "not judging");
+        require(disputeLens.getDispute(id).phase == DisputePhase.Judging, "not judging");
     }
 
     // ---------------------------------------------------------------- optimistic challenges

@@ -5,6 +5,7 @@ import {Test} from "./Test.sol";
 import {VerityToken} from "../../../contracts/VerityToken.sol";
 import {NodeRegistry} from "../../../contracts/NodeRegistry.sol";
 import {NodeLens} from "../../../contracts/NodeLens.sol";
+import {DisputeLens} from "../../../contracts/DisputeLens.sol";
 import {JobRegistry} from "../../../contracts/JobRegistry.sol";
 import {JobEscrow} from "../../../contracts/JobEscrow.sol";
 import {DisputeGame} from "../../../contracts/DisputeGame.sol";
@@ -56,6 +57,7 @@ abstract contract Fixture is Test {
     JobRegistry internal jobs;
     RefereePanel internal panel;
     DisputeGame internal game;
+    DisputeLens internal disputeLens;
     address internal owner = address(this);
     address internal submitter = address(0x5B);
     address[] internal nodes;
@@ -82,6 +84,7 @@ abstract contract Fixture is Test {
             IJobRegistry(address(jobs)),
             IRefereePanel(address(panel))
         );
+        disputeLens = new DisputeLens(address(game));
         escrow.setJobs(address(jobs));
         jobs.setDisputeGame(address(game));
         panel.setGame(address(game));

@@ -11,13 +11,14 @@ import {IJobRegistry} from "../../../contracts/interfaces/IJobRegistry.sol";
 import {BlockhashRandomness} from "../../../contracts/BlockhashRandomness.sol";
 import {Merkle} from "../../../contracts/lib/Merkle.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
-import {Task, TaskStatus, PostJobParams, JobStatus} from "../../../contracts/types/VerityTypes.sol";
+import {Task, Job, TaskStatus, PostJobParams, JobStatus} from "../../../contracts/types/VerityTypes.sol";
 
 /// @notice Drives VerificationFees with several verifier identities (honest ones that re-execute, copiers that act
 ///         only on published results, key forgers) over real optimistic jobs, including wrong results nobody
 ///         challenges, and tracks what was funded, paid and refunded.
 contract FeesHandler is Test {
     uint64 internal constant CHAIN = 256;
+    uint32 internal constant FLOOR = 20; // every job's result floor: checks land before it, results from it on
 
     VerificationFees internal fees;
     JobRegistry internal jobs;
@@ -96,6 +97,7 @@ contract FeesHandler is Test {
         p.stakePerReplica = 10e18;
         p.minMemoryMb = 1_000;
         p.profileBit = 1;
+        p.resultFloor = FLOOR;
         vm.startPrank(submitter);
         uint256 jobId = jobs.postJob(p);
         uint256 amount = 3e18;
@@ -138,6 +140,8 @@ contract FeesHandler is Test {
         if (id == 0 || jobs.getTask(id).status != TaskStatus.Assigned) return;
         bytes32[] memory h = _trace(id, wrong);
         address solver = jobs.getReplica(id, 0).node;
+        uint256 notBefore = _notBefore(id);
+        if (block.timestamp < notBefore) vm.warp(notBefore);
         vm.prank(solver);
         try jobs.submitResult(
             id, Merkle.rootOf(h), h[4], 4, keccak256("cid"), Merkle.proofOf(h, 0), Merkle.proofOf(h, 4)
@@ -146,15 +150,29 @@ contract FeesHandler is Test {
         } catch {}
     }
 
-    /// @dev A copier commits the published final after the fact (must revert).
+    /// @dev A copier commits the published final after the fact, or, with no result published yet, front-runs the
+    ///      solver's pending submitResult at its floor with the final read from its calldata (both must revert).
     function copy(uint256 seed, uint256 who) external tracked {
         uint256 id = _pick(seed);
-        if (id == 0 || submittedFinal[id] == bytes32(0)) return;
+        if (id == 0) return;
+        bytes32 fin = submittedFinal[id];
+        if (fin == bytes32(0)) {
+            if (jobs.getTask(id).status != TaskStatus.Assigned) return;
+            uint256 notBefore = _notBefore(id);
+            if (block.timestamp < notBefore) vm.warp(notBefore); // the pending result may land in this block
+            fin = _trace(id, false)[4];
+        }
         address v = verifiers[who % verifiers.length];
         vm.prank(v);
-        try fees.commitCheck(id, keccak256(abi.encode(id, submittedFinal[id], bytes32("salt"), v))) {
-            ++ghostBadPayments; // a commitment after publication must never be accepted
+        try fees.commitCheck(id, keccak256(abi.encode(id, fin, bytes32("salt"), v))) {
+            ++ghostBadPayments; // a commitment once a result is public or pending must never be accepted
         } catch {}
+    }
+
+    /// @dev When the task's one slot may first leave a result (TaskMachine._checkOnTime).
+    function _notBefore(uint256 id) internal view returns (uint256) {
+        Job memory job = jobs.getJob(jobs.getTask(id).jobId);
+        return jobs.getReplica(id, 0).deadline - job.executionWindow + job.resultFloor;
     }
 
     function finalize(uint256 seed) external tracked {

@@ -50,7 +50,7 @@ contract Handler is AdversarySide {
         uint256 n = game.disputeCount();
         for (uint256 i = 0; i < n; ++i) {
             uint256 id = 1 + ((seed % n + i) % n);
-            DisputePhase ph = game.getDispute(id).phase;
+            DisputePhase ph = disputeLens.getDispute(id).phase;
             if (want == DisputePhase.None ? ph != DisputePhase.Resolved : ph == want) return id;
         }
         return 0;

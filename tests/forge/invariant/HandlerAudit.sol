@@ -291,7 +291,7 @@ abstract contract HandlerAudit is HandlerTraces {
             for (uint256 i = 0; i < logs.length; ++i) {
                 VmLogs.Log memory l = logs[i];
                 if (l.emitter != address(game) || l.topics[0] != IDisputeGame.DisputeResolved.selector) continue;
-                DisputeGame.Dispute memory d = game.getDispute(uint256(l.topics[1]));
+                DisputeGame.Dispute memory d = disputeLens.getDispute(uint256(l.topics[1]));
                 bool lostA = d.outcome == DisputeOutcome.DefenderWins || d.outcome == DisputeOutcome.BothLose;
                 bool lostB = d.outcome == DisputeOutcome.ChallengerWins || d.outcome == DisputeOutcome.BothLose;
                 uint256 side = 2;

@@ -211,7 +211,7 @@ abstract contract HandlerBase is HandlerAudit {
         bytes32[] memory h = _honestTrace(taskId);
         if (c.finalHash == h[t.n]) return;
         uint256 pending = _honestChallenge[taskId][t.epoch];
-        if (pending != 0 && game.getDispute(pending).phase != DisputePhase.Resolved) return;
+        if (pending != 0 && disputeLens.getDispute(pending).phase != DisputePhase.Resolved) return;
         uint256 stakeNeeded = jobs.getJob(t.jobId).stakePerReplica;
         for (uint256 i = 0; i < honest.length; ++i) {
             address v = honest[(seed % honest.length + i) % honest.length];

@@ -5,6 +5,7 @@ import {Test} from "../base/Test.sol";
 import {VerityToken} from "../../../contracts/VerityToken.sol";
 import {NodeRegistry} from "../../../contracts/NodeRegistry.sol";
 import {NodeLens} from "../../../contracts/NodeLens.sol";
+import {DisputeLens} from "../../../contracts/DisputeLens.sol";
 import {JobRegistry} from "../../../contracts/JobRegistry.sol";
 import {JobEscrow} from "../../../contracts/JobEscrow.sol";
 import {DisputeGame} from "../../../contracts/DisputeGame.sol";
@@ -49,6 +50,7 @@ abstract contract HandlerState is Test {
     JobRegistry internal jobs;
     RefereePanel internal panel;
     DisputeGame internal game;
+    DisputeLens internal disputeLens;
     address internal owner;
     address internal submitter;
 
@@ -171,6 +173,7 @@ abstract contract HandlerState is Test {
         jobs = s.jobs;
         panel = s.panel;
         game = s.game;
+        disputeLens = new DisputeLens(address(s.game));
         owner = s.owner;
         submitter = s.submitter;
         honest = a.honest;

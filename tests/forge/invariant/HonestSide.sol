@@ -22,7 +22,7 @@ abstract contract HonestSide is HandlerBase {
     /// @dev Parties reveal the requested leaf of their own trace: honest ones always, dishonest ones when `dishonestActs`;
     ///      stale disputes are abandoned and expired clocks timed out.
     function _playDispute(uint256 id, bool dishonestActs) internal {
-        DisputeGame.Dispute memory d = game.getDispute(id);
+        DisputeGame.Dispute memory d = disputeLens.getDispute(id);
         if (d.phase == DisputePhase.None || d.phase == DisputePhase.Resolved) return;
         if (jobs.getTask(d.taskId).epoch != d.epoch) {
             try game.abandon(id) {
@@ -45,10 +45,10 @@ abstract contract HonestSide is HandlerBase {
             try game.revealLeaf(id, 0, d.mid, h[d.mid], Merkle.proofOf(h, d.mid)) {
                 ++_honestActions;
             } catch {}
-            d = game.getDispute(id);
+            d = disputeLens.getDispute(id);
         }
         if (d.phase == DisputePhase.Bisect0 || d.phase == DisputePhase.StepRoots || d.phase == DisputePhase.Bisect1) {
-            (uint256 ra, uint256 rb) = game.clocksRemaining(id);
+            (uint256 ra, uint256 rb) = disputeLens.clocksRemaining(id);
             if (ra == 0 || rb == 0) {
                 try game.timeout(id) {
                     ++_honestActions;
@@ -85,9 +85,9 @@ abstract contract HonestSide is HandlerBase {
 
     /// @dev What an honest referee recomputes: h_{s+1} from the agreed h_s.
     function _honestVote(uint256 id) internal view returns (bytes32) {
-        DisputeGame.Dispute memory d = game.getDispute(id);
+        DisputeGame.Dispute memory d = disputeLens.getDispute(id);
         if (sabotage == 2) return d.sides[1].claim;
-        return keccak256(abi.encode(HONEST, d.agreed, game.disputedStep(id) + 1));
+        return keccak256(abi.encode(HONEST, d.agreed, disputeLens.disputedStep(id) + 1));
     }
 
     /// @dev Seats (rolling past the randomness target), honest referees commit and reveal, deadlines advance. When
@@ -182,10 +182,10 @@ abstract contract HonestSide is HandlerBase {
     ///      active adversary) instead of letting their clocks run out.
     function _honestDisputes(bool dishonestActs) internal {
         for (uint256 id = 1; id <= game.disputeCount(); ++id) {
-            DisputePhase ph = game.getDispute(id).phase;
+            DisputePhase ph = disputeLens.getDispute(id).phase;
             if (ph == DisputePhase.Resolved) continue;
             _playDispute(id, dishonestActs);
-            if (game.getDispute(id).phase == DisputePhase.Judging) _playPanel(id, false, 0);
+            if (disputeLens.getDispute(id).phase == DisputePhase.Judging) _playPanel(id, false, 0);
         }
     }
 }

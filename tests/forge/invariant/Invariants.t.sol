@@ -114,7 +114,7 @@ contract InvariantsTest is InvariantSetup {
         assertEq(handler.ghostEscrowPaid(), earned, "payments == accepted work + bonds");
         uint256 bonds;
         for (uint256 id = 1; id <= game.disputeCount(); ++id) {
-            DisputeGame.Dispute memory d = game.getDispute(id);
+            DisputeGame.Dispute memory d = disputeLens.getDispute(id);
             if (d.phase != DisputePhase.Resolved && d.optimistic) bonds += d.bond;
         }
         assertEq(game.totalBonds(), bonds, "open bonds");
@@ -266,7 +266,7 @@ contract InvariantsTest is InvariantSetup {
             }
         }
         for (uint256 id = 1; id <= game.disputeCount(); ++id) {
-            DisputeGame.Dispute memory d = game.getDispute(id);
+            DisputeGame.Dispute memory d = disputeLens.getDispute(id);
             if (d.phase != DisputePhase.Resolved && d.optimistic) expected[_idx(d.sides[0].party)] += d.taskStake;
             RefereePanel.Panel memory p = panel.panelOf(id);
             if (p.phase == PanelPhase.None || p.phase == PanelPhase.Decided) continue;
@@ -288,7 +288,7 @@ contract InvariantsTest is InvariantSetup {
         uint256 tasks = jobs.taskCount();
         uint256[] memory live = new uint256[](tasks + 1);
         for (uint256 id = 1; id <= game.disputeCount(); ++id) {
-            DisputeGame.Dispute memory d = game.getDispute(id);
+            DisputeGame.Dispute memory d = disputeLens.getDispute(id);
             Task memory t = jobs.getTask(d.taskId);
             assertLe(d.epoch, t.epoch, "dispute from a future epoch");
             PanelPhase pp = panel.panelOf(id).phase;

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.28;
+
+import {DisputeGame} from "./DisputeGame.sol";
+import {ChessClock, Clock} from "./lib/ChessClock.sol";
+import {DisputePhase, DisputeOutcome} from "./types/VerityTypes.sol";
+
+/// @notice What DisputeLens reads from the game.
+interface IDisputeStorage {
+    function extsload(bytes32 slot) external view returns (bytes32);
+}
+
+/// @title DisputeLens
+/// @notice Read-only views of DisputeGame's disputes (the record, the clocks, the disputed step), kept out of the game
+///         so that its room goes to rules (issue 23, "room to grow": a whole `Dispute` struct's ABI encoder took
+///         about 1.5 KB of the game's code). Stateless: deploy one for any game.
+/// @dev Reads the game's storage through `extsload` at the layout `forge inspect DisputeGame storageLayout` gives:
+///      `_disputes` at DISPUTES_SLOT; a Dispute is 23 words (7 of its own, then two 8-word Sides). Every forge test
+///      reads disputes through this contract, so a layout change that forgets it fails them.
+contract DisputeLens {
+    using ChessClock for Clock;
+
+    /// @dev DisputeGame storage slot of `_disputes`.
+    uint256 internal constant DISPUTES_SLOT = 12;
+    /// @dev Words of a Dispute before its sides, and of one Side.
+    uint256 internal constant HEAD_WORDS = 7;
+    uint256 internal constant SIDE_WORDS = 8;
+
+    IDisputeStorage public immutable game;
+
+    constructor(address game_) {
+        game = IDisputeStorage(game_);
+    }
+
+    /// @notice The dispute record.
+    function getDispute(uint256 disputeId) public view returns (DisputeGame.Dispute memory d) {
+        uint256 base = _base(disputeId);
+        d.taskId = _word(base);
+        uint256 w = _word(base + 1);
+        d.phase = DisputePhase(uint8(w));
+        d.outcome = DisputeOutcome(uint8(w >> 8));
+        d.optimistic = uint8(w >> 16) != 0;
+        d.level = uint8(w >> 24);
+        d.epoch = uint32(w >> 32);
+        d.n = uint32(w >> 64);
+        d.k = uint32(w >> 96);
+        d.lo = uint32(w >> 128);
+        d.hi = uint32(w >> 160);
+        d.mid = uint32(w >> 192);
+        d.segment = uint32(w >> 224);
+        w = _word(base + 2);
+        d.step = uint32(w);
+        d.winnerShareBps = uint16(w >> 32);
+        d.refereeShareBps = uint16(w >> 48);
+        d.allowance = uint64(w >> 64);
+        d.phaseAt = uint64(w >> 128);
+        d.taskStake = _word(base + 3);
+        d.bond = _word(base + 4);
+        w = _word(base + 5);
+        d.coDefender = address(uint160(w));
+        d.movedB = uint8(w >> 160);
+        d.stepRootBy = uint8(w >> 168);
+        d.agreed = bytes32(_word(base + 6));
+        for (uint256 s = 0; s < 2; ++s) {
+            d.sides[s] = _side(base + HEAD_WORDS + s * SIDE_WORDS);
+        }
+    }
+
+    /// @notice Seconds left on each party's clock (0 = ran out).
+    function clocksRemaining(uint256 disputeId) external view returns (uint256 a, uint256 b) {
+        DisputeGame.Dispute memory d = getDispute(disputeId);
+        return (d.sides[0].clock.remaining(d.allowance), d.sides[1].clock.remaining(d.allowance));
+    }
+
+    /// @notice The global step s the referees recompute (segment * k + step) once pinpointed.
+    function disputedStep(uint256 disputeId) external view returns (uint256) {
+        uint256 base = _base(disputeId);
+        uint256 w = _word(base + 1);
+        return uint256(uint32(w >> 224)) * uint32(w >> 96) + uint32(_word(base + 2));
+    }
+
+    function _side(uint256 at) internal view returns (DisputeGame.Side memory s) {
+        uint256 w = _word(at);
+        s.party = address(uint160(w));
+        s.moved = uint8(w >> 160) != 0;
+        w = _word(at + 1);
+        s.clock = Clock(uint64(w), uint64(w >> 64));
+        s.root = bytes32(_word(at + 2));
+        s.stepRoot = bytes32(_word(at + 3));
+        s.finalHash = bytes32(_word(at + 4));
+        s.resultCid = bytes32(_word(at + 5));
+        s.claim = bytes32(_word(at + 6));
+        s.midLeaf = bytes32(_word(at + 7));
+    }
+
+    function _base(uint256 disputeId) internal pure returns (uint256) {
+        return uint256(keccak256(abi.encode(disputeId, DISPUTES_SLOT)));
+    }
+
+    function _word(uint256 slot) internal view returns (uint256) {
+        return uint256(game.extsload(bytes32(slot)));
+    }
+}
