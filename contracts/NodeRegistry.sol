@@ -365,11 +365,12 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     function lock(address node, uint256 amount) external onlyProtocol {
         NodeRecord storage n = _nodes[node];
         if (n.slot == 0) revert NodeNotRegistered(node);
-        uint256 free = _free(n);
+        uint256 bonded = uint256(n.stake) - n.pendingUnstake;
+        uint256 free = bonded - n.locked;
         if (amount > free) revert InsufficientFreeStake(node, free, amount);
-        uint256 base = _base(n);
         n.locked += uint128(amount); // amount <= free stake < 2^128
-        if (_base(n) != base) _syncWeight(node);
+        // the weight moves only when the free stake falls below a power of two (NodeMath.weightBase)
+        if (NodeMath.weightBase(bonded, free - amount) != NodeMath.weightBase(bonded, free)) _syncWeight(node);
         emit StakeLocked(node, msg.sender, amount);
     }
 

@@ -162,7 +162,7 @@ CONTRACTS = [
     Mutant(
         "c-weight-counts-locked", "a lock leaves the weight alone (busy heavy identities soak up every draw attempt)",
         "contracts/NodeRegistry.sol",
-        "        if (_base(n) != base) _syncWeight(node);",
+        "        if (NodeMath.weightBase(bonded, free - amount) != NodeMath.weightBase(bonded, free)) _syncWeight(node);",
         "",
         Forge("tests/forge/BusyDraws.t.sol"),
     ),

@@ -201,12 +201,15 @@ abstract contract HandlerBase is HandlerAudit {
 
 
     /// @dev An honest verifier challenges a Revealed claim with a wrong final, unless an honest challenge of this
-    ///      epoch is still live.
+    ///      epoch is still live. Not of a poisoned job: its inputs are invalid for every honest node (the drawn ones
+    ///      decline it), so no honest verifier holds a trace of it to challenge with (P9: the client logs the invalid
+    ///      input and does not challenge). A made-up result accepted there burns honest refusals' bets: the residual
+    ///      `ghostGriefedBets` counts.
     function _honestChallengeOf(uint256 taskId, uint256 seed) internal {
         if (sabotage == 1) return;
         Task memory t = jobs.getTask(taskId);
         if (t.status != TaskStatus.Revealed || block.timestamp > t.challengeDeadline) return;
-        if (jobs.getJob(t.jobId).status != JobStatus.Active) return;
+        if (jobs.getJob(t.jobId).status != JobStatus.Active || poisoned[t.jobId]) return;
         Claim memory c = jobs.claimOf(taskId);
         bytes32[] memory h = _honestTrace(taskId);
         if (c.finalHash == h[t.n]) return;

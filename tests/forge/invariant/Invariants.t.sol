@@ -364,16 +364,18 @@ contract InvariantsTest is InvariantSetup {
     // ---------------------------------------------------------------- soundness and honest stake
 
     /// @notice No Accepted task holds a wrong final, and every completed job's model is the honest AGGREGATE of its
-    ///         last round.
+    ///         last round. A griefer's poisoned job has no right result: its inputs are invalid for every honest node
+    ///         (drawn ones decline it, verifiers cannot check it), so what its adversaries make up is the griefer's own
+    ///         model; the honest refusals' bets it burns are counted in ghostGriefedBets.
     function check_soundness() public view {
         for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
             Task memory t = jobs.getTask(id);
-            if (t.status != TaskStatus.Accepted) continue;
+            if (t.status != TaskStatus.Accepted || handler.poisoned(t.jobId)) continue;
             assertEq(t.finalHash, handler.honestFinal(id), "accepted a wrong final");
         }
         for (uint256 jobId = 1; jobId <= jobs.jobCount(); ++jobId) {
             Job memory job = jobs.getJob(jobId);
-            if (job.status != JobStatus.Completed) continue;
+            if (job.status != JobStatus.Completed || handler.poisoned(jobId)) continue;
             uint256 agg = jobs.taskOf(jobId, job.rounds - 1, job.shards);
             assertEq(job.modelHash, handler.honestFinal(agg), "model from a wrong aggregate");
         }
