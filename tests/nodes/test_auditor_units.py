@@ -511,12 +511,18 @@ def test_claim_waits_for_acceptance_and_epoch_e_plus_2_then_collects_after_the_w
     assert (item.phase, item.data["verdict"]) == (Phase.DONE, "fee paid") and _names(f)[-1] == "collect"
 
 
-def test_a_claim_displaced_by_a_lower_ticket_is_not_paid_succeeds(fees):
-    f = fees
+def _claimable(f):
+    """A committed check of task 7, accepted with its result, at the first second its key may be revealed."""
     _anchored(f)
     item = _to_committed(f)
     _accept(f)
     f.chain.time = (item.data["fee_epoch"] + 2) * EPOCH
+    return item
+
+
+def test_a_claim_displaced_by_a_lower_ticket_is_not_paid_succeeds(fees):
+    f = fees
+    item = _claimable(f)
     _tick(f)
     assert "claimed" in item.data
     f.state.slots[7] = [("0x" + "ef" * 20, 0)]  # another verifier's lower ticket took the one slot
@@ -527,10 +533,7 @@ def test_a_claim_displaced_by_a_lower_ticket_is_not_paid_succeeds(fees):
 
 def test_a_claim_made_before_a_crash_is_collected_succeeds(fees):
     f = fees
-    _anchored(f)
-    item = _to_committed(f)
-    _accept(f)
-    f.chain.time = (item.data["fee_epoch"] + 2) * EPOCH
+    item = _claimable(f)
     f.state.claims[(7, ME)] = 1  # claimed, then crashed before the item recorded it
     f.state.slots[7], f.state.closes[7] = [(ME, 0)], f.chain.time + 2 * EPOCH
     _tick(f)
@@ -626,7 +629,7 @@ def test_claims_in_order_pay_both_succeeds(fees):
     assert [args[0] for name, args in f.chain.sent if name == "claim"] == [7, 8]
 
 
-@pytest.mark.parametrize("error", ["ChecksExhausted", "PotEmpty", "EpochOutOfOrder"])
+@pytest.mark.parametrize("error", ["ChecksExhausted", "ClaimWindowClosed", "PotEmpty", "EpochOutOfOrder"])
 def test_final_claim_errors_become_verdicts_succeeds(fees, error):
     f = fees
     _anchored(f)

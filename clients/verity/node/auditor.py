@@ -229,19 +229,18 @@ class AuditorRole:
         return (TaskStatus(task.status) not in (TaskStatus.OPEN, TaskStatus.ASSIGNED)
                 or any(ReplicaStatus(r.status) == ReplicaStatus.REVEALED for r in replicas))
 
-    def _pending(self, task, replicas) -> bool:
+    def _pending(self, item: WorkItem, task, replicas) -> bool:
         """Whether a result of the task may be pending (the contract's CheckTooLate rule): a replica committed one, or
         a drawn slot passed its result floor, so a check now could be a copy of a result read from the mempool."""
-        job = self.ctx.job(int(task.jobId))
-        now = self.ctx.chain.now()
-        for r in replicas:
-            status = ReplicaStatus(r.status)
-            if status == ReplicaStatus.COMMITTED:
-                return True
-            if status == ReplicaStatus.ASSIGNED and \
-                    now >= int(r.deadline) - int(job.executionWindow) + int(job.resultFloor):
-                return True
-        return False
+        if any(ReplicaStatus(r.status) == ReplicaStatus.COMMITTED for r in replicas):
+            return True
+        assigned = [int(r.deadline) for r in replicas if ReplicaStatus(r.status) == ReplicaStatus.ASSIGNED]
+        if not assigned:
+            return False
+        if "floor_after_deadline" not in item.data:  # the job's window and floor are fixed: read once per item
+            job = self.ctx.job(int(task.jobId))
+            item.data["floor_after_deadline"] = int(job.resultFloor) - int(job.executionWindow)
+        return self.ctx.chain.now() >= min(assigned) + int(item.data["floor_after_deadline"])
 
     def _result(self, snap: Snapshot, item: WorkItem, task) -> None:
         """Re-execute the task in the background (or copy an earlier item's result of it); the loop persists
@@ -276,7 +275,7 @@ class AuditorRole:
             return self._done(snap, item, "our own task")  # OwnTask: a replica is never paid to check itself
         if self._public(task, replicas):
             return self._done(snap, item, TOO_LATE)
-        if self._pending(task, replicas):
+        if self._pending(item, task, replicas):
             return self._done(snap, item, PAST_FLOOR)
         if "final" not in item.data and not self.serves(int(task.jobId)):
             return self._done(snap, item, "not checked: the job's profile is not one this node serves")
