@@ -60,6 +60,8 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
     ///         minimum registration stake (a node that can register can afford to challenge).
     uint256 internal constant MIN_CHALLENGER_BOND = 1e18;
     uint256 internal constant MAX_CHALLENGER_BOND = 100e18;
+    /// @notice Most a panel fee may be: the least bond, so that a challenger's bond can always pay it.
+    uint256 internal constant MAX_PANEL_FEE = MIN_CHALLENGER_BOND;
 
     /// @dev Transition table: bit (8 * from + to) is set when `from -> to` is legal.
     ///      None->Bisect0; Bisect0->StepRoots|Judging|Resolved; StepRoots->Bisect1|Resolved;
@@ -101,6 +103,7 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         uint16 refereeShareBps; // snapshot
         uint64 allowance; // snapshot of clockAllowance
         uint64 phaseAt; // when `phase` was entered
+        uint64 fee; // snapshot of panelFee (optimistic challenges; 0 for a replicated contest)
         uint256 taskStake; // snapshot
         uint256 bond; // snapshot (0 for a replicated contest)
         address coDefender; // may move for B at level 0 and shares B's checkpoint-level fate (0 = none)
@@ -133,6 +136,9 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
     uint256 public winnerShareBps = 5_000;
     /// @notice Share of the slashed pot paid to the panel (for its majority voters), in basis points.
     uint256 public refereeShareBps = 2_500;
+    /// @notice Least a panel that judged (or was seated for) an optimistic challenge is paid: the challenger's bond
+    ///         pays what the loser's slashed stake does not (issue 23: "panels cost who opens them").
+    uint256 public panelFee = 0.25e18;
 
     /// @notice Number of disputes (ids 1..disputeCount).
     uint256 public disputeCount;
@@ -153,6 +159,9 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
     address public transient sparedDefender;
 
     mapping(uint256 => Dispute) internal _disputes;
+
+    /// @notice The open optimistic challenge of a challenger against a task (0 = none): one at a time (issue 23).
+    mapping(uint256 => mapping(address => uint256)) public openChallengeOf;
 
     constructor(IVerityToken token_, INodeRegistry registry_, IJobRegistry jobs_, IRefereePanel panel_)
         Ownable(msg.sender)
@@ -195,6 +204,14 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         }
         challengerBond = value;
         emit ParameterSet("challengerBond", value);
+    }
+
+    /// @notice Sets the least pay of a panel judging an optimistic challenge opened afterwards, within
+    ///         [0, MAX_PANEL_FEE] (at most the least bond, which pays it).
+    function setPanelFee(uint256 value) external onlyOwner {
+        if (value > MAX_PANEL_FEE) revert ParameterOutOfRange("panelFee", value, 0, MAX_PANEL_FEE);
+        panelFee = value;
+        emit ParameterSet("panelFee", value);
     }
 
     /// @notice Sets the winner's and the referees' shares of a slashed pot (the rest is burned).
@@ -360,8 +377,11 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         if (ph == DisputePhase.None || ph == DisputePhase.Resolved) revert WrongPhase(disputeId, ph);
         // INVARIANT: only a stale dispute is abandoned; a live one is decided by its game.
         if (jobs.getTask(d.taskId).epoch == d.epoch) revert DisputeNotStale(disputeId, d.epoch);
-        _abandon(disputeId, d);
-        if (ph == DisputePhase.Judging) panel.cancel(disputeId);
+        // A seated panel is paid the fee from the bond: a stale challenge costs part of its bond once it has cost
+        // referees their stake's time (issue 23).
+        uint256 used = ph == DisputePhase.Judging ? panel.cancel(disputeId, d.fee) : 0;
+        _abandon(disputeId, d, used);
+        if (used > 0) IERC20(address(token)).safeTransfer(address(panel), used);
     }
 
     /// @inheritdoc IPanelGame
@@ -371,17 +391,18 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         Dispute storage d = _disputes[disputeId];
         if (d.phase != DisputePhase.Judging) revert WrongPhase(disputeId, d.phase);
         if (v == Verdict.None) revert InvalidVerdict(disputeId, v);
-        // INVARIANT: a verdict about a replaced candidate slashes nobody and pays nobody.
+        // INVARIANT: a verdict about a replaced candidate slashes nobody; the referees are paid the fee from the bond.
         if (jobs.getTask(d.taskId).epoch != d.epoch) {
-            _abandon(disputeId, d);
-            return 0;
+            refereeReward = d.fee;
+            _abandon(disputeId, d, refereeReward);
+        } else {
+            DisputeOutcome outcome = v == Verdict.ForA
+                ? DisputeOutcome.ChallengerWins
+                : v == Verdict.ForB
+                    ? DisputeOutcome.DefenderWins
+                    : v == Verdict.Neither ? DisputeOutcome.BothLose : DisputeOutcome.Voided;
+            refereeReward = _settle(disputeId, d, outcome, true);
         }
-        DisputeOutcome outcome = v == Verdict.ForA
-            ? DisputeOutcome.ChallengerWins
-            : v == Verdict.ForB
-                ? DisputeOutcome.DefenderWins
-                : v == Verdict.Neither ? DisputeOutcome.BothLose : DisputeOutcome.Voided;
-        refereeReward = _settle(disputeId, d, outcome, true);
         if (refereeReward > 0) IERC20(address(token)).safeTransfer(address(panel), refereeReward);
     }
 
@@ -427,6 +448,10 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         uint64 committedAt
     ) internal returns (uint256 disputeId) {
         Claim memory claim = jobs.claimOf(taskId);
+        // INVARIANT (issue 23): one open challenge per challenger and claim, so one identity cannot open panel after
+        // panel against one claim (v2 let one open 12). A stale one (against a replaced claim) does not hold it back.
+        uint256 open = openChallengeOf[taskId][msg.sender];
+        if (open != 0 && _disputes[open].epoch == claim.epoch) revert ChallengeAlreadyOpen(taskId, msg.sender, open);
         // INVARIANT: a challenge disagrees with the claim at the end of the trace.
         if (finalHash == claim.finalHash) revert NoDisagreement(taskId, finalHash);
         // INVARIANT: nobody challenges a claim it stands behind.
@@ -438,6 +463,8 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         _setSide(d.sides[0], root, finalHash, resultCid);
         _setSide(d.sides[1], claim.root, claim.finalHash, claim.resultCid);
         d.optimistic = true;
+        d.fee = uint64(panelFee);
+        openChallengeOf[taskId][msg.sender] = disputeId;
         d.coDefender = claim.coDefender;
         uint256 bond = challengerBond;
         d.bond = bond;
@@ -636,6 +663,7 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         _transition(disputeId, d, DisputePhase.Resolved);
         d.outcome = outcome;
         if (!d.optimistic) disputeOfTask[d.taskId] = 0;
+        else _closeChallenge(disputeId, d);
         uint256 toWinner;
         uint256 toBurn;
         (toWinner, toReferees, toBurn) = Settlement.split(
@@ -644,8 +672,15 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
             judged ? d.refereeShareBps : 0,
             outcome == DisputeOutcome.ChallengerWins || outcome == DisputeOutcome.DefenderWins
         );
-        _reward(disputeId, d, outcome, toWinner);
         address a = d.sides[0].party;
+        if (d.optimistic && outcome != DisputeOutcome.DefenderWins && outcome != DisputeOutcome.BothLose) {
+            // A challenger that did not lose gets its bond back, less what a panel that judged it is owed beyond its
+            // share of the pot (a verdict without a majority, or a win whose slashed stake pays less than the fee).
+            uint256 topUp = judged && toReferees < d.fee ? d.fee - toReferees : 0;
+            toReferees += topUp;
+            _credit(a, d.bond - topUp);
+        }
+        _reward(disputeId, d, outcome, toWinner);
         // The game releases only the stake it locked: a challenger's that neither lost (slashed) nor won (its
         // result is now the candidate, the registry holds that stake). Replicas' stakes are the registry's.
         if (d.optimistic && outcome == DisputeOutcome.Voided) registry.unlock(a, d.taskStake);
@@ -660,9 +695,8 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         bool lostA = outcome == DisputeOutcome.DefenderWins || outcome == DisputeOutcome.BothLose;
         if (d.optimistic) {
             totalBonds -= d.bond;
-            // A losing challenger's bond joins the pot; otherwise it goes back.
+            // A losing challenger's bond joins the pot; otherwise _settle gives it back (less any panel fee).
             if (lostA) pot += d.bond;
-            else _credit(d.sides[0].party, d.bond);
         }
         if (lostA) pot += _slash(d.sides[0].party, d.taskStake);
         if (outcome == DisputeOutcome.ChallengerWins || outcome == DisputeOutcome.BothLose) {
@@ -704,20 +738,30 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         }
     }
 
-    /// @dev Stale dispute: Resolved / Voided, nobody slashed, the challenger released with its bond.
-    function _abandon(uint256 disputeId, Dispute storage d) internal {
+    /// @dev Stale dispute: Resolved / Voided, nobody slashed, the challenger released with its bond less `fee` (what
+    ///      its panel is paid).
+    function _abandon(uint256 disputeId, Dispute storage d, uint256 fee) internal {
         d.sides[0].clock.stop();
         d.sides[1].clock.stop();
         _transition(disputeId, d, DisputePhase.Resolved);
         d.outcome = DisputeOutcome.Voided;
         if (d.optimistic) {
+            address a = d.sides[0].party;
             totalBonds -= d.bond;
-            _credit(d.sides[0].party, d.bond);
-            registry.unlock(d.sides[0].party, d.taskStake);
+            _closeChallenge(disputeId, d);
+            _credit(a, d.bond - fee);
+            registry.unlock(a, d.taskStake);
         } else {
             disputeOfTask[d.taskId] = 0;
         }
         emit DisputeAbandoned(disputeId, d.taskId, d.epoch);
+    }
+
+    /// @dev Clears the challenger's open challenge of the task, unless a newer one (against a newer claim) holds it.
+    function _closeChallenge(uint256 disputeId, Dispute storage d) internal {
+        mapping(address => uint256) storage open = openChallengeOf[d.taskId];
+        address a = d.sides[0].party;
+        if (open[a] == disputeId) delete open[a];
     }
 
     function _slash(address node, uint256 amount) internal returns (uint256) {

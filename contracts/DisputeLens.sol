@@ -21,7 +21,7 @@ contract DisputeLens {
     using ChessClock for Clock;
 
     /// @dev DisputeGame storage slot of `_disputes`.
-    uint256 internal constant DISPUTES_SLOT = 12;
+    uint256 internal constant DISPUTES_SLOT = 13;
     /// @dev Words of a Dispute before its sides, and of one Side.
     uint256 internal constant HEAD_WORDS = 7;
     uint256 internal constant SIDE_WORDS = 8;
@@ -54,6 +54,7 @@ contract DisputeLens {
         d.refereeShareBps = uint16(w >> 48);
         d.allowance = uint64(w >> 64);
         d.phaseAt = uint64(w >> 128);
+        d.fee = uint64(w >> 192);
         d.taskStake = _word(base + 3);
         d.bond = _word(base + 4);
         w = _word(base + 5);

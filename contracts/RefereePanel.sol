@@ -203,10 +203,13 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
 
     /// @inheritdoc IRefereePanel
     /// @dev Emits PanelDecided with verdict 0 (None) and no callback to the game.
-    function cancel(uint256 disputeId) external onlyGame nonReentrant {
+    function cancel(uint256 disputeId, uint256 fee) external onlyGame nonReentrant returns (uint256 used) {
         Panel storage p = _panels[disputeId];
-        if (p.phase == PanelPhase.None || p.phase == PanelPhase.Decided) revert PanelNotLive(disputeId, p.phase);
+        PanelPhase phase = p.phase;
+        if (phase == PanelPhase.None || phase == PanelPhase.Decided) revert PanelNotLive(disputeId, phase);
         _enterDecided(disputeId, p, Verdict.None, bytes32(0));
+        // Committing or Revealing: every seat is filled (a no-show's seat empties only on the way back to Seating).
+        if (phase != PanelPhase.Seating) used = _pay(p.seats, fee);
         _releaseAll(disputeId, p);
     }
 
@@ -400,6 +403,8 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         _enterDecided(disputeId, p, verdict, majority);
         address[] memory winners;
         if (verdict == Verdict.NoDecision) {
+            // Without a majority the reward (the challenger's panel fee) goes to every referee that revealed.
+            winners = _revealedSeats(disputeId, p);
             _releaseAll(disputeId, p);
         } else {
             winners = _settleVotes(disputeId, p, majority);
@@ -411,17 +416,34 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         // INVARIANT: only tokens the panel holds are credited (balance == totalCredits at rest).
         if (received < reward) revert RewardNotReceived(disputeId, reward, received);
         if (reward == 0) return;
-        uint256 share = winners.length == 0 ? 0 : reward / winners.length;
-        if (share > 0) {
-            for (uint256 i = 0; i < winners.length; ++i) {
-                credits[winners[i]] += share;
-                emit Credited(winners[i], share);
-            }
-            totalCredits += share * winners.length;
-        }
-        // Rounding dust, and the whole reward when nobody is in a majority, is burned.
-        uint256 remainder = reward - share * winners.length;
+        // Rounding dust, and the whole reward when nobody is paid, is burned.
+        uint256 remainder = reward - _pay(winners, reward);
         if (remainder > 0) token.burn(remainder);
+    }
+
+    /// @dev Credits `amount` to the nonzero entries of `to` in equal parts; returns what it credited.
+    function _pay(address[] memory to, uint256 amount) internal returns (uint256 paid) {
+        uint256 count;
+        for (uint256 i = 0; i < to.length; ++i) {
+            if (to[i] != address(0)) ++count;
+        }
+        uint256 share = count == 0 ? 0 : amount / count;
+        if (share == 0) return 0;
+        for (uint256 i = 0; i < to.length; ++i) {
+            if (to[i] == address(0)) continue;
+            credits[to[i]] += share;
+            emit Credited(to[i], share);
+        }
+        paid = share * count;
+        totalCredits += paid;
+    }
+
+    /// @dev The seated referees that revealed a vote.
+    function _revealedSeats(uint256 disputeId, Panel storage p) internal view returns (address[] memory list) {
+        list = p.seats;
+        for (uint256 i = 0; i < list.length; ++i) {
+            if (!_votes[disputeId][list[i]].revealed) list[i] = address(0);
+        }
     }
 
     /// @dev Final phase; verdict None means cancelled by the game.

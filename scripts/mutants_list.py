@@ -175,6 +175,22 @@ CONTRACTS = [
         Forge("tests/forge/VerificationFees.t.sol"),
     ),
     Mutant(
+        "c-challenges-unbounded", "one challenger may hold any number of open challenges against one claim (a panel "
+        "after panel from one identity)",
+        "contracts/DisputeGame.sol",
+        "        if (open != 0 && _disputes[open].epoch == claim.epoch) revert",
+        "        if (false) revert",
+        Forge("tests/forge/PanelCosts.t.sol"),
+    ),
+    Mutant(
+        "c-panel-fee-not-charged", "a challenger that did not lose gets its whole bond back: a panel without a "
+        "majority (or a stale one) works for nothing",
+        "contracts/DisputeGame.sol",
+        "            uint256 topUp = judged && toReferees < d.fee ? d.fee - toReferees : 0;",
+        "            uint256 topUp = 0;",
+        Forge("tests/forge/PanelCosts.t.sol"),
+    ),
+    Mutant(
         "c-check-after-floor", "a fee check may land once a slot passed its result floor (a copier front-runs a pending "
         "result read from the mempool)",
         "contracts/VerificationFees.sol",

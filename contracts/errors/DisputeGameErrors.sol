@@ -71,3 +71,6 @@ error InvalidVerdict(uint256 disputeId, Verdict verdict);
 
 /// @notice The winner's and the referees' shares add up to more than the pot.
 error SharesExceedBps(uint256 winnerShareBps, uint256 refereeShareBps);
+
+/// @notice The challenger already holds an open challenge of this task (issue 23: one at a time per challenger).
+error ChallengeAlreadyOpen(uint256 taskId, address challenger, uint256 disputeId);

@@ -32,13 +32,16 @@ interface IRefereePanel {
 
     /// @notice Starts a panel for `disputeId` (game only).
     function open(uint256 disputeId, PanelRequest calldata r) external;
-    /// @notice Ends a panel whose dispute went stale: referees are released unslashed and unpaid (game only).
-    function cancel(uint256 disputeId) external;
+    /// @notice Ends a panel whose dispute went stale: referees are released unslashed (game only). A fully seated
+    ///         panel credits `fee` to its seats in equal parts and returns what it credited (`used`), which the game
+    ///         then transfers; a panel still seating returns 0.
+    function cancel(uint256 disputeId, uint256 fee) external returns (uint256 used);
 }
 
 /// @notice What a RefereePanel calls back on the game that opened it.
 interface IPanelGame {
     /// @notice The panel decided `v` about `disputeId`. The game settles the parties, transfers the referees' share
-    ///         of the pot to the panel and returns that amount (the panel splits it among majority voters).
+    ///         of the pot (or at least the dispute's panel fee) to the panel and returns that amount (the panel splits it
+    ///         among the majority voters, or among every referee that revealed when there is no majority).
     function onVerdict(uint256 disputeId, Verdict v) external returns (uint256 refereeReward);
 }

@@ -273,11 +273,13 @@ contract CoDefenderTest is DisputeFixture {
             ? TASK_STAKE
             : verdict == Verdict.ForB ? TASK_STAKE + b : verdict == Verdict.Neither ? 2 * TASK_STAKE + b : 0;
         uint256 toWinner = verdict == Verdict.ForA || verdict == Verdict.ForB ? (pot * w) / 10_000 : 0;
-        uint256 bondBack = verdict == Verdict.ForA || verdict == Verdict.NoDecision ? b : 0;
-        assertEq(reward, (pot * r) / 10_000, "referees");
-        assertEq(game.credits(sybil) + game.credits(m) + game.credits(other), toWinner + bondBack, "credits");
+        // issue 23 (item 4): a challenger that did not lose pays its panel the fee beyond the referees' share
+        uint256 share = (pot * r) / 10_000;
+        assertEq(reward, share + _topUp(verdict, share), "referees");
+        assertEq(token.totalBurned() - burned, pot - toWinner - share, "burn");
+        toWinner += verdict == Verdict.ForA || verdict == Verdict.NoDecision ? b - _topUp(verdict, share) : 0;
+        assertEq(game.credits(sybil) + game.credits(m) + game.credits(other), toWinner, "credits");
         assertEq(game.credits(other), 0, "the idle member earns nothing");
-        assertEq(token.totalBurned() - burned, pot - toWinner - reward, "burn");
         assertEq(registry.getNode(other).stake, NODE_STAKE, "non-submitter never slashed");
         _assertAccounting();
     }

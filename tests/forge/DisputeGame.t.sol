@@ -593,8 +593,11 @@ contract DisputeGameRealPanelTest is Fixture {
         assertEq(uint8(panel.panelOf(id2).phase), uint8(PanelPhase.Decided), "panel cancelled");
         assertEq(lockedSeat0 - registry.getNode(seats[0]).locked, panel.refereeStake(), "referee released");
         assertEq(registry.getNode(seats[0]).stake, NODE_STAKE, "referee unslashed");
-        assertEq(panel.totalCredits(), 0, "referees unpaid");
-        assertEq(game.credits(v2), game.challengerBond(), "bond back");
+        // issue 23 (item 4): the seated panel is paid the fee from the stale challenger's bond, in equal parts
+        uint256 paid = 3 * (game.panelFee() / 3);
+        assertEq(panel.totalCredits(), paid, "the seats' fee");
+        assertEq(panel.credits(seats[0]), paid / 3, "a seat's part");
+        assertEq(game.credits(v2), game.challengerBond() - paid, "bond back less the fee");
         assertEq(_tokensHeld(), token.totalMinted(), "conserved");
     }
 

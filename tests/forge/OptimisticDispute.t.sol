@@ -492,24 +492,6 @@ contract OptimisticDisputeTest is DisputeFixture {
         assertTrue(_conserved(), "conserved");
     }
 
-    function test_onVerdict_staleDispute_paysNobody_succeeds() public {
-        address solver = _optimistic(hC);
-        address v1 = _other(solver, address(0), address(0));
-        address v2 = _other(solver, v1, address(0));
-        uint256 id1 = _challenge(v1, hH);
-        uint256 id2 = _challenge(v2, hH);
-        _toJudgingAt2(id2, v2, solver);
-        _revealLeaf(id1, v1, 0, hH, 2);
-        vm.warp(block.timestamp + game.clockAllowance() + 1);
-        game.timeout(id1);
-        uint256 reward = _decide(id2, Verdict.ForA);
-        assertEq(reward, 0, "stale verdict pays no referee");
-        assertEq(uint8(disputeLens.getDispute(id2).outcome), uint8(DisputeOutcome.Voided), "voided");
-        assertEq(game.credits(v2), BOND, "bond back");
-        assertEq(jobs.getTask(taskId).candidate, v1, "candidate unchanged");
-        assertTrue(_conserved(), "conserved");
-    }
-
     // ---------------------------------------------------------------- P8: snapshots
 
     function test_setChallengerBond_midDispute_p8_snapshotHolds_succeeds() public {
@@ -560,14 +542,16 @@ contract OptimisticDisputeTest is DisputeFixture {
             ? stakes
             : verdict == Verdict.ForB ? TASK_STAKE + b : verdict == Verdict.Neither ? stakes + TASK_STAKE + b : 0;
         uint256 toWinner = verdict == Verdict.ForA || verdict == Verdict.ForB ? (pot * w) / 10_000 : 0;
-        uint256 bondBack = verdict == Verdict.ForA || verdict == Verdict.NoDecision ? b : 0;
-        assertEq(reward, (pot * r) / 10_000, "referees");
+        // issue 23 (item 4): a challenger that did not lose pays its panel the fee beyond the referees' share
+        uint256 share = (pot * r) / 10_000;
+        assertEq(reward, share + _topUp(verdict, share), "referees");
+        assertEq(token.totalBurned() - burned, pot - toWinner - share, "burn");
+        toWinner += verdict == Verdict.ForA || verdict == Verdict.NoDecision ? b - _topUp(verdict, share) : 0;
         assertEq(
             game.credits(verifier) + game.credits(defender) + (co == address(0) ? 0 : game.credits(co)),
-            toWinner + bondBack,
+            toWinner,
             "credits"
         );
-        assertEq(token.totalBurned() - burned, pot - toWinner - reward, "burn");
         assertTrue(_gameSolvent(), "solvent");
         assertTrue(_conserved(), "conserved");
     }

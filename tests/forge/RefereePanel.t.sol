@@ -443,7 +443,9 @@ contract RefereePanelTest is PanelFixture {
         _assertConserved();
     }
 
-    function test_revealVote_noMajority_noDecision_succeeds() public {
+    /// @dev Issue 23 (item 4): without a majority the reward (the challenger's panel fee) goes to every referee
+    ///      that revealed; v2 burned it and paid the panel nothing.
+    function test_revealVote_noMajority_noDecision_paysTheRevealers_succeeds() public {
         address[] memory seats = _openAndSeat(ID);
         uint256 burned = token.totalBurned();
         _vote(ID, _votes3(CLAIM_A, CLAIM_B, CLAIM_X));
@@ -451,9 +453,9 @@ contract RefereePanelTest is PanelFixture {
         for (uint256 i = 0; i < 3; ++i) {
             assertEq(_stake(seats[i]), NODE_STAKE, "slashed without a majority");
             assertEq(_locked(seats[i]), 0, "locked");
-            assertEq(panel.credits(seats[i]), 0, "paid without a majority");
+            assertEq(panel.credits(seats[i]), REWARD / 3, "a revealer unpaid without a majority");
         }
-        assertEq(token.totalBurned() - burned, REWARD, "unclaimable reward not burned");
+        assertEq(token.totalBurned() - burned, REWARD - 3 * (REWARD / 3), "only the dust burned");
         _assertConserved();
     }
 
@@ -638,7 +640,7 @@ contract RefereePanelTest is PanelFixture {
         _commit(ID, seats[0], CLAIM_A);
         vm.expectEmit(true, false, false, true, address(panel));
         emit IRefereePanel.PanelDecided(ID, 0, bytes32(0));
-        game.cancel(ID);
+        game.cancel(ID, 0);
         assertTrue(_phase(ID) == PanelPhase.Decided, "phase");
         assertEq(game.verdictCount(), 0, "callback on cancel");
         for (uint256 i = 0; i < 3; ++i) {
@@ -647,19 +649,38 @@ contract RefereePanelTest is PanelFixture {
         }
     }
 
+    /// @dev Issue 23 (item 4): a seated panel whose dispute went stale is paid the fee the game offers, in equal
+    ///      parts; v2 released it unpaid.
+    function test_cancel_seated_paysTheFeeToTheSeats_succeeds() public {
+        address[] memory seats = _openAndSeat(ID);
+        _commit(ID, seats[0], CLAIM_A);
+        uint256 used = game.cancel(ID, 3e18);
+        assertEq(used, 3e18, "used");
+        for (uint256 i = 0; i < 3; ++i) {
+            assertEq(panel.credits(seats[i]), 1e18, "each seat's part");
+        }
+        _assertConserved();
+    }
+
+    /// @dev A panel still seating has done no work: it takes none of the fee.
+    function test_cancel_seating_takesNoFee_succeeds() public {
+        _open(ID);
+        assertEq(game.cancel(ID, 3e18), 0, "a seating panel took the fee");
+    }
+
     function test_cancel_notGame_reverts() public {
         _open(ID);
         vm.expectRevert(abi.encodeWithSelector(NotGame.selector, address(this)));
-        panel.cancel(ID);
+        panel.cancel(ID, 0);
     }
 
     function test_cancel_notLive_reverts() public {
         vm.expectRevert(abi.encodeWithSelector(PanelNotLive.selector, ID, PanelPhase.None));
-        game.cancel(ID);
+        game.cancel(ID, 0);
         _open(ID);
-        game.cancel(ID);
+        game.cancel(ID, 0);
         vm.expectRevert(abi.encodeWithSelector(PanelNotLive.selector, ID, PanelPhase.Decided));
-        game.cancel(ID);
+        game.cancel(ID, 0);
     }
 
     function test_withdraw_credits_succeeds() public {

@@ -182,6 +182,13 @@ abstract contract DisputeFixture is Fixture {
 
     // ---------------------------------------------------------------- accounting
 
+    /// @dev What a challenger that did not lose pays its panel from its bond: the fee beyond the referees' `share`.
+    function _topUp(Verdict v, uint256 share) internal view returns (uint256) {
+        if (v != Verdict.ForA && v != Verdict.NoDecision) return 0;
+        uint256 fee = game.panelFee();
+        return share < fee ? fee - share : 0;
+    }
+
     /// @dev Every minted token is held by a participant, a contract of the system, or burned.
     function _conserved() internal view returns (bool) {
         uint256 sum = token.balanceOf(submitter) + token.balanceOf(address(escrow)) + token.balanceOf(address(jobs))

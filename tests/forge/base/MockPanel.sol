@@ -12,6 +12,8 @@ contract MockPanel is IRefereePanel {
     mapping(uint256 => PanelRequest) internal _requests;
     mapping(uint256 => bool) public opened;
     mapping(uint256 => bool) public cancelled;
+    /// @notice Panels a test marked fully seated: cancel takes the game's fee for them.
+    mapping(uint256 => bool) public seated;
     uint256 public opens;
     uint256 public rewards;
 
@@ -28,9 +30,14 @@ contract MockPanel is IRefereePanel {
     }
 
     /// @inheritdoc IRefereePanel
-    function cancel(uint256 disputeId) external {
+    function cancel(uint256 disputeId, uint256 fee) external returns (uint256) {
         require(opened[disputeId], "MockPanel: cancel unopened");
         cancelled[disputeId] = true;
+        return seated[disputeId] ? fee : 0;
+    }
+
+    function setSeated(uint256 disputeId, bool value) external {
+        seated[disputeId] = value;
     }
 
     /// @notice What the game asked to judge.

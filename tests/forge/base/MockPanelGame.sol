@@ -32,8 +32,10 @@ contract MockPanelGame is IPanelGame {
         panel.open(disputeId, r);
     }
 
-    function cancel(uint256 disputeId) external {
-        panel.cancel(disputeId);
+    /// @notice Cancels with `fee` offered; transfers what the panel used, as DisputeGame does.
+    function cancel(uint256 disputeId, uint256 fee) external returns (uint256 used) {
+        used = panel.cancel(disputeId, fee);
+        if (used > 0) token.transfer(address(panel), used);
     }
 
     /// @inheritdoc IPanelGame
