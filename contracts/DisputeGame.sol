@@ -7,7 +7,7 @@ import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 
 import {IDisputeGame} from "./interfaces/IDisputeGame.sol";
-import {IJobRegistry} from "./interfaces/IJobRegistry.sol";
+import {IJobRegistry, ITaskViews} from "./interfaces/IJobRegistry.sol";
 import {INodeRegistry} from "./interfaces/INodeRegistry.sol";
 import {IRefereePanel, IPanelGame} from "./interfaces/IRefereePanel.sol";
 import {IVerityToken} from "./interfaces/IVerityToken.sol";
@@ -79,8 +79,8 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         Clock clock;
         bytes32 root; // level-0 trace root
         bytes32 stepRoot; // level-1 trace root
-        bytes32 finalHash;
-        bytes32 resultCid;
+        bytes32 finalHash; // stored for an optimistic challenger only (DisputeLens fills the others in)
+        bytes32 resultCid; // likewise
         bytes32 claim; // leaf at hi
         bytes32 midLeaf; // revealed leaf at mid
     }
@@ -376,7 +376,7 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         // INVARIANT: only a dispute still in play can be abandoned.
         if (ph == DisputePhase.None || ph == DisputePhase.Resolved) revert WrongPhase(disputeId, ph);
         // INVARIANT: only a stale dispute is abandoned; a live one is decided by its game.
-        if (jobs.getTask(d.taskId).epoch == d.epoch) revert DisputeNotStale(disputeId, d.epoch);
+        if (_epochOf(d.taskId) == d.epoch) revert DisputeNotStale(disputeId, d.epoch);
         // A seated panel is paid the fee from the bond: a stale challenge costs part of its bond once it has cost
         // referees their stake's time (issue 23).
         uint256 used = ph == DisputePhase.Judging ? panel.cancel(disputeId, d.fee) : 0;
@@ -392,7 +392,7 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         if (d.phase != DisputePhase.Judging) revert WrongPhase(disputeId, d.phase);
         if (v == Verdict.None) revert InvalidVerdict(disputeId, v);
         // INVARIANT: a verdict about a replaced candidate slashes nobody; the referees are paid the fee from the bond.
-        if (jobs.getTask(d.taskId).epoch != d.epoch) {
+        if (_epochOf(d.taskId) != d.epoch) {
             refereeReward = d.fee;
             _abandon(disputeId, d, refereeReward);
         } else {
@@ -404,6 +404,12 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
             refereeReward = _settle(disputeId, d, outcome, true);
         }
         if (refereeReward > 0) IERC20(address(token)).safeTransfer(address(panel), refereeReward);
+    }
+
+    /// @inheritdoc IPanelGame
+    function partiesOf(uint256 disputeId) external view returns (address[3] memory) {
+        Dispute storage d = _disputes[disputeId];
+        return [d.sides[0].party, d.sides[1].party, d.coDefender];
     }
 
     /// @notice Withdraws the caller's credits (rewards, returned bonds).
@@ -460,8 +466,12 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         }
         Dispute storage d;
         (disputeId, d) = _create(taskId, c, claim.epoch, msg.sender, claim.defender);
-        _setSide(d.sides[0], root, finalHash, resultCid);
-        _setSide(d.sides[1], claim.root, claim.finalHash, claim.resultCid);
+        _setSide(d.sides[0], root, finalHash);
+        // The challenger's result becomes the candidate if it wins: only its final and CID are kept (the defender's
+        // stay in the job registry, where DisputeLens reads them).
+        d.sides[0].finalHash = finalHash;
+        d.sides[0].resultCid = resultCid;
+        _setSide(d.sides[1], claim.root, claim.finalHash);
         d.optimistic = true;
         d.fee = uint64(panelFee);
         openChallengeOf[taskId][msg.sender] = disputeId;
@@ -485,10 +495,10 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         Replica[] memory reps = jobs.getReplicas(taskId);
         (Replica memory a, Replica memory b) = (reps[0], reps[1]);
         if (b.node == msg.sender) (a, b) = (b, a);
-        (disputeId, d) = _create(taskId, c, jobs.getTask(taskId).epoch, a.node, b.node);
+        (disputeId, d) = _create(taskId, c, _epochOf(taskId), a.node, b.node);
         disputeOfTask[taskId] = disputeId;
-        _setSide(d.sides[0], a.root, a.finalHash, a.resultCid);
-        _setSide(d.sides[1], b.root, b.finalHash, b.resultCid);
+        _setSide(d.sides[0], a.root, a.finalHash);
+        _setSide(d.sides[1], b.root, b.finalHash);
     }
 
     function _create(uint256 taskId, TaskContext memory c, uint32 epoch, address partyA, address partyB)
@@ -513,12 +523,12 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         _transition(disputeId, d, DisputePhase.Bisect0);
     }
 
-    /// @dev A party's result: its trace root and final hash (the level-0 claim at hi = n) and its result CID.
-    function _setSide(Side storage s, bytes32 root, bytes32 finalHash, bytes32 resultCid) internal {
+    /// @dev A party's trace: its root and final hash as the level-0 claim at hi = n. Its final and CID are not copied
+    ///      (issue 23, cheaper disputes: 4 fresh words of a contest): the job registry keeps them, and DisputeLens
+    ///      shows them from there; only an optimistic challenger's are stored (they become the candidate's).
+    function _setSide(Side storage s, bytes32 root, bytes32 finalHash) internal {
         s.root = root;
-        s.finalHash = finalHash;
         s.claim = finalHash;
-        s.resultCid = resultCid;
     }
 
     // ---------------------------------------------------------------- internals: moves
@@ -528,7 +538,7 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         d = _disputes[disputeId];
         // INVARIANT: a move is legal only in its phase.
         if ((mask >> uint8(d.phase)) & 1 == 0) revert WrongPhase(disputeId, d.phase);
-        uint32 current = jobs.getTask(d.taskId).epoch;
+        uint32 current = _epochOf(d.taskId);
         // INVARIANT: a dispute against a replaced candidate is not played on; abandon releases it.
         if (current != d.epoch) revert StaleDispute(disputeId, d.epoch, current);
     }
@@ -762,6 +772,11 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         mapping(address => uint256) storage open = openChallengeOf[d.taskId];
         address a = d.sides[0].party;
         if (open[a] == disputeId) delete open[a];
+    }
+
+    /// @dev The task's current epoch, through TaskMachine's view (a fifth of `getTask`'s gas).
+    function _epochOf(uint256 taskId) internal view returns (uint32) {
+        return ITaskViews(address(jobs)).epochOf(taskId);
     }
 
     function _slash(address node, uint256 amount) internal returns (uint256) {

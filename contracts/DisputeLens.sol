@@ -3,11 +3,13 @@ pragma solidity 0.8.28;
 
 import {DisputeGame} from "./DisputeGame.sol";
 import {ChessClock, Clock} from "./lib/ChessClock.sol";
-import {DisputePhase, DisputeOutcome} from "./types/VerityTypes.sol";
+import {DisputePhase, DisputeOutcome, Replica, Claim, TaskStatus} from "./types/VerityTypes.sol";
+import {IJobRegistry} from "./interfaces/IJobRegistry.sol";
 
 /// @notice What DisputeLens reads from the game.
 interface IDisputeStorage {
     function extsload(bytes32 slot) external view returns (bytes32);
+    function jobs() external view returns (IJobRegistry);
 }
 
 /// @title DisputeLens
@@ -64,6 +66,28 @@ contract DisputeLens {
         d.agreed = bytes32(_word(base + 6));
         for (uint256 s = 0; s < 2; ++s) {
             d.sides[s] = _side(base + HEAD_WORDS + s * SIDE_WORDS);
+        }
+        _fillResults(d);
+    }
+
+    /// @dev The game stores only an optimistic challenger's final and CID (issue 23, cheaper disputes); the others
+    ///      are the job registry's: a contest's replicas, and the claim an optimistic challenge disputes while it stands
+    ///      (0 once the task moved on).
+    function _fillResults(DisputeGame.Dispute memory d) internal view {
+        if (d.taskId == 0) return;
+        IJobRegistry jobs = game.jobs();
+        if (!d.optimistic) {
+            Replica[] memory reps = jobs.getReplicas(d.taskId);
+            for (uint256 s = 0; s < 2; ++s) {
+                for (uint256 r = 0; r < reps.length; ++r) {
+                    if (reps[r].node != d.sides[s].party) continue;
+                    d.sides[s].finalHash = reps[r].finalHash;
+                    d.sides[s].resultCid = reps[r].resultCid;
+                }
+            }
+        } else if (jobs.getTask(d.taskId).status == TaskStatus.Revealed) {
+            Claim memory c = jobs.claimOf(d.taskId);
+            if (c.epoch == d.epoch) (d.sides[1].finalHash, d.sides[1].resultCid) = (c.finalHash, c.resultCid);
         }
     }
 

@@ -409,6 +409,11 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         }
     }
 
+    /// @notice Any other call runs in TaskMachine's code: its views without a stub here (ITaskViews).
+    fallback() external {
+        _run();
+    }
+
     // ---------------------------------------------------------------- internals
 
     /// @dev Runs the same call in TaskMachine's code on this contract's storage and returns (or reverts) with its

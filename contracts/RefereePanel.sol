@@ -50,8 +50,9 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         uint256 refereeStake;
     }
 
-    /// @notice One dispute's panel. `seats[i] == address(0)` is an empty seat; `everSeated` lists every referee ever
-    ///         seated (no-shows stay listed and are not drawn again while the exclusion list has room).
+    /// @notice One dispute's panel. `seats[i] == address(0)` is an empty seat; `unseated` lists the no-shows a window
+    ///         unseated (not drawn again while the exclusion list has room). Seats alone are written on seating (issue
+    ///         23, cheaper disputes: a list of every referee ever seated cost 3 more fresh words per panel).
     struct Panel {
         PanelPhase phase;
         Verdict verdict;
@@ -67,12 +68,22 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         uint256 requestId;
         bytes32 majorityVote;
         Params params;
-        PanelRequest request;
+        Case request;
         address[] seats;
-        address[] everSeated;
+        address[] unseated;
     }
 
-    /// @notice A referee's standing in one panel.
+    /// @notice What the panel judges: the parties' claims and who may sit (the parties themselves are read from the
+    ///         game when seats are drawn: `IPanelGame.partiesOf`).
+    struct Case {
+        bytes32 claimA;
+        bytes32 claimB;
+        uint8 deviceClass;
+        uint32 minMemoryMb;
+        uint32 profileBit;
+    }
+
+    /// @notice A referee's standing in one panel, as `voteOf` shows it (`commitment` reads 0 once revealed).
     struct Vote {
         bool seated;
         bool committed;
@@ -110,7 +121,16 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     uint256 public totalCredits;
 
     mapping(uint256 => Panel) internal _panels;
-    mapping(uint256 => mapping(address => Vote)) internal _votes;
+    /// @dev Storage form of a Vote: `value` holds the commitment, then the revealed vote in its place (issue 23, cheaper
+    ///      disputes: a reveal rewrites a word instead of filling a fresh one).
+    struct Ballot {
+        bool seated;
+        bool committed;
+        bool revealed;
+        bytes32 value;
+    }
+
+    mapping(uint256 => mapping(address => Ballot)) internal _votes;
 
     modifier onlyGame() {
         if (msg.sender != game) revert NotGame(msg.sender);
@@ -193,7 +213,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
             revealWindow: revealWindow,
             refereeStake: refereeStake
         });
-        p.request = r;
+        p.request = Case(r.claimA, r.claimB, r.deviceClass, r.minMemoryMb, r.profileBit);
         for (uint256 i = 0; i < p.params.size; ++i) {
             p.seats.push();
         }
@@ -229,7 +249,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         if (!randomness.isReady(requestId)) revert SeatingRandomnessPending(disputeId, requestId);
         bytes32 value = randomness.valueOf(requestId);
         Params memory params = p.params;
-        PanelRequest memory r = p.request;
+        Case memory r = p.request;
         (address[] memory exclude, uint256 n) = _exclusions(disputeId, p);
         bool full = true;
         for (uint256 i = 0; i < params.size; ++i) {
@@ -248,7 +268,6 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
             }
             registry.lock(referee, params.refereeStake);
             p.seats[i] = referee;
-            p.everSeated.push(referee);
             _votes[disputeId][referee].seated = true;
             exclude[n++] = referee; // room for every empty seat was reserved
         }
@@ -271,13 +290,13 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         _requirePhase(disputeId, p, PanelPhase.Committing);
         // INVARIANT: no commitment after the window; late seats are left to advance().
         if (block.timestamp > p.commitDeadline) revert WindowClosed(disputeId, p.phase, p.commitDeadline);
-        Vote storage v = _votes[disputeId][msg.sender];
+        Ballot storage v = _votes[disputeId][msg.sender];
         if (!v.seated) revert NotSeated(disputeId, msg.sender);
         // INVARIANT: a zero commitment would be indistinguishable from none (P7).
         if (c == bytes32(0)) revert ZeroCommitment(disputeId, msg.sender);
         if (v.committed) revert AlreadyCommitted(disputeId, msg.sender);
         v.committed = true;
-        v.commitment = c;
+        v.value = c;
         emit VoteCommitted(disputeId, msg.sender);
         if (++p.committed == p.params.size) _enterRevealing(disputeId, p);
     }
@@ -288,15 +307,15 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         // INVARIANT: reveals start only after every seat committed, so no referee votes knowing another's vote.
         _requirePhase(disputeId, p, PanelPhase.Revealing);
         if (block.timestamp > p.revealDeadline) revert WindowClosed(disputeId, p.phase, p.revealDeadline);
-        Vote storage v = _votes[disputeId][msg.sender];
+        Ballot storage v = _votes[disputeId][msg.sender];
         if (!v.seated) revert NotSeated(disputeId, msg.sender);
         if (v.revealed) revert AlreadyRevealed(disputeId, msg.sender);
         // INVARIANT: the commitment binds the referee's address, so a copied commitment cannot be revealed.
-        if (keccak256(abi.encode(disputeId, vote, salt, msg.sender)) != v.commitment) {
-            revert CommitmentMismatch(disputeId, msg.sender, v.commitment);
+        if (keccak256(abi.encode(disputeId, vote, salt, msg.sender)) != v.value) {
+            revert CommitmentMismatch(disputeId, msg.sender, v.value);
         }
         v.revealed = true;
-        v.vote = vote;
+        v.value = vote;
         emit VoteRevealed(disputeId, msg.sender, vote);
         if (++p.revealed == p.params.size) {
             (bytes32 majority, bool found) = _tally(disputeId, p);
@@ -320,11 +339,12 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         uint256 slashAmount = (params.refereeStake * params.noShowSlashBps) / BPS;
         for (uint256 i = 0; i < params.size; ++i) {
             address referee = p.seats[i];
-            Vote storage v = _votes[disputeId][referee];
+            Ballot storage v = _votes[disputeId][referee];
             if (committing ? v.committed : v.revealed) continue;
             if (v.committed) --p.committed;
             delete _votes[disputeId][referee];
             p.seats[i] = address(0);
+            p.unseated.push(referee);
             _settle(disputeId, referee, params.refereeStake, slashAmount, committing ? NO_COMMIT : NO_REVEAL);
             registry.recordLate(referee);
         }
@@ -364,7 +384,8 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
 
     /// @notice `referee`'s standing in the panel of `disputeId`.
     function voteOf(uint256 disputeId, address referee) external view returns (Vote memory) {
-        return _votes[disputeId][referee];
+        Ballot storage b = _votes[disputeId][referee];
+        return Vote(b.seated, b.committed, b.revealed, b.revealed ? bytes32(0) : b.value, b.revealed ? b.value : bytes32(0));
     }
 
     // ---------------------------------------------------------------- transitions
@@ -472,8 +493,9 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         uint256 size = p.params.size;
         uint256 empty;
         list = new address[](MAX_EXCLUDE);
+        address[3] memory parties = IPanelGame(game).partiesOf(disputeId);
         for (uint256 i = 0; i < 3; ++i) {
-            address party = p.request.parties[i];
+            address party = parties[i];
             if (party != address(0)) list[n++] = party;
         }
         for (uint256 i = 0; i < size; ++i) {
@@ -483,7 +505,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         }
         // n + empty <= 3 + size <= 10, so parties and seats always fit; history fills what is left.
         uint256 room = MAX_EXCLUDE - empty;
-        address[] storage history = p.everSeated;
+        address[] storage history = p.unseated;
         for (uint256 i = history.length; i > 0 && n < room; --i) {
             address h = history[i - 1];
             if (!_votes[disputeId][h].seated) list[n++] = h;
@@ -494,14 +516,14 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     function _tally(uint256 disputeId, Panel storage p) internal view returns (bytes32 majority, bool found) {
         uint256 size = p.params.size;
         for (uint256 i = 0; i < size; ++i) {
-            Vote storage vi = _votes[disputeId][p.seats[i]];
+            Ballot storage vi = _votes[disputeId][p.seats[i]];
             if (!vi.revealed) continue;
             uint256 count;
             for (uint256 j = 0; j < size; ++j) {
-                Vote storage vj = _votes[disputeId][p.seats[j]];
-                if (vj.revealed && vj.vote == vi.vote) ++count;
+                Ballot storage vj = _votes[disputeId][p.seats[j]];
+                if (vj.revealed && vj.value == vi.value) ++count;
             }
-            if (count > size / 2) return (vi.vote, true);
+            if (count > size / 2) return (vi.value, true);
         }
     }
 
@@ -523,8 +545,8 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         for (uint256 i = 0; i < params.size; ++i) {
             address referee = p.seats[i];
             if (referee == address(0)) continue;
-            Vote storage v = _votes[disputeId][referee];
-            if (v.revealed && v.vote == majority) {
+            Ballot storage v = _votes[disputeId][referee];
+            if (v.revealed && v.value == majority) {
                 winners[count++] = referee;
                 registry.unlock(referee, params.refereeStake);
                 registry.recordDispute(referee, true);

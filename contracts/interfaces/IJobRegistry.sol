@@ -106,3 +106,10 @@ interface IJobRegistry {
     /// @notice The result a challenge would dispute now (reverts unless the task is Revealed).
     function claimOf(uint256 taskId) external view returns (Claim memory);
 }
+
+/// @notice TaskMachine's views, reached through JobRegistry's fallback (no stub in JobRegistry: its room is spent).
+interface ITaskViews {
+    /// @notice The task's epoch: bumps whenever its candidate result changes (disputes of an older epoch are stale).
+    ///         The game reads it on every move (issue 23, cheaper disputes: `getTask` cost ~27k gas, this ~5k).
+    function epochOf(uint256 taskId) external view returns (uint32);
+}

@@ -44,4 +44,8 @@ interface IPanelGame {
     ///         of the pot (or at least the dispute's panel fee) to the panel and returns that amount (the panel splits it
     ///         among the majority voters, or among every referee that revealed when there is no majority).
     function onVerdict(uint256 disputeId, Verdict v) external returns (uint256 refereeReward);
+
+    /// @notice The addresses never seated on the panel of `disputeId`: A, B and B's co-defender (or 0). Read when seats
+    ///         are drawn, so the panel does not keep a copy (issue 23, cheaper disputes).
+    function partiesOf(uint256 disputeId) external view returns (address[3] memory);
 }

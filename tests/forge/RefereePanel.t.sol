@@ -267,7 +267,7 @@ contract RefereePanelTest is PanelFixture {
             panel.advance(ID);
         }
         assertTrue(_panel(ID).verdict == Verdict.NoDecision, "verdict");
-        assertEq(_panel(ID).everSeated.length, 21, "ever seated");
+        assertEq(_panel(ID).unseated.length, 21, "unseated no-shows");
     }
 
     // ---------------------------------------------------------------- commitVote

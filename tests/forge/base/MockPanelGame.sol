@@ -28,8 +28,16 @@ contract MockPanelGame is IPanelGame {
         overstate = overstated;
     }
 
+    mapping(uint256 => address[3]) internal _parties;
+
     function open(uint256 disputeId, PanelRequest calldata r) external {
+        _parties[disputeId] = r.parties;
         panel.open(disputeId, r);
+    }
+
+    /// @inheritdoc IPanelGame
+    function partiesOf(uint256 disputeId) external view returns (address[3] memory) {
+        return _parties[disputeId];
     }
 
     /// @notice Cancels with `fee` offered; transfers what the panel used, as DisputeGame does.
