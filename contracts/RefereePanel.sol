@@ -4,6 +4,7 @@ pragma solidity 0.8.28;
 import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
 import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {IRefereePanel, IPanelGame} from "./interfaces/IRefereePanel.sol";
 import {IRandomness} from "./interfaces/IRandomness.sol";
@@ -65,9 +66,9 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         uint64 commitDeadline;
         uint64 revealDeadline;
         uint64 decidedAt;
-        uint256 requestId;
+        uint64 requestId; // packed beside the deadlines (issue 23, cheaper disputes: one fresh word less per panel)
+        uint32 rules; // the rules version in force when it opened (`rulesOf`), not a copy of them
         bytes32 majorityVote;
-        Params params;
         Case request;
         address[] seats;
         address[] unseated;
@@ -120,6 +121,11 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     /// @notice Sum of all credits (== the panel's token balance at rest).
     uint256 public totalCredits;
 
+    /// @notice Version of the owner's panel rules: every setter publishes a new one, and a panel keeps the version it
+    ///         opened under (P8) instead of copying the rules (issue 23, cheaper disputes: two fresh words per panel).
+    uint32 public rulesVersion;
+    mapping(uint256 => Params) internal _rules;
+
     mapping(uint256 => Panel) internal _panels;
     /// @dev Storage form of a Vote: `value` holds the commitment, then the revealed vote in its place (issue 23, cheaper
     ///      disputes: a reveal rewrites a word instead of filling a fresh one).
@@ -144,6 +150,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         token = token_;
         registry = registry_;
         randomness = randomness_;
+        _publish();
     }
 
     // ---------------------------------------------------------------- owner
@@ -160,6 +167,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     function setPanelSize(uint8 size) external onlyOwner {
         if (size == 0 || size > MAX_PANEL || size % 2 == 0) revert ParameterOutOfRange("panelSize", size, 1, MAX_PANEL);
         panelSize = size;
+        _publish();
         emit ParameterSet("panelSize", size);
     }
 
@@ -172,6 +180,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
             revert ParameterOutOfRange("refereeStake", amount, MIN_REFEREE_STAKE, MAX_REFEREE_STAKE);
         }
         refereeStake = amount;
+        _publish();
         emit ParameterSet("refereeStake", amount);
     }
 
@@ -181,6 +190,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         if (wrongVoteBps > BPS) revert ParameterOutOfRange("wrongVoteSlashBps", wrongVoteBps, 0, BPS);
         noShowSlashBps = noShowBps;
         wrongVoteSlashBps = wrongVoteBps;
+        _publish();
         emit ParameterSet("noShowSlashBps", noShowBps);
         emit ParameterSet("wrongVoteSlashBps", wrongVoteBps);
     }
@@ -192,6 +202,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         _checkWindow("revealWindow", revealSeconds);
         commitWindow = commitSeconds;
         revealWindow = revealSeconds;
+        _publish();
         emit ParameterSet("commitWindow", commitSeconds);
         emit ParameterSet("revealWindow", revealSeconds);
     }
@@ -205,16 +216,10 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         // INVARIANT: a vote must be able to tell the parties apart.
         if (r.claimA == r.claimB) revert ClaimsEqual(disputeId, r.claimA);
         // INVARIANT: the panel's rules are fixed now; later owner changes never reach it (P8).
-        p.params = Params({
-            size: panelSize,
-            noShowSlashBps: uint16(noShowSlashBps),
-            wrongVoteSlashBps: uint16(wrongVoteSlashBps),
-            commitWindow: commitWindow,
-            revealWindow: revealWindow,
-            refereeStake: refereeStake
-        });
+        p.rules = rulesVersion;
+        uint256 size = _rules[p.rules].size;
         p.request = Case(r.claimA, r.claimB, r.deviceClass, r.minMemoryMb, r.profileBit);
-        for (uint256 i = 0; i < p.params.size; ++i) {
+        for (uint256 i = 0; i < size; ++i) {
             p.seats.push();
         }
         p.openedAt = uint64(block.timestamp);
@@ -248,7 +253,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         // INVARIANT: seats are drawn only from a value fixed after the request was made (P4).
         if (!randomness.isReady(requestId)) revert SeatingRandomnessPending(disputeId, requestId);
         bytes32 value = randomness.valueOf(requestId);
-        Params memory params = p.params;
+        Params memory params = _rules[p.rules];
         Case memory r = p.request;
         (address[] memory exclude, uint256 n) = _exclusions(disputeId, p);
         bool full = true;
@@ -277,8 +282,9 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
             // INVARIANT: a draw that finds no eligible referee never decides the dispute: it used to end in
             // NoDecision after a timeout, which released a cheater unslashed and let its result stand (issue 9).
             // The filled seats stay; the empty ones are drawn again from a fresh value, as long as it takes.
-            p.requestId = _request(p);
-            emit SeatingRetry(disputeId, p.requestId);
+            uint64 retry = _request(p);
+            p.requestId = retry;
+            emit SeatingRetry(disputeId, retry);
         }
     }
 
@@ -298,7 +304,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         v.committed = true;
         v.value = c;
         emit VoteCommitted(disputeId, msg.sender);
-        if (++p.committed == p.params.size) _enterRevealing(disputeId, p);
+        if (++p.committed == _rules[p.rules].size) _enterRevealing(disputeId, p);
     }
 
     /// @notice Reveals the vote and salt of the caller's commitment; the last reveal decides the panel.
@@ -317,7 +323,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         v.revealed = true;
         v.value = vote;
         emit VoteRevealed(disputeId, msg.sender, vote);
-        if (++p.revealed == p.params.size) {
+        if (++p.revealed == _rules[p.rules].size) {
             (bytes32 majority, bool found) = _tally(disputeId, p);
             _decide(disputeId, p, found ? _verdictOf(p, majority) : Verdict.NoDecision, majority);
         }
@@ -335,7 +341,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         // INVARIANT: only a window that has ended can make a referee late.
         if (deadline == 0 || block.timestamp <= deadline) revert NothingToAdvance(disputeId, phase, deadline);
         bool committing = phase == PanelPhase.Committing;
-        Params memory params = p.params;
+        Params memory params = _rules[p.rules];
         uint256 slashAmount = (params.refereeStake * params.noShowSlashBps) / BPS;
         for (uint256 i = 0; i < params.size; ++i) {
             address referee = p.seats[i];
@@ -382,6 +388,11 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         return _panels[disputeId];
     }
 
+    /// @notice The rules the panel of `disputeId` runs under (fixed when it opened).
+    function rulesOf(uint256 disputeId) external view returns (Params memory) {
+        return _rules[_panels[disputeId].rules];
+    }
+
     /// @notice `referee`'s standing in the panel of `disputeId`.
     function voteOf(uint256 disputeId, address referee) external view returns (Vote memory) {
         Ballot storage b = _votes[disputeId][referee];
@@ -394,27 +405,39 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     function _enterSeating(uint256 disputeId, Panel storage p, bool opening) internal {
         p.phase = PanelPhase.Seating;
         p.seatingSince = uint64(block.timestamp);
-        uint256 requestId = _request(p);
+        uint64 requestId = _request(p);
         p.requestId = requestId;
         if (opening) emit PanelOpened(disputeId, requestId);
         else emit SeatingRetry(disputeId, requestId);
     }
 
-    function _request(Panel storage p) internal returns (uint256) {
+    function _request(Panel storage p) internal returns (uint64) {
         ++p.attempt;
-        return randomness.request();
+        return SafeCast.toUint64(randomness.request());
+    }
+
+    /// @dev Publishes the owner's current parameters as a new rules version (panels opened from now on use it).
+    function _publish() internal {
+        _rules[++rulesVersion] = Params({
+            size: panelSize,
+            noShowSlashBps: uint16(noShowSlashBps),
+            wrongVoteSlashBps: uint16(wrongVoteSlashBps),
+            commitWindow: commitWindow,
+            revealWindow: revealWindow,
+            refereeStake: refereeStake
+        });
     }
 
     function _enterCommitting(uint256 disputeId, Panel storage p) internal {
         p.phase = PanelPhase.Committing;
-        uint64 deadline = uint64(block.timestamp) + p.params.commitWindow;
+        uint64 deadline = uint64(block.timestamp) + _rules[p.rules].commitWindow;
         p.commitDeadline = deadline;
         emit RefereesSeated(disputeId, p.seats, deadline);
     }
 
     function _enterRevealing(uint256 disputeId, Panel storage p) internal {
         p.phase = PanelPhase.Revealing;
-        uint64 deadline = uint64(block.timestamp) + p.params.revealWindow;
+        uint64 deadline = uint64(block.timestamp) + _rules[p.rules].revealWindow;
         p.revealDeadline = deadline;
         emit RevealOpened(disputeId, deadline);
     }
@@ -490,7 +513,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     ///      entry per empty seat fits MAX_EXCLUDE. Returns the list (tail zero-filled for the seats about to be drawn)
     ///      and the number of entries filled. Zero entries are ignored by the registry.
     function _exclusions(uint256 disputeId, Panel storage p) internal view returns (address[] memory list, uint256 n) {
-        uint256 size = p.params.size;
+        uint256 size = _rules[p.rules].size;
         uint256 empty;
         list = new address[](MAX_EXCLUDE);
         address[3] memory parties = IPanelGame(game).partiesOf(disputeId);
@@ -514,7 +537,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
 
     /// @dev Most common revealed vote and whether it is held by more than half of all seats.
     function _tally(uint256 disputeId, Panel storage p) internal view returns (bytes32 majority, bool found) {
-        uint256 size = p.params.size;
+        uint256 size = _rules[p.rules].size;
         for (uint256 i = 0; i < size; ++i) {
             Ballot storage vi = _votes[disputeId][p.seats[i]];
             if (!vi.revealed) continue;
@@ -538,7 +561,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         internal
         returns (address[] memory winners)
     {
-        Params memory params = p.params;
+        Params memory params = _rules[p.rules];
         uint256 wrongSlash = (params.refereeStake * params.wrongVoteSlashBps) / BPS;
         winners = new address[](params.size);
         uint256 count;
@@ -564,8 +587,8 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
 
     /// @dev Releases every seated referee unslashed.
     function _releaseAll(uint256 disputeId, Panel storage p) internal {
-        uint256 stakeAmount = p.params.refereeStake;
-        for (uint256 i = 0; i < p.params.size; ++i) {
+        uint256 stakeAmount = _rules[p.rules].refereeStake;
+        for (uint256 i = 0; i < _rules[p.rules].size; ++i) {
             address referee = p.seats[i];
             if (referee != address(0) && _votes[disputeId][referee].seated) registry.unlock(referee, stakeAmount);
         }

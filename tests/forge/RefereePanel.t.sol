@@ -131,7 +131,7 @@ contract RefereePanelTest is PanelFixture {
         assertEq(p.requestId, 1, "request");
         assertEq(randomness.targetOf(1), block.number + DELAY, "target");
         assertEq(p.seats.length, 3, "seats");
-        assertEq(p.params.refereeStake, REF_STAKE, "stake snapshot");
+        assertEq(panel.rulesOf(ID).refereeStake, REF_STAKE, "stake snapshot");
         assertEq(p.openedAt, block.timestamp, "openedAt");
     }
 

@@ -271,7 +271,7 @@ contract InvariantsTest is InvariantSetup {
             RefereePanel.Panel memory p = panel.panelOf(id);
             if (p.phase == PanelPhase.None || p.phase == PanelPhase.Decided) continue;
             for (uint256 i = 0; i < p.seats.length; ++i) {
-                if (p.seats[i] != address(0)) expected[_idx(p.seats[i])] += p.params.refereeStake;
+                if (p.seats[i] != address(0)) expected[_idx(p.seats[i])] += panel.rulesOf(id).refereeStake;
             }
         }
         for (uint256 i = 0; i < nodes.length; ++i) {
