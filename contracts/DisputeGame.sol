@@ -412,6 +412,12 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         return [d.sides[0].party, d.sides[1].party, d.coDefender];
     }
 
+    /// @inheritdoc IPanelGame
+    function claimsOf(uint256 disputeId) external view returns (bytes32, bytes32) {
+        Dispute storage d = _disputes[disputeId];
+        return (d.sides[0].claim, d.sides[1].claim);
+    }
+
     /// @notice Withdraws the caller's credits (rewards, returned bonds).
     function withdraw() external nonReentrant {
         uint256 amount = credits[msg.sender];

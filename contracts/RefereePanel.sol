@@ -74,11 +74,9 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         address[] unseated;
     }
 
-    /// @notice What the panel judges: the parties' claims and who may sit (the parties themselves are read from the
-    ///         game when seats are drawn: `IPanelGame.partiesOf`).
+    /// @notice Who may sit on the panel. The parties (never seated) and their claims are the game's, read when seats
+    ///         are drawn and when the panel decides (`IPanelGame.partiesOf`, `claimsOf`), not copied here.
     struct Case {
-        bytes32 claimA;
-        bytes32 claimB;
         uint8 deviceClass;
         uint32 minMemoryMb;
         uint32 profileBit;
@@ -218,7 +216,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         // INVARIANT: the panel's rules are fixed now; later owner changes never reach it (P8).
         p.rules = rulesVersion;
         uint256 size = _rules[p.rules].size;
-        p.request = Case(r.claimA, r.claimB, r.deviceClass, r.minMemoryMb, r.profileBit);
+        p.request = Case(r.deviceClass, r.minMemoryMb, r.profileBit);
         for (uint256 i = 0; i < size; ++i) {
             p.seats.push();
         }
@@ -325,7 +323,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         emit VoteRevealed(disputeId, msg.sender, vote);
         if (++p.revealed == _rules[p.rules].size) {
             (bytes32 majority, bool found) = _tally(disputeId, p);
-            _decide(disputeId, p, found ? _verdictOf(p, majority) : Verdict.NoDecision, majority);
+            _decide(disputeId, p, found ? _verdictOf(disputeId, majority) : Verdict.NoDecision, majority);
         }
     }
 
@@ -359,7 +357,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
             // stays the majority whatever the missing seats would vote.
             (bytes32 majority, bool found) = _tally(disputeId, p);
             if (found) {
-                _decide(disputeId, p, _verdictOf(p, majority), majority);
+                _decide(disputeId, p, _verdictOf(disputeId, majority), majority);
                 return;
             }
         }
@@ -550,9 +548,10 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         }
     }
 
-    function _verdictOf(Panel storage p, bytes32 majority) internal view returns (Verdict) {
-        if (majority == p.request.claimA) return Verdict.ForA;
-        if (majority == p.request.claimB) return Verdict.ForB;
+    function _verdictOf(uint256 disputeId, bytes32 majority) internal view returns (Verdict) {
+        (bytes32 claimA, bytes32 claimB) = IPanelGame(game).claimsOf(disputeId);
+        if (majority == claimA) return Verdict.ForA;
+        if (majority == claimB) return Verdict.ForB;
         return Verdict.Neither;
     }
 

@@ -48,4 +48,8 @@ interface IPanelGame {
     /// @notice The addresses never seated on the panel of `disputeId`: A, B and B's co-defender (or 0). Read when seats
     ///         are drawn, so the panel does not keep a copy (issue 23, cheaper disputes).
     function partiesOf(uint256 disputeId) external view returns (address[3] memory);
+
+    /// @notice The claims the panel of `disputeId` tells apart (A's and B's post-state hash of the disputed step):
+    ///         read when it decides, so the panel does not keep a copy (issue 23, cheaper disputes).
+    function claimsOf(uint256 disputeId) external view returns (bytes32 claimA, bytes32 claimB);
 }

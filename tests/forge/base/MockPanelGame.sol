@@ -29,10 +29,17 @@ contract MockPanelGame is IPanelGame {
     }
 
     mapping(uint256 => address[3]) internal _parties;
+    mapping(uint256 => bytes32[2]) internal _claims;
 
     function open(uint256 disputeId, PanelRequest calldata r) external {
         _parties[disputeId] = r.parties;
+        _claims[disputeId] = [r.claimA, r.claimB];
         panel.open(disputeId, r);
+    }
+
+    /// @inheritdoc IPanelGame
+    function claimsOf(uint256 disputeId) external view returns (bytes32, bytes32) {
+        return (_claims[disputeId][0], _claims[disputeId][1]);
     }
 
     /// @inheritdoc IPanelGame
