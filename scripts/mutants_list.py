@@ -251,8 +251,8 @@ CONTRACTS = [
     Mutant(
         "c-referee-majority", "a referee vote held by half the seats (not more) is a majority (vote counting)",
         "contracts/RefereePanel.sol",
-        "if (count > size / 2) return (vi.vote, true);",
-        "if (count >= size / 2) return (vi.vote, true);",
+        "if (count > size / 2) return (vi.value, true);",
+        "if (count >= size / 2) return (vi.value, true);",
         Forge("tests/forge/RefereePanel.t.sol", fuzz_runs=64),
     ),
     Mutant(
