@@ -22,6 +22,21 @@ contract PanelCostsTest is DisputeFixture {
         require(disputeLens.getDispute(id).phase == DisputePhase.Judging, "not judging");
     }
 
+    /// @dev Two verifiers challenge an optimistic cheater; v2's challenge reaches Judging (its panel seated when
+    ///      `seated`), then v1 wins on the clock, which makes v2's dispute stale. Returns v1, v2 and v2's dispute.
+    function _staleJudging(bool seated) internal returns (address v1, address v2, uint256 id2) {
+        address solver = _optimistic(hC);
+        v1 = _other(solver, address(0), address(0));
+        v2 = _other(solver, v1, address(0));
+        uint256 id1 = _challenge(v1, hH);
+        id2 = _challenge(v2, hH);
+        _toJudgingAt2(id2, v2, solver);
+        mock.setSeated(id2, seated);
+        _revealLeaf(id1, v1, 0, hH, 2);
+        vm.warp(block.timestamp + game.clockAllowance() + 1);
+        game.timeout(id1); // v1 wins: its result is the new claim, id2 is stale
+    }
+
     /// @dev hH with a made-up final: another trace that disagrees with the claim.
     function _madeUp(uint256 i) internal view returns (bytes32[] memory h) {
         h = new bytes32[](hH.length);
@@ -110,16 +125,7 @@ contract PanelCostsTest is DisputeFixture {
 
     /// @dev A stale challenge whose panel was seated pays the fee when the panel is cancelled (part of its bond).
     function test_abandon_seatedPanel_paysTheFeeFromTheBond_succeeds() public {
-        address solver = _optimistic(hC);
-        address v1 = _other(solver, address(0), address(0));
-        address v2 = _other(solver, v1, address(0));
-        uint256 id1 = _challenge(v1, hH);
-        uint256 id2 = _challenge(v2, hH);
-        _toJudgingAt2(id2, v2, solver);
-        mock.setSeated(id2, true);
-        _revealLeaf(id1, v1, 0, hH, 2);
-        vm.warp(block.timestamp + game.clockAllowance() + 1);
-        game.timeout(id1); // v1 wins: id2 is stale
+        (, address v2, uint256 id2) = _staleJudging(true);
         uint256 fee = game.panelFee();
         uint256 held = token.balanceOf(address(mock));
         game.abandon(id2);
@@ -133,15 +139,7 @@ contract PanelCostsTest is DisputeFixture {
 
     /// @dev A stale verdict slashes nobody, but the referees who judged are paid the fee from the bond.
     function test_onVerdict_stale_paysOnlyTheFee_succeeds() public {
-        address solver = _optimistic(hC);
-        address v1 = _other(solver, address(0), address(0));
-        address v2 = _other(solver, v1, address(0));
-        uint256 id1 = _challenge(v1, hH);
-        uint256 id2 = _challenge(v2, hH);
-        _toJudgingAt2(id2, v2, solver);
-        _revealLeaf(id1, v1, 0, hH, 2);
-        vm.warp(block.timestamp + game.clockAllowance() + 1);
-        game.timeout(id1);
+        (address v1, address v2, uint256 id2) = _staleJudging(false);
         uint256 reward = _decide(id2, Verdict.ForA);
         assertEq(reward, game.panelFee(), "the fee, no share of a slash");
         assertEq(game.credits(v2), BOND - reward, "bond less the fee");
