@@ -296,8 +296,16 @@ contract InvariantsTest is InvariantSetup {
             if (pp != PanelPhase.None && pp != PanelPhase.Decided) {
                 assertEq(uint8(d.phase), uint8(DisputePhase.Judging), "live panel of a dispute not judging");
             }
-            if (d.phase == DisputePhase.Resolved) continue;
-            if (d.optimistic && d.epoch == t.epoch) ++live[d.taskId];
+            // issue 23 (item 4): a challenger's one open challenge of a claim is the one the game lists for it
+            uint256 listed = d.optimistic ? game.openChallengeOf(d.taskId, d.sides[0].party) : 0;
+            if (d.phase == DisputePhase.Resolved) {
+                assertTrue(listed != id, "a resolved challenge still listed as open");
+                continue;
+            }
+            if (d.optimistic && d.epoch == t.epoch) {
+                assertEq(listed, id, "a live challenge of the current claim not listed (a second one opened?)");
+                ++live[d.taskId];
+            }
             if (!d.optimistic && d.epoch == t.epoch) {
                 assertEq(game.disputeOfTask(d.taskId), id, "contest dispute listed");
                 assertEq(uint8(t.status), uint8(TaskStatus.Contested), "live contest of a task not Contested");
