@@ -377,8 +377,8 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         if (ph == DisputePhase.None || ph == DisputePhase.Resolved) revert WrongPhase(disputeId, ph);
         // INVARIANT: only a stale dispute is abandoned; a live one is decided by its game.
         if (_epochOf(d.taskId) == d.epoch) revert DisputeNotStale(disputeId, d.epoch);
-        // A seated panel is paid the fee from the bond: a stale challenge costs part of its bond once it has cost
-        // referees their stake's time (issue 23).
+        // The referees that committed are paid the fee from the bond: a stale challenge costs part of its bond once
+        // it has cost referees work (issue 23).
         uint256 used = ph == DisputePhase.Judging ? panel.cancel(disputeId, d.fee) : 0;
         _abandon(disputeId, d, used);
         if (used > 0) IERC20(address(token)).safeTransfer(address(panel), used);
@@ -393,7 +393,7 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         if (v == Verdict.None) revert InvalidVerdict(disputeId, v);
         // INVARIANT: a verdict about a replaced candidate slashes nobody; the referees are paid the fee from the bond.
         if (_epochOf(d.taskId) != d.epoch) {
-            refereeReward = d.fee;
+            refereeReward = panel.revealedCount(disputeId) > 0 ? d.fee : 0;
             _abandon(disputeId, d, refereeReward);
         } else {
             DisputeOutcome outcome = v == Verdict.ForA
@@ -692,7 +692,9 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         if (d.optimistic && outcome != DisputeOutcome.DefenderWins && outcome != DisputeOutcome.BothLose) {
             // A challenger that did not lose gets its bond back, less what a panel that judged it is owed beyond its
             // share of the pot (a verdict without a majority, or a win whose slashed stake pays less than the fee).
-            uint256 topUp = judged && toReferees < d.fee ? d.fee - toReferees : 0;
+            // A panel in which nobody revealed (every seat a no-show) is owed nothing: the fee would only be burned.
+            uint256 topUp =
+                judged && toReferees < d.fee && panel.revealedCount(disputeId) > 0 ? d.fee - toReferees : 0;
             toReferees += topUp;
             _credit(a, d.bond - topUp);
         }

@@ -409,7 +409,10 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         }
     }
 
-    /// @notice Any other call runs in TaskMachine's code: its views without a stub here (ITaskViews).
+    /// @notice Any other call runs in TaskMachine's code: its views without a stub here (ITaskViews). TaskMachine has
+    ///         no fallback, so an unknown selector reverts there; every external TaskMachine function is reachable
+    ///         this way, and tests/chain/test_protocol_module.py checks that the only ones without a stub are
+    ///         ITaskViews'.
     fallback() external {
         _run();
     }

@@ -231,8 +231,9 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         PanelPhase phase = p.phase;
         if (phase == PanelPhase.None || phase == PanelPhase.Decided) revert PanelNotLive(disputeId, phase);
         _enterDecided(disputeId, p, Verdict.None, bytes32(0));
-        // Committing or Revealing: every seat is filled (a no-show's seat empties only on the way back to Seating).
-        if (phase != PanelPhase.Seating) used = _pay(p.seats, fee);
+        // The seats that did their part so far (hold a commitment) share the fee; a seat past its window without one
+        // would have been slashed by `advance`, so it takes nothing.
+        used = _pay(_seatsThat(disputeId, p, false), fee);
         _releaseAll(disputeId, p);
     }
 
@@ -391,6 +392,12 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         return _rules[_panels[disputeId].rules];
     }
 
+    /// @notice Seats of the panel of `disputeId` holding a revealed vote (the game charges a panel fee only to a panel
+    ///         that has someone to pay it to).
+    function revealedCount(uint256 disputeId) external view returns (uint256) {
+        return _panels[disputeId].revealed;
+    }
+
     /// @notice `referee`'s standing in the panel of `disputeId`.
     function voteOf(uint256 disputeId, address referee) external view returns (Vote memory) {
         Ballot storage b = _votes[disputeId][referee];
@@ -446,7 +453,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         address[] memory winners;
         if (verdict == Verdict.NoDecision) {
             // Without a majority the reward (the challenger's panel fee) goes to every referee that revealed.
-            winners = _revealedSeats(disputeId, p);
+            winners = _seatsThat(disputeId, p, true);
             _releaseAll(disputeId, p);
         } else {
             winners = _settleVotes(disputeId, p, majority);
@@ -480,11 +487,12 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         totalCredits += paid;
     }
 
-    /// @dev The seated referees that revealed a vote.
-    function _revealedSeats(uint256 disputeId, Panel storage p) internal view returns (address[] memory list) {
+    /// @dev The seated referees that revealed a vote (`revealed`), or that hold a commitment (revealed or not).
+    function _seatsThat(uint256 disputeId, Panel storage p, bool revealed) internal view returns (address[] memory list) {
         list = p.seats;
         for (uint256 i = 0; i < list.length; ++i) {
-            if (!_votes[disputeId][list[i]].revealed) list[i] = address(0);
+            Ballot storage b = _votes[disputeId][list[i]];
+            if (!(revealed ? b.revealed : b.committed)) list[i] = address(0);
         }
     }
 

@@ -186,9 +186,17 @@ CONTRACTS = [
         "c-panel-fee-not-charged", "a challenger that did not lose gets its whole bond back: a panel without a "
         "majority (or a stale one) works for nothing",
         "contracts/DisputeGame.sol",
-        "            uint256 topUp = judged && toReferees < d.fee ? d.fee - toReferees : 0;",
-        "            uint256 topUp = 0;",
+        "                judged && toReferees < d.fee && panel.revealedCount(disputeId) > 0 ? d.fee - toReferees : 0;",
+        "                0;",
         Forge("tests/forge/PanelCosts.t.sol"),
+    ),
+    Mutant(
+        "c-panel-fee-without-reveals", "a panel nobody revealed in (every seat a no-show) still takes the panel fee "
+        "from an honest challenger's bond, to be burned",
+        "contracts/DisputeGame.sol",
+        "judged && toReferees < d.fee && panel.revealedCount(disputeId) > 0 ? d.fee - toReferees : 0;",
+        "judged && toReferees < d.fee ? d.fee - toReferees : 0;",
+        Forge("tests/forge/DisputeGame.t.sol"),
     ),
     Mutant(
         "c-check-after-floor", "a fee check may land once a slot passed its result floor (a copier front-runs a pending "

@@ -32,10 +32,12 @@ interface IRefereePanel {
 
     /// @notice Starts a panel for `disputeId` (game only).
     function open(uint256 disputeId, PanelRequest calldata r) external;
-    /// @notice Ends a panel whose dispute went stale: referees are released unslashed (game only). A fully seated
-    ///         panel credits `fee` to its seats in equal parts and returns what it credited (`used`), which the game
-    ///         then transfers; a panel still seating returns 0.
+    /// @notice Ends a panel whose dispute went stale: referees are released unslashed (game only). The seats holding
+    ///         a commitment share `fee` in equal parts; the panel returns what it credited (`used`), which the game
+    ///         then transfers (0 when no seat committed).
     function cancel(uint256 disputeId, uint256 fee) external returns (uint256 used);
+    /// @notice Seats of the panel of `disputeId` holding a revealed vote.
+    function revealedCount(uint256 disputeId) external view returns (uint256);
 }
 
 /// @notice What a RefereePanel calls back on the game that opened it.

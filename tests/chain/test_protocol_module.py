@@ -164,6 +164,18 @@ def test_struct_builders_match_compiled_abi_succeeds(project):
 
 
 @pytest.mark.integration
+def test_job_registry_fallback_reaches_only_task_views_succeeds(project):
+    """JobRegistry runs any call it has no function for in TaskMachine's code (its fallback): the TaskMachine functions
+    without a JobRegistry stub must be exactly ITaskViews' views, so a function added to TaskMachine is not reachable
+    by accident."""
+    def functions(container) -> set[str]:
+        return {i["name"] for i in _abi(container) if i.get("type") == "function"}
+
+    unstubbed = functions(project.TaskMachine) - functions(project.JobRegistry)
+    assert unstubbed == functions(project.ITaskViews) == {"epochOf"}
+
+
+@pytest.mark.integration
 def test_fee_ticket_matches_verification_fees_succeeds(system):
     for task_id in (1, 7, 2**40):
         key = keccak(task_id.to_bytes(8, "big"))

@@ -593,11 +593,58 @@ contract DisputeGameRealPanelTest is Fixture {
         assertEq(uint8(panel.panelOf(id2).phase), uint8(PanelPhase.Decided), "panel cancelled");
         assertEq(lockedSeat0 - registry.getNode(seats[0]).locked, panel.refereeStake(), "referee released");
         assertEq(registry.getNode(seats[0]).stake, NODE_STAKE, "referee unslashed");
-        // issue 23 (item 4): the seated panel is paid the fee from the stale challenger's bond, in equal parts
-        uint256 paid = 3 * (game.panelFee() / 3);
-        assertEq(panel.totalCredits(), paid, "the seats' fee");
-        assertEq(panel.credits(seats[0]), paid / 3, "a seat's part");
-        assertEq(game.credits(v2), game.challengerBond() - paid, "bond back less the fee");
+        // issue 23 (item 4): only seats that did their part (hold a commitment) share the fee; these never committed
+        // (their window passed), so the stale challenger keeps its whole bond
+        assertEq(panel.totalCredits(), 0, "no-shows paid");
+        assertEq(game.credits(v2), game.challengerBond(), "bond back");
+        assertEq(_tokensHeld(), token.totalMinted(), "conserved");
+    }
+
+    /// @dev Issue 23 (item 4), found in review: a real panel whose every seat is a no-show through its redraws ends
+    ///      NoDecision with nobody to pay; the honest challenger keeps its whole bond (it used to pay the fee, burned).
+    function test_onVerdict_realPanelAllNoShows_chargesNoFee_succeeds() public {
+        bytes32[] memory hH = _honest(INPUT, 4);
+        bytes32[] memory hC = _trace(INPUT, 4, "bad", 3);
+        uint256 jobId = _post(_params(1, 1, 1));
+        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        address solver = _replica(taskId, 0).node;
+        _submit(taskId, solver, hC);
+        address v = nodes[0] == solver ? nodes[1] : nodes[0];
+        uint256 id = _challengeAs(taskId, v, hH);
+        panel.setPanelSize(1); // one referee per round: the fixture's nodes cover three rounds of no-shows
+        PinpointProof memory p;
+        (p.index, p.agreed, p.claimA, p.claimB) = (2, hH[2], hH[3], hC[3]);
+        (p.proofAgreedA, p.proofClaimA) = (Merkle.proofOf(hH, 2), Merkle.proofOf(hH, 3));
+        (p.proofAgreedB, p.proofClaimB) = (Merkle.proofOf(hC, 2), Merkle.proofOf(hC, 3));
+        game.pinpoint(id, p);
+        bytes32[] memory sH = new bytes32[](3);
+        bytes32[] memory sC = new bytes32[](3);
+        (sH[0], sH[1], sH[2]) = (hH[2], keccak256("honest step 5"), hH[3]);
+        (sC[0], sC[1], sC[2]) = (hH[2], keccak256("bad step 5"), hC[3]);
+        vm.prank(v);
+        game.submitStepRoot(id, Merkle.rootOf(sH), Merkle.proofOf(sH, 0), Merkle.proofOf(sH, 2));
+        vm.prank(solver);
+        game.submitStepRoot(id, Merkle.rootOf(sC), Merkle.proofOf(sC, 0), Merkle.proofOf(sC, 2));
+        (p.index, p.agreed, p.claimA, p.claimB) = (0, sH[0], sH[1], sC[1]);
+        (p.proofAgreedA, p.proofClaimA) = (Merkle.proofOf(sH, 0), Merkle.proofOf(sH, 1));
+        (p.proofAgreedB, p.proofClaimB) = (Merkle.proofOf(sC, 0), Merkle.proofOf(sC, 1));
+        game.pinpoint(id, p);
+        for (uint256 round = 0; round < 20 && panel.panelOf(id).phase != PanelPhase.Decided; ++round) {
+            if (panel.panelOf(id).phase == PanelPhase.Seating) {
+                uint256 requestId = panel.panelOf(id).requestId;
+                if (randomness.isStale(requestId)) randomness.renew(requestId);
+                uint256 target = randomness.targetOf(requestId);
+                if (block.number <= target) vm.roll(target + 1);
+                panel.seat(id); // a retry draws again from a fresh value
+                continue;
+            }
+            vm.warp(block.timestamp + panel.commitWindow() + 1);
+            panel.advance(id);
+        }
+        assertEq(uint8(panel.panelOf(id).verdict), uint8(Verdict.NoDecision), "no decision");
+        assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.Voided), "voided");
+        assertEq(game.credits(v), game.challengerBond(), "the honest challenger paid for the no-shows");
+        assertEq(panel.totalCredits(), 0, "nobody to pay");
         assertEq(_tokensHeld(), token.totalMinted(), "conserved");
     }
 

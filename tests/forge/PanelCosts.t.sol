@@ -108,16 +108,31 @@ contract PanelCostsTest is DisputeFixture {
         assertTrue(_gameSolvent(), "solvent");
     }
 
+    /// @dev A panel in which nobody revealed (every seat a no-show through its redraws) is owed nothing: the fee
+    ///      would only be burned (found in review: the honest challenger paid for the referees' failure).
+    function test_onVerdict_noDecisionWithoutReveals_chargesNoFee_succeeds() public {
+        address solver = _optimistic(hC);
+        address v = _other(solver, address(0), address(0));
+        uint256 id = _challenge(v, hH);
+        _toJudgingAt2(id, v, solver);
+        mock.setNoReveals(id, true);
+        assertEq(_decide(id, Verdict.NoDecision), 0, "paid a panel nobody sat on");
+        assertEq(game.credits(v), BOND, "the whole bond back");
+        assertTrue(_conserved(), "conserved");
+    }
+
     /// @dev A winning challenger's referees are paid from the loser's stake; the bond tops up only a share below the fee.
     function test_onVerdict_challengerWins_bondPaysOnlyTheShortfall_succeeds() public {
         address solver = _optimistic(hC);
         address v = _other(solver, address(0), address(0));
+        game.setShares(5_000, 1); // a referee share of the pot (0.01 VRT) below the fee
         uint256 id = _challenge(v, hH);
         _toJudgingAt2(id, v, solver);
         uint256 share = (TASK_STAKE * game.refereeShareBps()) / 10_000;
         uint256 fee = game.panelFee();
         uint256 reward = _decide(id, Verdict.ForA);
         uint256 topUp = share >= fee ? 0 : fee - share;
+        assertGt(topUp, 0, "the shortfall case");
         assertEq(reward, share + topUp, "referees' pay");
         assertEq(game.credits(v), BOND - topUp + (TASK_STAKE * game.winnerShareBps()) / 10_000, "bond and win");
         assertTrue(_conserved(), "conserved");

@@ -649,17 +649,24 @@ contract RefereePanelTest is PanelFixture {
         }
     }
 
-    /// @dev Issue 23 (item 4): a seated panel whose dispute went stale is paid the fee the game offers, in equal
-    ///      parts; v2 released it unpaid.
-    function test_cancel_seated_paysTheFeeToTheSeats_succeeds() public {
+    /// @dev Issue 23 (item 4): a panel whose dispute went stale is paid the fee the game offers, shared by the seats
+    ///      holding a commitment (they did their part); v2 released it unpaid.
+    function test_cancel_seated_paysTheFeeToTheCommittedSeats_succeeds() public {
         address[] memory seats = _openAndSeat(ID);
         _commit(ID, seats[0], CLAIM_A);
+        _commit(ID, seats[2], CLAIM_A);
         uint256 used = game.cancel(ID, 3e18);
         assertEq(used, 3e18, "used");
-        for (uint256 i = 0; i < 3; ++i) {
-            assertEq(panel.credits(seats[i]), 1e18, "each seat's part");
-        }
+        assertEq(panel.credits(seats[0]), 1.5e18, "a committed seat's part");
+        assertEq(panel.credits(seats[2]), 1.5e18, "a committed seat's part");
+        assertEq(panel.credits(seats[1]), 0, "a seat without a commitment paid");
         _assertConserved();
+    }
+
+    /// @dev Seats that never committed take none of the fee (advance would have slashed them).
+    function test_cancel_noCommitment_takesNoFee_succeeds() public {
+        _openAndSeat(ID);
+        assertEq(game.cancel(ID, 3e18), 0, "uncommitted seats took the fee");
     }
 
     /// @dev A panel still seating has done no work: it takes none of the fee.

@@ -12,8 +12,10 @@ contract MockPanel is IRefereePanel {
     mapping(uint256 => PanelRequest) internal _requests;
     mapping(uint256 => bool) public opened;
     mapping(uint256 => bool) public cancelled;
-    /// @notice Panels a test marked fully seated: cancel takes the game's fee for them.
+    /// @notice Panels a test marked as holding commitments: cancel takes the game's fee for them.
     mapping(uint256 => bool) public seated;
+    /// @notice Panels a test marked as having no revealed vote (every seat a no-show); others report 3.
+    mapping(uint256 => bool) public noReveals;
     uint256 public opens;
     uint256 public rewards;
 
@@ -38,6 +40,15 @@ contract MockPanel is IRefereePanel {
 
     function setSeated(uint256 disputeId, bool value) external {
         seated[disputeId] = value;
+    }
+
+    function setNoReveals(uint256 disputeId, bool value) external {
+        noReveals[disputeId] = value;
+    }
+
+    /// @inheritdoc IRefereePanel
+    function revealedCount(uint256 disputeId) external view returns (uint256) {
+        return noReveals[disputeId] ? 0 : 3;
     }
 
     /// @notice What the game asked to judge.
