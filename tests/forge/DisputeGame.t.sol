@@ -564,23 +564,7 @@ contract DisputeGameRealPanelTest is Fixture {
         // v1 answers its first request; v2's dispute goes on to a seated panel.
         vm.prank(v1);
         game.revealLeaf(id1, 0, 2, hH[2], Merkle.proofOf(hH, 2));
-        PinpointProof memory p;
-        (p.index, p.agreed, p.claimA, p.claimB) = (2, hH[2], hH[3], hC[3]);
-        (p.proofAgreedA, p.proofClaimA) = (Merkle.proofOf(hH, 2), Merkle.proofOf(hH, 3));
-        (p.proofAgreedB, p.proofClaimB) = (Merkle.proofOf(hC, 2), Merkle.proofOf(hC, 3));
-        game.pinpoint(id2, p);
-        bytes32[] memory sH = new bytes32[](3);
-        bytes32[] memory sC = new bytes32[](3);
-        (sH[0], sH[1], sH[2]) = (hH[2], keccak256("honest step 5"), hH[3]);
-        (sC[0], sC[1], sC[2]) = (hH[2], keccak256("bad step 5"), hC[3]);
-        vm.prank(v2);
-        game.submitStepRoot(id2, Merkle.rootOf(sH), Merkle.proofOf(sH, 0), Merkle.proofOf(sH, 2));
-        vm.prank(solver);
-        game.submitStepRoot(id2, Merkle.rootOf(sC), Merkle.proofOf(sC, 0), Merkle.proofOf(sC, 2));
-        (p.index, p.agreed, p.claimA, p.claimB) = (0, sH[0], sH[1], sC[1]);
-        (p.proofAgreedA, p.proofClaimA) = (Merkle.proofOf(sH, 0), Merkle.proofOf(sH, 1));
-        (p.proofAgreedB, p.proofClaimB) = (Merkle.proofOf(sC, 0), Merkle.proofOf(sC, 1));
-        game.pinpoint(id2, p);
+        _challengeToJudging(id2, v2, solver, hH, hC);
         vm.roll(block.number + 5);
         panel.seat(id2);
         address[] memory seats = panel.panelOf(id2).seats;
@@ -612,23 +596,7 @@ contract DisputeGameRealPanelTest is Fixture {
         address v = nodes[0] == solver ? nodes[1] : nodes[0];
         uint256 id = _challengeAs(taskId, v, hH);
         panel.setPanelSize(1); // one referee per round: the fixture's nodes cover three rounds of no-shows
-        PinpointProof memory p;
-        (p.index, p.agreed, p.claimA, p.claimB) = (2, hH[2], hH[3], hC[3]);
-        (p.proofAgreedA, p.proofClaimA) = (Merkle.proofOf(hH, 2), Merkle.proofOf(hH, 3));
-        (p.proofAgreedB, p.proofClaimB) = (Merkle.proofOf(hC, 2), Merkle.proofOf(hC, 3));
-        game.pinpoint(id, p);
-        bytes32[] memory sH = new bytes32[](3);
-        bytes32[] memory sC = new bytes32[](3);
-        (sH[0], sH[1], sH[2]) = (hH[2], keccak256("honest step 5"), hH[3]);
-        (sC[0], sC[1], sC[2]) = (hH[2], keccak256("bad step 5"), hC[3]);
-        vm.prank(v);
-        game.submitStepRoot(id, Merkle.rootOf(sH), Merkle.proofOf(sH, 0), Merkle.proofOf(sH, 2));
-        vm.prank(solver);
-        game.submitStepRoot(id, Merkle.rootOf(sC), Merkle.proofOf(sC, 0), Merkle.proofOf(sC, 2));
-        (p.index, p.agreed, p.claimA, p.claimB) = (0, sH[0], sH[1], sC[1]);
-        (p.proofAgreedA, p.proofClaimA) = (Merkle.proofOf(sH, 0), Merkle.proofOf(sH, 1));
-        (p.proofAgreedB, p.proofClaimB) = (Merkle.proofOf(sC, 0), Merkle.proofOf(sC, 1));
-        game.pinpoint(id, p);
+        _challengeToJudging(id, v, solver, hH, hC);
         for (uint256 round = 0; round < 20 && panel.panelOf(id).phase != PanelPhase.Decided; ++round) {
             if (panel.panelOf(id).phase == PanelPhase.Seating) {
                 uint256 requestId = panel.panelOf(id).requestId;
@@ -646,6 +614,30 @@ contract DisputeGameRealPanelTest is Fixture {
         assertEq(game.credits(v), game.challengerBond(), "the honest challenger paid for the no-shows");
         assertEq(panel.totalCredits(), 0, "nobody to pay");
         assertEq(_tokensHeld(), token.totalMinted(), "conserved");
+    }
+
+    /// @dev Plays optimistic challenge `id` (challenger `v` with trace hH, defender `solver` with hC, diverging at
+    ///      checkpoint 3, step 1 of its segment) to Judging: the real panel opens.
+    function _challengeToJudging(uint256 id, address v, address solver, bytes32[] memory hH, bytes32[] memory hC)
+        internal
+    {
+        PinpointProof memory p;
+        (p.index, p.agreed, p.claimA, p.claimB) = (2, hH[2], hH[3], hC[3]);
+        (p.proofAgreedA, p.proofClaimA) = (Merkle.proofOf(hH, 2), Merkle.proofOf(hH, 3));
+        (p.proofAgreedB, p.proofClaimB) = (Merkle.proofOf(hC, 2), Merkle.proofOf(hC, 3));
+        game.pinpoint(id, p);
+        bytes32[] memory sH = new bytes32[](3);
+        bytes32[] memory sC = new bytes32[](3);
+        (sH[0], sH[1], sH[2]) = (hH[2], keccak256("honest step 5"), hH[3]);
+        (sC[0], sC[1], sC[2]) = (hH[2], keccak256("bad step 5"), hC[3]);
+        vm.prank(v);
+        game.submitStepRoot(id, Merkle.rootOf(sH), Merkle.proofOf(sH, 0), Merkle.proofOf(sH, 2));
+        vm.prank(solver);
+        game.submitStepRoot(id, Merkle.rootOf(sC), Merkle.proofOf(sC, 0), Merkle.proofOf(sC, 2));
+        (p.index, p.agreed, p.claimA, p.claimB) = (0, sH[0], sH[1], sC[1]);
+        (p.proofAgreedA, p.proofClaimA) = (Merkle.proofOf(sH, 0), Merkle.proofOf(sH, 1));
+        (p.proofAgreedB, p.proofClaimB) = (Merkle.proofOf(sC, 0), Merkle.proofOf(sC, 1));
+        game.pinpoint(id, p);
     }
 
     function _challengeAs(uint256 taskId, address who, bytes32[] memory h) internal returns (uint256 id) {

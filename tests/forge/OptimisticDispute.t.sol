@@ -28,15 +28,6 @@ import {
 contract OptimisticDisputeTest is DisputeFixture {
     uint256 internal constant BOND = 10e18;
 
-    /// @dev Plays a dispute whose A holds `a` and B holds `b` (diverging at checkpoint 3) up to Judging.
-    function _toJudgingAt2(uint256 id, address pa, address pb) internal {
-        game.pinpoint(id, _pp(hH, hC, 2));
-        _submitStepRoot(id, pa, sH);
-        _submitStepRoot(id, pb, sC);
-        game.pinpoint(id, _pp(sH, sC, 0));
-        require(disputeLens.getDispute(id).phase == DisputePhase.Judging, "not judging");
-    }
-
     function _finalizeLater() internal {
         vm.warp(block.timestamp + 1_000);
         jobs.finalize(taskId);

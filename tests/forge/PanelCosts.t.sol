@@ -14,14 +14,6 @@ import {ChallengeAlreadyOpen} from "../../contracts/errors/DisputeGameErrors.sol
 contract PanelCostsTest is DisputeFixture {
     uint256 internal constant BOND = 10e18;
 
-    function _toJudgingAt2(uint256 id, address pa, address pb) internal {
-        game.pinpoint(id, _pp(hH, hC, 2));
-        _submitStepRoot(id, pa, sH);
-        _submitStepRoot(id, pb, sC);
-        game.pinpoint(id, _pp(sH, sC, 0));
-        require(disputeLens.getDispute(id).phase == DisputePhase.Judging, "not judging");
-    }
-
     /// @dev Two verifiers challenge an optimistic cheater; v2's challenge reaches Judging (its panel seated when
     ///      `seated`), then v1 wins on the clock, which makes v2's dispute stale. Returns v1, v2 and v2's dispute.
     function _staleJudging(bool seated) internal returns (address v1, address v2, uint256 id2) {

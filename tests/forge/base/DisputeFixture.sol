@@ -104,6 +104,15 @@ abstract contract DisputeFixture is Fixture {
 
     // ---------------------------------------------------------------- optimistic challenges
 
+    /// @dev Plays a dispute whose A holds hH and B holds hC (diverging at checkpoint 3) up to Judging.
+    function _toJudgingAt2(uint256 id, address pa, address pb) internal {
+        game.pinpoint(id, _pp(hH, hC, 2));
+        _submitStepRoot(id, pa, sH);
+        _submitStepRoot(id, pb, sC);
+        game.pinpoint(id, _pp(sH, sC, 0));
+        require(disputeLens.getDispute(id).phase == DisputePhase.Judging, "not judging");
+    }
+
     /// @dev Posts an optimistic job whose solver submits `h`; returns the solver.
     function _optimistic(bytes32[] memory h) internal returns (address solver) {
         jobId = _post(_params(1, 1, 1));
