@@ -100,27 +100,14 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     /// @notice The game that opens panels and receives verdicts (set once).
     address public game;
 
-    /// @notice Referees per panel (odd, 1..MAX_PANEL).
-    uint8 public panelSize = 3;
-    /// @notice Stake each referee locks while seated.
-    uint256 public refereeStake = 10e18;
-    /// @notice Share of the referee stake burned for not committing or not revealing, in basis points.
-    uint256 public noShowSlashBps = 1_000;
-    /// @notice Share of the referee stake burned for a vote against the majority, in basis points.
-    uint256 public wrongVoteSlashBps = 5_000;
-    /// @notice Seconds seated referees have to commit.
-    uint64 public commitWindow = 60;
-    /// @notice Seconds referees have to reveal once every seat committed.
-    uint64 public revealWindow = 60;
-    /// @notice Seconds a seating phase may keep failing to fill a seat before the panel ends with NoDecision.
-
     /// @notice Referee rewards waiting to be withdrawn.
     mapping(address => uint256) public credits;
     /// @notice Sum of all credits (== the panel's token balance at rest).
     uint256 public totalCredits;
 
-    /// @notice Version of the owner's panel rules: every setter publishes a new one, and a panel keeps the version it
-    ///         opened under (P8) instead of copying the rules (issue 23, cheaper disputes: two fresh words per panel).
+    /// @notice Version of the owner's panel rules, the only copy of them: every setter publishes a new version, and a
+    ///         panel keeps the version it opened under (P8) instead of copying the rules (issue 23, cheaper disputes:
+    ///         two fresh words per panel). The parameter getters read the current version.
     uint32 public rulesVersion;
     mapping(uint256 => Params) internal _rules;
 
@@ -148,7 +135,41 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         token = token_;
         registry = registry_;
         randomness = randomness_;
-        _publish();
+        // Defaults: 3 referees staking 10 VRT each; no-shows lose 10 %, minority votes 50 %; 60-s windows.
+        _publish(Params({size: 3, noShowSlashBps: 1_000, wrongVoteSlashBps: 5_000, commitWindow: 60, revealWindow: 60,
+            refereeStake: 10e18}));
+    }
+
+    // ---------------------------------------------------------------- parameters (the current rules version)
+
+    /// @notice Referees per panel (odd, 1..MAX_PANEL).
+    function panelSize() external view returns (uint8) {
+        return _rules[rulesVersion].size;
+    }
+
+    /// @notice Stake each referee locks while seated.
+    function refereeStake() external view returns (uint256) {
+        return _rules[rulesVersion].refereeStake;
+    }
+
+    /// @notice Share of the referee stake burned for not committing or not revealing, in basis points.
+    function noShowSlashBps() external view returns (uint256) {
+        return _rules[rulesVersion].noShowSlashBps;
+    }
+
+    /// @notice Share of the referee stake burned for a vote against the majority, in basis points.
+    function wrongVoteSlashBps() external view returns (uint256) {
+        return _rules[rulesVersion].wrongVoteSlashBps;
+    }
+
+    /// @notice Seconds seated referees have to commit.
+    function commitWindow() external view returns (uint64) {
+        return _rules[rulesVersion].commitWindow;
+    }
+
+    /// @notice Seconds referees have to reveal once every seat committed.
+    function revealWindow() external view returns (uint64) {
+        return _rules[rulesVersion].revealWindow;
     }
 
     // ---------------------------------------------------------------- owner
@@ -164,8 +185,9 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     /// @notice Sets the panel size (odd, 1..MAX_PANEL) for panels opened afterwards.
     function setPanelSize(uint8 size) external onlyOwner {
         if (size == 0 || size > MAX_PANEL || size % 2 == 0) revert ParameterOutOfRange("panelSize", size, 1, MAX_PANEL);
-        panelSize = size;
-        _publish();
+        Params memory r = _rules[rulesVersion];
+        r.size = size;
+        _publish(r);
         emit ParameterSet("panelSize", size);
     }
 
@@ -177,8 +199,9 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         if (amount < MIN_REFEREE_STAKE || amount > MAX_REFEREE_STAKE) {
             revert ParameterOutOfRange("refereeStake", amount, MIN_REFEREE_STAKE, MAX_REFEREE_STAKE);
         }
-        refereeStake = amount;
-        _publish();
+        Params memory r = _rules[rulesVersion];
+        r.refereeStake = amount;
+        _publish(r);
         emit ParameterSet("refereeStake", amount);
     }
 
@@ -186,9 +209,9 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     function setSlashes(uint256 noShowBps, uint256 wrongVoteBps) external onlyOwner {
         if (noShowBps > BPS) revert ParameterOutOfRange("noShowSlashBps", noShowBps, 0, BPS);
         if (wrongVoteBps > BPS) revert ParameterOutOfRange("wrongVoteSlashBps", wrongVoteBps, 0, BPS);
-        noShowSlashBps = noShowBps;
-        wrongVoteSlashBps = wrongVoteBps;
-        _publish();
+        Params memory r = _rules[rulesVersion];
+        (r.noShowSlashBps, r.wrongVoteSlashBps) = (uint16(noShowBps), uint16(wrongVoteBps));
+        _publish(r);
         emit ParameterSet("noShowSlashBps", noShowBps);
         emit ParameterSet("wrongVoteSlashBps", wrongVoteBps);
     }
@@ -198,9 +221,9 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     function setWindows(uint64 commitSeconds, uint64 revealSeconds) external onlyOwner {
         _checkWindow("commitWindow", commitSeconds);
         _checkWindow("revealWindow", revealSeconds);
-        commitWindow = commitSeconds;
-        revealWindow = revealSeconds;
-        _publish();
+        Params memory r = _rules[rulesVersion];
+        (r.commitWindow, r.revealWindow) = (commitSeconds, revealSeconds);
+        _publish(r);
         emit ParameterSet("commitWindow", commitSeconds);
         emit ParameterSet("revealWindow", revealSeconds);
     }
@@ -421,16 +444,9 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         return SafeCast.toUint64(randomness.request());
     }
 
-    /// @dev Publishes the owner's current parameters as a new rules version (panels opened from now on use it).
-    function _publish() internal {
-        _rules[++rulesVersion] = Params({
-            size: panelSize,
-            noShowSlashBps: uint16(noShowSlashBps),
-            wrongVoteSlashBps: uint16(wrongVoteSlashBps),
-            commitWindow: commitWindow,
-            revealWindow: revealWindow,
-            refereeStake: refereeStake
-        });
+    /// @dev Publishes `r` as the new rules version (panels opened from now on use it; open ones keep theirs).
+    function _publish(Params memory r) internal {
+        _rules[++rulesVersion] = r;
     }
 
     function _enterCommitting(uint256 disputeId, Panel storage p) internal {
