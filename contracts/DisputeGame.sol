@@ -7,7 +7,7 @@ import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 
 import {IDisputeGame} from "./interfaces/IDisputeGame.sol";
-import {IJobRegistry, ITaskViews} from "./interfaces/IJobRegistry.sol";
+import {IJobRegistry, IJobViews} from "./interfaces/IJobRegistry.sol";
 import {INodeRegistry} from "./interfaces/INodeRegistry.sol";
 import {IRefereePanel, IPanelGame} from "./interfaces/IRefereePanel.sol";
 import {IVerityToken} from "./interfaces/IVerityToken.sol";
@@ -498,7 +498,7 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         uint256 existing = disputeOfTask[taskId];
         // INVARIANT: one dispute per replicated contest.
         if (existing != 0) revert DisputeAlreadyOpen(taskId, existing);
-        Replica[] memory reps = jobs.getReplicas(taskId);
+        Replica[] memory reps = IJobViews(address(jobs)).getReplicas(taskId);
         (Replica memory a, Replica memory b) = (reps[0], reps[1]);
         if (b.node == msg.sender) (a, b) = (b, a);
         (disputeId, d) = _create(taskId, c, _epochOf(taskId), a.node, b.node);
@@ -784,7 +784,7 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
 
     /// @dev The task's current epoch, through TaskMachine's view (a fifth of `getTask`'s gas).
     function _epochOf(uint256 taskId) internal view returns (uint32) {
-        return ITaskViews(address(jobs)).epochOf(taskId);
+        return IJobViews(address(jobs)).epochOf(taskId);
     }
 
     function _slash(address node, uint256 amount) internal returns (uint256) {

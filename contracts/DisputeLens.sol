@@ -4,7 +4,7 @@ pragma solidity 0.8.28;
 import {DisputeGame} from "./DisputeGame.sol";
 import {ChessClock, Clock} from "./lib/ChessClock.sol";
 import {DisputePhase, DisputeOutcome, Replica, Claim, TaskStatus} from "./types/VerityTypes.sol";
-import {IJobRegistry} from "./interfaces/IJobRegistry.sol";
+import {IJobRegistry, IJobViews} from "./interfaces/IJobRegistry.sol";
 
 /// @notice What DisputeLens reads from the game.
 interface IDisputeStorage {
@@ -79,7 +79,7 @@ contract DisputeLens {
         if (d.taskId == 0) return;
         IJobRegistry jobs = game.jobs();
         if (!d.optimistic) {
-            Replica[] memory reps = jobs.getReplicas(d.taskId);
+            Replica[] memory reps = IJobViews(address(jobs)).getReplicas(d.taskId);
             for (uint256 s = 0; s < 2; ++s) {
                 for (uint256 r = 0; r < reps.length; ++r) {
                     if (reps[r].node != d.sides[s].party) continue;
@@ -87,7 +87,7 @@ contract DisputeLens {
                     d.sides[s].resultCid = reps[r].resultCid;
                 }
             }
-        } else if (jobs.getTask(d.taskId).status == TaskStatus.Revealed) {
+        } else if (IJobViews(address(jobs)).getTask(d.taskId).status == TaskStatus.Revealed) {
             Claim memory c = jobs.claimOf(d.taskId);
             if (c.epoch == d.epoch) (d.sides[1].finalHash, d.sides[1].resultCid) = (c.finalHash, c.resultCid);
         }

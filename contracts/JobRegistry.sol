@@ -8,6 +8,7 @@ import {IVerityToken} from "./interfaces/IVerityToken.sol";
 import {IRandomness} from "./interfaces/IRandomness.sol";
 import {JobRegistryBase} from "./JobRegistryBase.sol";
 import {TaskMachine} from "./TaskMachine.sol";
+import {JobViews} from "./JobViews.sol";
 import {
     Job,
     JobStatus,
@@ -53,11 +54,14 @@ import {ITaskMachineErrors} from "./errors/TaskMachineErrors.sol";
 contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
     /// @notice The task state machine's code (deployed by this constructor, run only by delegatecall).
     address public immutable machine;
+    /// @notice The views' code (JobViews, deployed by this constructor), run by delegatecall from the fallback.
+    address public immutable views;
 
     constructor(IVerityToken token_, INodeRegistry registry_, IJobEscrow escrow_, IRandomness randomness_)
         JobRegistryBase(token_, registry_, escrow_, randomness_)
     {
         machine = address(new TaskMachine(token_, registry_, escrow_, randomness_));
+        views = address(new JobViews(token_, registry_, escrow_, randomness_));
     }
 
     // ---------------------------------------------------------------- owner
@@ -298,73 +302,6 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
     // ---------------------------------------------------------------- views
 
     /// @inheritdoc IJobRegistry
-    function getJob(uint256 jobId) external view returns (Job memory) {
-        return _jobs[jobId];
-    }
-
-    /// @inheritdoc IJobRegistry
-    /// @dev finalHash / resultCid: an Accepted replica's result, else the candidate's (0 while replicas hold it).
-    function getTask(uint256 taskId) external view returns (Task memory t) {
-        t = _tasks[taskId];
-        (t.finalHash, t.resultCid) = _taskResult(taskId);
-    }
-
-    /// @inheritdoc IJobRegistry
-    function getReplicas(uint256 taskId) external view returns (Replica[] memory reps) {
-        uint8 replication = _jobs[_tasks[taskId].jobId].replication;
-        reps = new Replica[](replication);
-        for (uint8 s = 0; s < replication; ++s) {
-            reps[s] = _replicaView(taskId, s);
-        }
-    }
-
-    /// @notice One replica slot of a task.
-    function getReplica(uint256 taskId, uint8 slot) external view returns (Replica memory) {
-        return _replicaView(taskId, slot);
-    }
-
-    /// @notice The task id of (jobId, round, index); index == shards is the round's AGGREGATE task.
-    function taskOf(uint256 jobId, uint32 round, uint32 index) external view returns (uint256 taskId) {
-        taskId = _taskIds[jobId][round][index];
-        if (taskId == 0) revert TaskIndexNotFound(jobId, round, index);
-    }
-
-    /// @notice Whether `finalize(taskId)` would accept the task now, and the second after which its challenge
-    ///         window and reveal grace are over (0 unless Revealed). Keepers read this rather than copy the rule.
-    function finalizable(uint256 taskId) external view returns (bool ready, uint64 windowEnd) {
-        Task storage t = _tasks[taskId];
-        if (t.status != TaskStatus.Revealed) return (false, 0);
-        windowEnd = _windowEnd(t);
-        ready = t.openDisputes == 0 && block.timestamp > windowEnd && _jobs[t.jobId].status == JobStatus.Active;
-    }
-
-    /// @notice Escrow a job with these parameters needs (the payments of every replica of every task + POSTER_BOND).
-    function escrowFor(uint256 paymentPerTask, uint8 replication, uint32 shards, uint32 rounds)
-        external
-        pure
-        returns (uint256)
-    {
-        return _escrowFor(paymentPerTask, replication, shards, rounds);
-    }
-
-    /// @notice Whether `node` was ever banned from `taskId` (late, lost a dispute, declined): it is never drawn for it
-    ///         again.
-    function isBanned(uint256 taskId, address node) external view returns (bool) {
-        return _everBanned[taskId][node];
-    }
-
-    /// @notice The task's first FAIL_DECLINES invalid-inputs decliners: each bets its share of the poster bond until
-    ///         the task is completed (burned) or the job ends otherwise (released).
-    function invalidDeclinersOf(uint256 taskId) external view returns (address[] memory) {
-        return _invalidDecliners[taskId];
-    }
-
-    /// @notice The most recent bans of a task (the draw's exclusion ring; `isBanned` holds them all).
-    function bannedOf(uint256 taskId) external view returns (address[MAX_BANNED] memory) {
-        return _banned[taskId];
-    }
-
-    /// @inheritdoc IJobRegistry
     function taskContext(uint256 taskId) external view returns (TaskContext memory c) {
         Task storage t = _tasks[taskId];
         if (t.status == TaskStatus.None) revert TaskNotFound(taskId);
@@ -409,12 +346,11 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         }
     }
 
-    /// @notice Any other call runs in TaskMachine's code: its views without a stub here (ITaskViews). TaskMachine has
-    ///         no fallback, so an unknown selector reverts there; every external TaskMachine function is reachable
-    ///         this way, and tests/chain/test_protocol_module.py checks that the only ones without a stub are
-    ///         ITaskViews'.
+    /// @notice Any other call runs in JobViews' code (IJobViews and the other views of jobs, tasks and replicas).
+    ///         JobViews has no fallback, so an unknown selector reverts there; tests/chain/test_protocol_module.py
+    ///         checks that every TaskMachine function has a stub here and JobViews' functions are all views.
     fallback() external {
-        _run();
+        _delegate(views);
     }
 
     // ---------------------------------------------------------------- internals
@@ -422,7 +358,11 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
     /// @dev Runs the same call in TaskMachine's code on this contract's storage and returns (or reverts) with its
     ///      result. msg.sender is kept, so TaskMachine's own access checks apply.
     function _run() private {
-        address target = machine;
+        _delegate(machine);
+    }
+
+    /// @dev Runs the same call in `target`'s code on this contract's storage and returns (or reverts) with its result.
+    function _delegate(address target) private {
         assembly {
             calldatacopy(0, 0, calldatasize())
             let ok := delegatecall(gas(), target, 0, calldatasize(), 0, 0)
@@ -567,19 +507,6 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
 
     function _checkRange(bytes32 name, uint64 value, uint64 least) internal pure {
         if (value < least || value > MAX_WINDOW) revert ParameterOutOfRange(name, value, least, MAX_WINDOW);
-    }
-
-    /// @dev A revealed slot's commitment is not stored (its slot holds the root): it is the hash of what it revealed.
-    function _replicaView(uint256 taskId, uint8 s) internal view returns (Replica memory v) {
-        ReplicaRecord storage r = _replicas[taskId][s];
-        ReplicaRecord storage tr = _traceOf(taskId, s);
-        (v.node, v.status, v.deadline) = (r.node, r.status, r.deadline);
-        if (!r.sharesTrace && r.finalHash == 0) {
-            v.commitment = r.commitOrRoot; // not revealed: the commitment (zero before a commit)
-            return v;
-        }
-        (v.root, v.finalHash, v.resultCid) = (tr.commitOrRoot, tr.finalHash, _cidOf(taskId, s));
-        v.commitment = _resultCommitment(v.root, v.finalHash, v.resultCid, v.node);
     }
 
     /// @dev The slot the caller holds with its result still to come (Assigned or Committed).

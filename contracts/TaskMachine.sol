@@ -290,11 +290,6 @@ contract TaskMachine is JobRegistryBase {
         }
     }
 
-    /// @notice See ITaskViews (reached through JobRegistry's fallback).
-    function epochOf(uint256 taskId) external view onlyDelegated returns (uint32) {
-        return _tasks[taskId].epoch;
-    }
-
     // ---------------------------------------------------------------- internals: checks
 
     /// @dev Caller holds a Committed slot whose reveal window is open, and the commitment opens to these values.

@@ -5,7 +5,7 @@ import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 
-import {IJobRegistry} from "./interfaces/IJobRegistry.sol";
+import {IJobViews} from "./interfaces/IJobRegistry.sol";
 import {INodeRegistry} from "./interfaces/INodeRegistry.sol";
 import {Job, Task, Replica, JobStatus, TaskStatus, ReplicaStatus, ROLE_VERIFIER, BPS} from "./types/VerityTypes.sol";
 import {ZeroAddress, ParameterOutOfRange} from "./errors/CommonErrors.sol";
@@ -86,7 +86,7 @@ contract VerificationFees is ReentrancyGuard {
 
     IERC20 public immutable token;
     INodeRegistry public immutable registry;
-    IJobRegistry public immutable jobs;
+    IJobViews public immutable jobs;
     /// @notice Length of a sampling epoch in seconds.
     uint64 public immutable epochSeconds;
 
@@ -111,7 +111,7 @@ contract VerificationFees is ReentrancyGuard {
     event PotClosed(uint256 indexed jobId, uint64 refundableAt);
     event PotRefunded(uint256 indexed jobId, address indexed submitter, uint256 amount);
 
-    constructor(IERC20 token_, INodeRegistry registry_, IJobRegistry jobs_, uint64 epochSeconds_) {
+    constructor(IERC20 token_, INodeRegistry registry_, IJobViews jobs_, uint64 epochSeconds_) {
         if (address(token_) == address(0)) revert ZeroAddress("token");
         if (address(registry_) == address(0)) revert ZeroAddress("registry");
         if (address(jobs_) == address(0)) revert ZeroAddress("jobs");

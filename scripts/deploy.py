@@ -13,7 +13,7 @@ import click
 from ape import accounts, chain, project
 from ape.cli import ConnectedProviderCommand
 
-from verity.chain.deployments import (DELEGATES, DeployedContract, Deployments, default_path, missing_contracts,
+from verity.chain.deployments import (merged_abi, DeployedContract, Deployments, default_path, missing_contracts,
                                      save_deployments)
 from verity.chain.governance import TIMELOCKED
 from verity.chain.protocol import CONTRACTS, DEVNET_CHAIN_ID, MIN_CLOCK_BLOCKS
@@ -104,17 +104,13 @@ def _abi(contract_container) -> list[dict]:
     return [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in contract_container.contract_type.abi]
 
 
-def _abi_with_delegate_errors(name: str) -> list[dict]:
-    abi = _abi(getattr(project, name))
-    have = {(i["name"], tuple(x["type"] for x in i.get("inputs", []))) for i in abi if i.get("type") == "error"}
-    for delegate in DELEGATES.get(name, ()):
-        container = getattr(project, delegate, None)
-        for item in _abi(container) if container is not None else []:
-            key = (item.get("name"), tuple(x["type"] for x in item.get("inputs", [])))
-            if item.get("type") == "error" and key not in have:
-                have.add(key)
-                abi.append(item)
-    return abi
+def _abi_with_delegates(name: str) -> list[dict]:
+    """`name`'s ABI with what its delegatecall targets add (their errors; JobViews' functions too)."""
+    def abi_of(contract: str) -> list[dict] | None:
+        container = getattr(project, contract, None)
+        return _abi(container) if container is not None else None
+
+    return merged_abi(name, abi_of)
 
 
 def _still_deployed(path: Path) -> bool:
@@ -156,7 +152,7 @@ def cli(network, alias, out, faucet_accounts, force, randomness_delay, fee_epoch
         for acct in accounts.test_accounts[:faucet_accounts]:
             deployed["DevnetFaucet"].drip(acct.address, FAUCET, sender=owner)
 
-    contracts = {name: DeployedContract(address=instance.address, abi=_abi_with_delegate_errors(name), block=start_block)
+    contracts = {name: DeployedContract(address=instance.address, abi=_abi_with_delegates(name), block=start_block)
                  for name, instance in deployed.items()}
     save_deployments(Deployments(chain_id=chain.chain_id, deployer=owner.address, contracts=contracts), path)
     click.echo(f"deployed Verity on chain {chain.chain_id}: " + ", ".join(f"{n}={c.address}" for n, c in contracts.items()))

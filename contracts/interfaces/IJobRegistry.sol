@@ -95,21 +95,39 @@ interface IJobRegistry {
         bytes32 resultCid
     ) external;
 
-    /// @notice The job record.
-    function getJob(uint256 jobId) external view returns (Job memory);
-    /// @notice The task record.
-    function getTask(uint256 taskId) external view returns (Task memory);
-    /// @notice The task's replica slots (length = the job's replication).
-    function getReplicas(uint256 taskId) external view returns (Replica[] memory);
     /// @notice What the DisputeGame needs to know about a task.
     function taskContext(uint256 taskId) external view returns (TaskContext memory);
     /// @notice The result a challenge would dispute now (reverts unless the task is Revealed).
     function claimOf(uint256 taskId) external view returns (Claim memory);
 }
 
-/// @notice TaskMachine's views, reached through JobRegistry's fallback (no stub in JobRegistry: its room is spent).
-interface ITaskViews {
+/// @notice The registry's views of jobs, tasks and replicas: JobViews' code, reached through JobRegistry's fallback
+///         (issue 23, room to grow: the registry's own code goes to rules). Callers hold the registry's address.
+interface IJobViews {
+    /// @notice The job record.
+    function getJob(uint256 jobId) external view returns (Job memory);
+    /// @notice The task record.
+    function getTask(uint256 taskId) external view returns (Task memory);
+    /// @notice The task's replica slots (length = the job's replication).
+    function getReplicas(uint256 taskId) external view returns (Replica[] memory);
     /// @notice The task's epoch: bumps whenever its candidate result changes (disputes of an older epoch are stale).
     ///         The game reads it on every move (issue 23, cheaper disputes: `getTask` cost ~27k gas, this ~5k).
     function epochOf(uint256 taskId) external view returns (uint32);
+    /// @notice One replica slot of a task.
+    function getReplica(uint256 taskId, uint8 slot) external view returns (Replica memory);
+    /// @notice The task id of (jobId, round, index); index == shards is the round's AGGREGATE task.
+    function taskOf(uint256 jobId, uint32 round, uint32 index) external view returns (uint256 taskId);
+    /// @notice Whether `finalize(taskId)` would accept the task now, and when its window and reveal grace end.
+    function finalizable(uint256 taskId) external view returns (bool ready, uint64 windowEnd);
+    /// @notice Escrow a job with these parameters needs.
+    function escrowFor(uint256 paymentPerTask, uint8 replication, uint32 shards, uint32 rounds)
+        external
+        pure
+        returns (uint256);
+    /// @notice Whether `node` was ever banned from `taskId`.
+    function isBanned(uint256 taskId, address node) external view returns (bool);
+    /// @notice The task's invalid-inputs decliners.
+    function invalidDeclinersOf(uint256 taskId) external view returns (address[] memory);
+    /// @notice The most recent bans of a task.
+    function bannedOf(uint256 taskId) external view returns (address[4] memory);
 }

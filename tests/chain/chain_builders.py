@@ -23,7 +23,7 @@ from verity.chain.protocol import (  # noqa: F401  (re-exported for the tests)
     PanelPhase, PinpointProof, PostJobParams, ReplicaStatus, TaskKind, TaskStatus, Verdict, challenge_commitment,
     escrow_for, replica_commitment, vote_commitment,
 )
-from verity.chain.deployments import DELEGATES
+from verity.chain.deployments import merged_abi
 from verity.engine import merkle
 
 E18 = 10**18
@@ -120,30 +120,21 @@ class Trace:
 # ---------------------------------------------------------------- system
 
 
-def delegate_error_abis(project, name: str) -> list:
-    """ethpm error ABIs of `name`'s delegatecall targets that `name`'s own ABI lacks."""
-    have = {e.selector for e in getattr(project, name).contract_type.errors}
-    out = []
-    for delegate in DELEGATES.get(name, ()):
-        container = getattr(project, delegate, None)
-        for e in container.contract_type.errors if container is not None else ():
-            if e.selector not in have:
-                have.add(e.selector)
-                out.append(e)
-    return out
-
-
 def with_delegate_errors(instance, project):
-    """`instance` with its delegatecall targets' errors in its ABI, so `reverts(jobs.ChallengeWindowOpen)` works."""
+    """`instance` with what its delegatecall targets add to its ABI (deployments.merged_abi: their errors, so
+    `reverts(jobs.ChallengeWindowOpen)` works, and JobViews' views, so `jobs.getJob(1)` does)."""
     from ape import chain
     from ape.contracts import ContractInstance
     from ethpm_types import ContractType
 
-    extra = delegate_error_abis(project, instance.contract_type.name)
-    if not extra:
-        return instance
+    def abi_of(name: str) -> list[dict] | None:
+        container = getattr(project, name, None)
+        if container is None:
+            return None
+        return [i.model_dump(mode="json", by_alias=True, exclude_none=True) for i in container.contract_type.abi]
+
     doc = instance.contract_type.model_dump(mode="json", by_alias=True)
-    doc["abi"] = doc["abi"] + [e.model_dump(mode="json", by_alias=True) for e in extra]
+    doc["abi"] = merged_abi(instance.contract_type.name, abi_of)
     merged = ContractType.model_validate(doc)
     chain.contracts.cache_contract_type(instance.address, merged)  # ape decodes reverts by the callee's type
     return ContractInstance(instance.address, merged)

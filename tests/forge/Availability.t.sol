@@ -38,7 +38,7 @@ contract AvailabilityTest is Fixture {
     /// @dev Draws and runs one TRAIN task honestly from its input, then accepts it after its window.
     function _acceptTrain(uint256 taskId, uint8 replication) internal {
         _drawIfOpen(taskId);
-        bytes32[] memory h = _honest(jobs.getTask(taskId).inputHash, 4);
+        bytes32[] memory h = _honest(views.getTask(taskId).inputHash, 4);
         if (replication == 1) _submit(taskId, _replica(taskId, 0).node, h);
         else _runReplicated(taskId, h, h);
         _finalizeAfterWindow(taskId);
@@ -46,9 +46,9 @@ contract AvailabilityTest is Fixture {
 
     /// @dev Every shard task of `round`, drawn, run and accepted one after the other.
     function _acceptShards(uint256 jobId, uint32 round) internal {
-        Job memory job = jobs.getJob(jobId);
+        Job memory job = views.getJob(jobId);
         for (uint32 i = 0; i < job.shards; ++i) {
-            _acceptTrain(jobs.taskOf(jobId, round, i), job.replication);
+            _acceptTrain(views.taskOf(jobId, round, i), job.replication);
         }
     }
 
@@ -64,10 +64,10 @@ contract AvailabilityTest is Fixture {
     /// @dev Runs a drawn consumer task honestly (n = 1 for an AGGREGATE, 4 for a TRAIN task) up to Revealed and
     ///      warps past its window: the caller's next call may be `finalize` (vm.expectEmit binds to the next call).
     function _runToFinalizable(uint256 taskId, uint8 replication, uint256 n) internal {
-        bytes32[] memory h = _honest(jobs.getTask(taskId).inputHash, n);
+        bytes32[] memory h = _honest(views.getTask(taskId).inputHash, n);
         if (replication == 1) _submit(taskId, _replica(taskId, 0).node, h);
         else _runReplicated(taskId, h, h);
-        (, uint64 end) = jobs.finalizable(taskId);
+        (, uint64 end) = views.finalizable(taskId);
         vm.warp(uint256(end) + 1);
     }
 
@@ -147,12 +147,12 @@ contract AvailabilityTest is Fixture {
     ///      and the submitter reclaims what is left.
     function test_reportUnavailable_withholdingReplicas_paymentBurned_succeeds() public {
         uint256 jobId = _post(_params(2, 1, 2));
-        uint256 s0 = jobs.taskOf(jobId, 0, 0);
-        uint256 s1 = jobs.taskOf(jobId, 0, 1);
+        uint256 s0 = views.taskOf(jobId, 0, 0);
+        uint256 s1 = views.taskOf(jobId, 0, 1);
         address w0 = _replica(s1, 0).node;
         address w1 = _replica(s1, 1).node;
         _acceptShards(jobId, 0);
-        uint256 agg = jobs.taskOf(jobId, 0, 2);
+        uint256 agg = views.taskOf(jobId, 0, 2);
         _draw(agg);
         _report(agg, 0, 1);
         _report(agg, 1, 1);
@@ -168,7 +168,7 @@ contract AvailabilityTest is Fixture {
         emit IJobEscrow.EscrowBurned(jobId, PAYMENT);
         jobs.finalize(agg);
 
-        assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
+        assertEq(uint8(views.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
         _assertPaid(_ids(s0, agg), 2, "shard 0 and the AGGREGATE paid, shard 1 not");
         assertEq(supply - token.totalSupply(), 2 * PAYMENT, "shard 1's two payments burned");
         for (uint8 s = 0; s < 2; ++s) {
@@ -192,10 +192,10 @@ contract AvailabilityTest is Fixture {
     ///      nothing. The verdict is the AND over the accepted holders: shard 1 is paid, nothing burned.
     function test_reportUnavailable_singleLiar_cannotBurnHonestPay_succeeds() public {
         uint256 jobId = _post(_params(2, 1, 2));
-        uint256 s0 = jobs.taskOf(jobId, 0, 0);
-        uint256 s1 = jobs.taskOf(jobId, 0, 1);
+        uint256 s0 = views.taskOf(jobId, 0, 0);
+        uint256 s1 = views.taskOf(jobId, 0, 1);
         _acceptShards(jobId, 0);
-        uint256 agg = jobs.taskOf(jobId, 0, 2);
+        uint256 agg = views.taskOf(jobId, 0, 2);
         _draw(agg);
         _report(agg, 0, 1);
         _report(agg, 0, 0); // the liar flags every input
@@ -215,11 +215,11 @@ contract AvailabilityTest is Fixture {
     ///      its chance to be paid for nothing and gains it nothing.
     function test_reportUnavailable_optimisticSingleConsumer_burnsShardPay_succeeds() public {
         uint256 jobId = _post(_params(2, 1, 1));
-        uint256 s0 = jobs.taskOf(jobId, 0, 0);
-        uint256 s1 = jobs.taskOf(jobId, 0, 1);
+        uint256 s0 = views.taskOf(jobId, 0, 0);
+        uint256 s1 = views.taskOf(jobId, 0, 1);
         address solver1 = _replica(s1, 0).node;
         _acceptShards(jobId, 0);
-        uint256 agg = jobs.taskOf(jobId, 0, 2);
+        uint256 agg = views.taskOf(jobId, 0, 2);
         _draw(agg);
         _report(agg, 0, 1);
         _runToFinalizable(agg, 1, 1);
@@ -239,8 +239,8 @@ contract AvailabilityTest is Fixture {
     /// @dev A shard's replicas get nothing at their own acceptance; the round's AGGREGATE acceptance pays them.
     function test_finalize_shardPaymentDeferredToAggregate_succeeds() public {
         uint256 jobId = _post(_params(2, 1, 2));
-        uint256 s0 = jobs.taskOf(jobId, 0, 0);
-        uint256 s1 = jobs.taskOf(jobId, 0, 1);
+        uint256 s0 = views.taskOf(jobId, 0, 0);
+        uint256 s1 = views.taskOf(jobId, 0, 1);
         uint256 escrowed = escrow.escrowOf(jobId);
         _acceptTrain(s0, 2);
         assertEq(uint8(_status(s0)), uint8(TaskStatus.Accepted), "shard 0 accepted");
@@ -259,26 +259,26 @@ contract AvailabilityTest is Fixture {
     ///      the next round's tasks consume it.
     function test_finalize_lastAggregatePaidAtOwnAcceptance_succeeds() public {
         uint256 jobId = _post(_params(1, 2, 2));
-        uint256 s0 = jobs.taskOf(jobId, 0, 0);
+        uint256 s0 = views.taskOf(jobId, 0, 0);
         uint256 escrowed = escrow.escrowOf(jobId);
         _acceptShards(jobId, 0);
         uint256 agg0 = _acceptAggregate(jobId, 0);
-        assertEq(jobs.getJob(jobId).currentRound, 1, "round 1");
+        assertEq(views.getJob(jobId).currentRound, 1, "round 1");
         assertEq(escrowed - escrow.escrowOf(jobId), 2 * PAYMENT, "round 0's AGGREGATE waits for its consumers");
         _assertPaid(_ids(s0), 2, "only the shard paid");
         _heartbeatAll();
-        uint256 t1 = jobs.taskOf(jobId, 1, 0);
+        uint256 t1 = views.taskOf(jobId, 1, 0);
         _acceptTrain(t1, 2);
         _assertPaid(_ids(s0, agg0), 2, "round 0's AGGREGATE paid when round 1's last shard is accepted");
-        uint256 agg1 = jobs.taskOf(jobId, 1, 1);
+        uint256 agg1 = views.taskOf(jobId, 1, 1);
         _heartbeatAll();
         _draw(agg1);
-        bytes32[] memory h = _honest(jobs.getTask(agg1).inputHash, 1);
+        bytes32[] memory h = _honest(views.getTask(agg1).inputHash, 1);
         _runReplicated(agg1, h, h);
         assertEq(uint8(_status(agg1)), uint8(TaskStatus.Revealed), "waiting out its window");
         _assertPaid(_ids(s0, agg0), 2, "nothing of round 1 paid before its AGGREGATE is accepted");
         _finalizeAfterWindow(agg1);
-        assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
+        assertEq(uint8(views.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
         _assertPaid(_ids(s0, agg0, t1, agg1), 2, "the last AGGREGATE paid at its own acceptance");
         assertEq(escrow.escrowOf(jobId), jobs.POSTER_BOND(), "every payment went out");
         _assertConserved();
@@ -290,9 +290,9 @@ contract AvailabilityTest is Fixture {
     function _roundOneDrawn() internal returns (uint256 jobId, uint256 agg0, uint256 t10, uint256 t11) {
         jobId = _post(_params(2, 2, 2));
         _runRoundHonest(jobId, 0);
-        agg0 = jobs.taskOf(jobId, 0, 2);
-        t10 = jobs.taskOf(jobId, 1, 0);
-        t11 = jobs.taskOf(jobId, 1, 1);
+        agg0 = views.taskOf(jobId, 0, 2);
+        t10 = views.taskOf(jobId, 1, 0);
+        t11 = views.taskOf(jobId, 1, 1);
         _heartbeatAll();
         _drawIfOpen(t10);
         _drawIfOpen(t11);
@@ -302,8 +302,8 @@ contract AvailabilityTest is Fixture {
     ///      last shard is accepted (not at the first one), and round 1 goes on (its tasks recomputed the input).
     function test_reportUnavailable_everyRoundTaskFlagsAggregate_burnsIt_succeeds() public {
         (uint256 jobId, uint256 agg0, uint256 t10, uint256 t11) = _roundOneDrawn();
-        uint256 s00 = jobs.taskOf(jobId, 0, 0);
-        uint256 s01 = jobs.taskOf(jobId, 0, 1);
+        uint256 s00 = views.taskOf(jobId, 0, 0);
+        uint256 s01 = views.taskOf(jobId, 0, 1);
         for (uint8 s = 0; s < 2; ++s) {
             _report(t10, s, 0);
             _report(t11, s, 0);
@@ -324,7 +324,7 @@ contract AvailabilityTest is Fixture {
         assertEq(escrowed - escrow.escrowOf(jobId), 2 * PAYMENT, "burned from the job's escrow");
         _assertPaid(_ids(s00, s01), 2, "round 0's shards paid, its AGGREGATE not");
         uint256 agg1 = _acceptAggregate(jobId, 1);
-        assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
+        assertEq(uint8(views.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
         _assertPaid(_ids(s00, s01, t10, t11, agg1), 2, "round 1 paid");
         assertEq(escrow.escrowOf(jobId), jobs.POSTER_BOND(), "12 payments: 10 paid, 2 burned");
         _assertConserved();
@@ -334,8 +334,8 @@ contract AvailabilityTest is Fixture {
     ///      available to someone, so it is paid.
     function test_reportUnavailable_oneRoundTaskSilent_aggregatePaid_succeeds() public {
         (uint256 jobId, uint256 agg0, uint256 t10, uint256 t11) = _roundOneDrawn();
-        uint256 s00 = jobs.taskOf(jobId, 0, 0);
-        uint256 s01 = jobs.taskOf(jobId, 0, 1);
+        uint256 s00 = views.taskOf(jobId, 0, 0);
+        uint256 s01 = views.taskOf(jobId, 0, 1);
         _report(t10, 0, 0);
         _report(t10, 1, 0);
         _report(t11, 0, 0); // one holder of t11 flags it too, the other fetched it: t11's verdict is "available"
@@ -354,7 +354,7 @@ contract AvailabilityTest is Fixture {
     function test_reportUnavailable_aggregateIndexPastShards_reverts() public {
         uint256 jobId = _post(_params(2, 1, 2));
         _acceptShards(jobId, 0);
-        uint256 agg = jobs.taskOf(jobId, 0, 2);
+        uint256 agg = views.taskOf(jobId, 0, 2);
         _draw(agg);
         vm.prank(_replica(agg, 0).node);
         vm.expectRevert(abi.encodeWithSelector(NoSuchInput.selector, agg, uint32(2), uint32(2)));
@@ -363,7 +363,7 @@ contract AvailabilityTest is Fixture {
 
     function test_reportUnavailable_roundZeroTrainHasNoInput_reverts() public {
         uint256 jobId = _post(_params(2, 1, 2));
-        uint256 s0 = jobs.taskOf(jobId, 0, 0);
+        uint256 s0 = views.taskOf(jobId, 0, 0);
         vm.prank(_replica(s0, 0).node);
         vm.expectRevert(abi.encodeWithSelector(NoSuchInput.selector, s0, uint32(0), uint32(0)));
         jobs.reportUnavailable(s0, 0); // its input is the poster's initial state, not a node's result
@@ -379,14 +379,14 @@ contract AvailabilityTest is Fixture {
     function test_reportUnavailable_nonHolder_reverts() public {
         uint256 jobId = _post(_params(2, 1, 2));
         _acceptShards(jobId, 0);
-        uint256 agg = jobs.taskOf(jobId, 0, 2);
+        uint256 agg = views.taskOf(jobId, 0, 2);
         _draw(agg);
         address outsider = _outsider(agg);
         vm.prank(outsider);
         vm.expectRevert(abi.encodeWithSelector(NotReplica.selector, agg, outsider, ReplicaStatus.Assigned));
         jobs.reportUnavailable(agg, 0);
         // A shard's own replica is no holder of the AGGREGATE either (unless drawn for it).
-        address shardNode = _replica(jobs.taskOf(jobId, 0, 1), 0).node;
+        address shardNode = _replica(views.taskOf(jobId, 0, 1), 0).node;
         if (shardNode != _replica(agg, 0).node && shardNode != _replica(agg, 1).node) {
             vm.prank(shardNode);
             vm.expectRevert(abi.encodeWithSelector(NotReplica.selector, agg, shardNode, ReplicaStatus.Assigned));
@@ -399,14 +399,14 @@ contract AvailabilityTest is Fixture {
     function test_reportUnavailable_afterReveal_reverts() public {
         uint256 jobId = _post(_params(2, 1, 2));
         _acceptShards(jobId, 0);
-        uint256 agg = jobs.taskOf(jobId, 0, 2);
+        uint256 agg = views.taskOf(jobId, 0, 2);
         _draw(agg);
         address a = _replica(agg, 0).node;
         address b = _replica(agg, 1).node;
-        bytes32[] memory h = _honest(jobs.getTask(agg).inputHash, 1);
+        bytes32[] memory h = _honest(views.getTask(agg).inputHash, 1);
         _commit(agg, a, h);
         _report(agg, 0, 1); // committed: still to come
-        _commit(agg, b, _trace(jobs.getTask(agg).inputHash, 1, "other", 1)); // a's reveal does not reveal b's
+        _commit(agg, b, _trace(views.getTask(agg).inputHash, 1, "other", 1)); // a's reveal does not reveal b's
         _reveal(agg, a, h);
         vm.prank(a);
         vm.expectRevert(abi.encodeWithSelector(NotReplica.selector, agg, a, ReplicaStatus.Assigned));
@@ -417,10 +417,10 @@ contract AvailabilityTest is Fixture {
     function test_reportUnavailable_afterSubmit_reverts() public {
         uint256 jobId = _post(_params(2, 1, 1));
         _acceptShards(jobId, 0);
-        uint256 agg = jobs.taskOf(jobId, 0, 2);
+        uint256 agg = views.taskOf(jobId, 0, 2);
         _draw(agg);
         address solver = _replica(agg, 0).node;
-        _submit(agg, solver, _honest(jobs.getTask(agg).inputHash, 1));
+        _submit(agg, solver, _honest(views.getTask(agg).inputHash, 1));
         vm.prank(solver);
         vm.expectRevert(abi.encodeWithSelector(NotReplica.selector, agg, solver, ReplicaStatus.Assigned));
         jobs.reportUnavailable(agg, 1);
@@ -428,7 +428,7 @@ contract AvailabilityTest is Fixture {
 
     function test_reportUnavailable_jobNotActive_reverts() public {
         uint256 jobId = _postOnly(_params(1, 1, 2));
-        uint256 s0 = jobs.taskOf(jobId, 0, 0);
+        uint256 s0 = views.taskOf(jobId, 0, 0);
         vm.prank(submitter);
         jobs.cancelJob(jobId); // nothing was ever assigned
         vm.prank(nodes[0]);
@@ -439,7 +439,7 @@ contract AvailabilityTest is Fixture {
     function test_reportUnavailable_completedJob_reverts() public {
         uint256 jobId = _post(_params(1, 1, 2));
         _runRoundHonest(jobId, 0);
-        uint256 agg = jobs.taskOf(jobId, 0, 1);
+        uint256 agg = views.taskOf(jobId, 0, 1);
         vm.prank(_replica(agg, 0).node);
         vm.expectRevert(abi.encodeWithSelector(JobNotActive.selector, jobId, JobStatus.Completed));
         jobs.reportUnavailable(agg, 0);
@@ -457,14 +457,14 @@ contract AvailabilityTest is Fixture {
     ///      the mask reset it is {0} AND {1} = {}: every shard is paid. The old holder cannot report any more.
     function test_reportUnavailable_redrawnSlotStartsEmpty_succeeds() public {
         uint256 jobId = _post(_params(2, 1, 2));
-        uint256 s0 = jobs.taskOf(jobId, 0, 0);
-        uint256 s1 = jobs.taskOf(jobId, 0, 1);
+        uint256 s0 = views.taskOf(jobId, 0, 0);
+        uint256 s1 = views.taskOf(jobId, 0, 1);
         _acceptShards(jobId, 0);
-        uint256 agg = jobs.taskOf(jobId, 0, 2);
+        uint256 agg = views.taskOf(jobId, 0, 2);
         _draw(agg);
         address old = _replica(agg, 0).node;
         address b = _replica(agg, 1).node;
-        bytes32[] memory h = _honest(jobs.getTask(agg).inputHash, 1);
+        bytes32[] memory h = _honest(views.getTask(agg).inputHash, 1);
         _report(agg, 0, 1);
         _report(agg, 1, 1);
         _commit(agg, b, h);
@@ -481,7 +481,7 @@ contract AvailabilityTest is Fixture {
         _reveal(agg, fresh, h); // the last to commit: reveals b's equal commitment with its own
         uint256 supply = token.totalSupply();
         _finalizeAfterWindow(agg);
-        assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
+        assertEq(uint8(views.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
         assertEq(token.totalSupply(), supply, "nothing burned: the old holder's report died with its slot");
         _assertPaid(_ids(s0, s1, agg), 2, "every shard paid");
         _assertConserved();
@@ -493,11 +493,11 @@ contract AvailabilityTest is Fixture {
     ///      exist, so its replicas are paid without an availability verdict; the rest is refunded.
     function test_cancelJob_acceptedShardOtherStarved_paysAcceptedShard_succeeds() public {
         uint256 jobId = _postOnly(_params(2, 1, 2));
-        uint256 s0 = jobs.taskOf(jobId, 0, 0);
-        uint256 s1 = jobs.taskOf(jobId, 0, 1);
+        uint256 s0 = views.taskOf(jobId, 0, 0);
+        uint256 s1 = views.taskOf(jobId, 0, 1);
         _acceptTrain(s0, 2);
         assertEq(_paidToNodes(), 0, "deferred while the job runs");
-        vm.warp(uint256(jobs.getTask(s1).openSince) + jobs.assignmentTimeout() + 1);
+        vm.warp(uint256(views.getTask(s1).openSince) + jobs.assignmentTimeout() + 1);
         uint256 escrowed = escrow.escrowOf(jobId);
         uint256 before = token.balanceOf(submitter);
         vm.expectEmit(true, false, false, true, address(jobs));

@@ -30,10 +30,10 @@ contract BansTest is Fixture {
             seen[i] = node;
             vm.prank(node);
             jobs.decline(1, false);
-            assertTrue(jobs.isBanned(1, node), "banned");
+            assertTrue(views.isBanned(1, node), "banned");
         }
         assertEq(uint8(_status(1)), uint8(TaskStatus.Open), "still waiting for an eligible node");
-        uint256 target = randomness.targetOf(jobs.getTask(1).drawRequest);
+        uint256 target = randomness.targetOf(views.getTask(1).drawRequest);
         vm.roll(target + 1);
         vm.expectRevert(abi.encodeWithSelector(NoEligibleNode.selector, 1));
         jobs.assign(1);

@@ -48,7 +48,7 @@ contract BusyDrawsTest is Fixture {
         uint256 jobId = _postOnly(p);
         for (uint256 attempt = 0; attempt < 4; ++attempt) {
             for (uint32 i = 0; i < SYBILS; ++i) {
-                uint256 taskId = jobs.taskOf(jobId, 0, i);
+                uint256 taskId = views.taskOf(jobId, 0, i);
                 if (_status(taskId) == TaskStatus.Open) _tryDraw(taskId);
             }
             _nextEpoch();
@@ -72,7 +72,7 @@ contract BusyDrawsTest is Fixture {
         assertEq(busy, SYBILS, "every sybil is busy in the attacker's job");
         uint256 full;
         for (uint256 j = 0; j < 20; ++j) {
-            uint256 taskId = jobs.taskOf(_post(_params(1, 1, 2)), 0, 0);
+            uint256 taskId = views.taskOf(_post(_params(1, 1, 2)), 0, 0);
             if (_status(taskId) != TaskStatus.Assigned) continue;
             assertFalse(_isSybil(_replica(taskId, 0).node) || _isSybil(_replica(taskId, 1).node), "an honest pair");
             ++full;

@@ -97,7 +97,7 @@ contract ChainWindowsTest is Fixture {
     ///         (grace 48 s = 4 blocks = 25 % of the 192-s minimum window), and not after.
     function test_decline_twelveSecondBlocks_landsInEachGraceBlock_succeeds() public {
         _twelveSecondChain();
-        uint256 taskId = jobs.taskOf(_post(_params(1, 1, 2)), 0, 0);
+        uint256 taskId = views.taskOf(_post(_params(1, 1, 2)), 0, 0);
         address node = _replica(taskId, 0).node;
         uint256 assignedAt = block.timestamp;
         uint256 landed;

@@ -37,7 +37,7 @@ contract CoDefenderTest is DisputeFixture {
         p.checkpointInterval = k;
         p.stepsPerRound = 4 * k;
         jobId = _post(p);
-        taskId = jobs.taskOf(jobId, 0, 0);
+        taskId = views.taskOf(jobId, 0, 0);
         defender = _replica(taskId, 0).node;
         co = _replica(taskId, 1).node;
         _runReplicated(taskId, h, h);
@@ -296,7 +296,7 @@ contract CoDefenderTest is DisputeFixture {
         assertEq(uint8(_replica(taskId, 1).status), uint8(ReplicaStatus.Slashed), "submitter's replica slashed");
         assertEq(locked - registry.getNode(h).locked, TASK_STAKE, "spared stake unlocked");
         assertEq(registry.getNode(h).stake, NODE_STAKE, "not slashed");
-        assertEq(jobs.getTask(taskId).candidate, sybil, "sybil's result is only a candidate");
+        assertEq(views.getTask(taskId).candidate, sybil, "sybil's result is only a candidate");
         vm.warp(block.timestamp + 1_000);
         _recordBalances();
         jobs.finalize(taskId);

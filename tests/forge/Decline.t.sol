@@ -19,7 +19,7 @@ contract DeclineTest is Fixture {
     }
 
     function _grace() internal view returns (uint256) {
-        return (uint256(jobs.getJob(1).executionWindow) * jobs.DECLINE_GRACE_BPS()) / 10_000;
+        return (uint256(views.getJob(1).executionWindow) * jobs.DECLINE_GRACE_BPS()) / 10_000;
     }
 
     function test_decline_withinGrace_unslashedBannedAndRedrawn_succeeds() public {
@@ -32,12 +32,12 @@ contract DeclineTest is Fixture {
         emit IJobRegistry.ReplicaDeclined(1, node, 0);
         vm.prank(node);
         jobs.decline(1, false);
-        assertEq(registry.freeStake(node), freeBefore + jobs.getJob(1).stakePerReplica, "stake released");
+        assertEq(registry.freeStake(node), freeBefore + views.getJob(1).stakePerReplica, "stake released");
         assertEq(registry.getNode(node).stake, stakeBefore, "not slashed");
         assertEq(lens.reputationOf(node).tasksLate, 0, "not counted late");
         assertEq(uint8(_replica(1, 0).status), uint8(ReplicaStatus.Voided), "slot emptied");
         assertEq(uint8(_status(1)), uint8(TaskStatus.Open), "slot to be drawn again");
-        assertEq(jobs.bannedOf(1)[0], node, "never drawn for this task again");
+        assertEq(views.bannedOf(1)[0], node, "never drawn for this task again");
         _draw(1);
         assertEq(uint8(_status(1)), uint8(TaskStatus.Assigned), "redrawn");
         assertTrue(_replica(1, 0).node != node && _replica(1, 1).node != node, "the decliner came back");

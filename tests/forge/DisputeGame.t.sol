@@ -34,7 +34,7 @@ contract DisputeGameTest is DisputeFixture {
         assertEq(d.mid, 2, "mid of [0,4]");
         assertEq(uint8(d.phase), uint8(DisputePhase.Bisect0), "bisect");
         assertEq(game.disputeOfTask(taskId), id, "open contest");
-        assertEq(d.epoch, jobs.getTask(taskId).epoch, "epoch snapshot");
+        assertEq(d.epoch, views.getTask(taskId).epoch, "epoch snapshot");
         assertEq(d.coDefender, address(0), "no co-defender in a contest");
     }
 
@@ -81,7 +81,7 @@ contract DisputeGameTest is DisputeFixture {
         bytes32[] memory hE = _honest(INPUT, 4);
         hE[1] = keccak256("hidden divergence");
         jobId = _post(_params(1, 1, 2));
-        taskId = jobs.taskOf(jobId, 0, 0);
+        taskId = views.taskOf(jobId, 0, 0);
         honest = _replica(taskId, 0).node;
         cheater = _replica(taskId, 1).node;
         _runReplicated(taskId, hH, hE);
@@ -125,7 +125,7 @@ contract DisputeGameTest is DisputeFixture {
         assertEq(lens.reputationOf(honest).disputesWon, 1, "won++");
         // P3: the winner's result is only a candidate with a fresh window.
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Revealed), "candidate, not accepted");
-        assertEq(jobs.getTask(taskId).epoch, d.epoch + 1, "new epoch");
+        assertEq(views.getTask(taskId).epoch, d.epoch + 1, "new epoch");
         assertEq(game.disputeOfTask(taskId), 0, "contest closed");
         assertTrue(_conserved(), "conserved");
         assertTrue(_gameSolvent(), "game solvent");
@@ -318,7 +318,7 @@ contract DisputeGameTest is DisputeFixture {
 
     function test_openDispute_notContested_reverts() public {
         jobId = _post(_params(1, 1, 2));
-        uint256 t = jobs.taskOf(jobId, 0, 0);
+        uint256 t = views.taskOf(jobId, 0, 0);
         vm.expectRevert(abi.encodeWithSelector(TaskNotDisputable.selector, t, TaskStatus.Assigned));
         game.openDispute(t);
     }
@@ -467,7 +467,7 @@ contract DisputeGameTest is DisputeFixture {
         PostJobParams memory p = _params(1, 1, 2);
         p.stakePerReplica = stakeAmt;
         jobId = _post(p);
-        taskId = jobs.taskOf(jobId, 0, 0);
+        taskId = views.taskOf(jobId, 0, 0);
         honest = _replica(taskId, 0).node;
         cheater = _replica(taskId, 1).node;
         _runReplicated(taskId, hH, hC);
@@ -509,7 +509,7 @@ contract DisputeGameRealPanelTest is Fixture {
         (sH[0], sH[1], sH[2]) = (hH[2], keccak256("honest step 5"), hH[3]);
         (sC[0], sC[1], sC[2]) = (hH[2], keccak256("bad step 5"), hC[3]);
         uint256 jobId = _post(_params(1, 1, 2));
-        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        uint256 taskId = views.taskOf(jobId, 0, 0);
         address honest = _replica(taskId, 0).node;
         address cheater = _replica(taskId, 1).node;
         _runReplicated(taskId, hH, hC);
@@ -554,7 +554,7 @@ contract DisputeGameRealPanelTest is Fixture {
         bytes32[] memory hH = _honest(INPUT, 4);
         bytes32[] memory hC = _trace(INPUT, 4, "bad", 3);
         uint256 jobId = _post(_params(1, 1, 1));
-        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        uint256 taskId = views.taskOf(jobId, 0, 0);
         address solver = _replica(taskId, 0).node;
         _submit(taskId, solver, hC);
         address v1 = nodes[0] == solver ? nodes[1] : nodes[0];
@@ -590,7 +590,7 @@ contract DisputeGameRealPanelTest is Fixture {
         bytes32[] memory hH = _honest(INPUT, 4);
         bytes32[] memory hC = _trace(INPUT, 4, "bad", 3);
         uint256 jobId = _post(_params(1, 1, 1));
-        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        uint256 taskId = views.taskOf(jobId, 0, 0);
         address solver = _replica(taskId, 0).node;
         _submit(taskId, solver, hC);
         address v = nodes[0] == solver ? nodes[1] : nodes[0];

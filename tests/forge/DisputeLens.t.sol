@@ -19,7 +19,7 @@ contract DisputeLensTest is DisputeFixture {
         assertEq(uint8(d.outcome), uint8(DisputeOutcome.None), "outcome");
         assertFalse(d.optimistic, "a replicated contest");
         assertEq(d.level, 1, "level: the step traces");
-        assertEq(d.epoch, jobs.getTask(taskId).epoch, "epoch");
+        assertEq(d.epoch, views.getTask(taskId).epoch, "epoch");
         assertEq(d.n, 4, "n");
         assertEq(d.k, 2, "k");
         assertEq(d.segment, 2, "segment pinpointed");

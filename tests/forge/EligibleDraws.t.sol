@@ -40,7 +40,7 @@ contract EligibleDrawsTest is Fixture {
         }
         for (uint256 j = 0; j < 20; ++j) {
             uint256 jobId = _post(_params(1, 1, 2));
-            uint256 taskId = jobs.taskOf(jobId, 0, 0);
+            uint256 taskId = views.taskOf(jobId, 0, 0);
             assertEq(uint8(_status(taskId)), uint8(TaskStatus.Assigned), "both replicas drawn");
             assertFalse(_isSybil(_replica(taskId, 0).node) || _isSybil(_replica(taskId, 1).node), "an honest pair");
             for (uint256 k = 0; k < nodes.length; ++k) {

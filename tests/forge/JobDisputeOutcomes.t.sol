@@ -42,14 +42,14 @@ contract JobDisputeOutcomesTest is Fixture {
 
     function _optimisticTask() internal returns (uint256 jobId, uint256 taskId, address solver) {
         jobId = _post(_params(1, 1, 1));
-        taskId = jobs.taskOf(jobId, 0, 0);
+        taskId = views.taskOf(jobId, 0, 0);
         solver = _replica(taskId, 0).node;
         _submit(taskId, solver, _trace(INPUT, 4, "wrong", 3));
     }
 
     function _contestedTask() internal returns (uint256 taskId, address a, address b) {
         uint256 jobId = _post(_params(1, 1, 2));
-        taskId = jobs.taskOf(jobId, 0, 0);
+        taskId = views.taskOf(jobId, 0, 0);
         a = _replica(taskId, 0).node;
         b = _replica(taskId, 1).node;
         _runReplicated(taskId, _honest(INPUT, 4), _trace(INPUT, 4, "bad", 3));
@@ -67,7 +67,7 @@ contract JobDisputeOutcomesTest is Fixture {
     function _openChallenge(uint256 taskId, address challenger) internal {
         vm.startPrank(address(game));
         registry.lock(challenger, TASK_STAKE);
-        jobs.onChallenge(taskId, jobs.getTask(taskId).epoch, uint64(block.timestamp));
+        jobs.onChallenge(taskId, views.getTask(taskId).epoch, uint64(block.timestamp));
         vm.stopPrank();
     }
 
@@ -82,7 +82,7 @@ contract JobDisputeOutcomesTest is Fixture {
         uint256 n = h.length - 1;
         jobs.onDisputeSettled(
             taskId,
-            jobs.getTask(taskId).epoch,
+            views.getTask(taskId).epoch,
             o,
             challenger,
             Merkle.rootOf(h),
@@ -103,7 +103,7 @@ contract JobDisputeOutcomesTest is Fixture {
     }
 
     function _isBanned(uint256 taskId, address node) internal view returns (bool) {
-        address[4] memory b = jobs.bannedOf(taskId);
+        address[4] memory b = views.bannedOf(taskId);
         for (uint256 i = 0; i < 4; ++i) {
             if (b[i] == node) return true;
         }
@@ -113,7 +113,7 @@ contract JobDisputeOutcomesTest is Fixture {
     function test_finalize_p1OpenDisputePending_reverts() public {
         (, uint256 taskId, address solver) = _optimisticTask();
         _openChallenge(taskId, _outsider(solver, address(0), address(0)));
-        Task memory t = jobs.getTask(taskId);
+        Task memory t = views.getTask(taskId);
         vm.warp(uint256(t.challengeDeadline) + jobs.defaultRevealWindow() + 1);
         vm.expectRevert(abi.encodeWithSelector(DisputesPending.selector, taskId, uint32(1)));
         jobs.finalize(taskId);
@@ -130,17 +130,17 @@ contract JobDisputeOutcomesTest is Fixture {
         emit JobRegistryBase.OpenDisputesChanged(taskId, 0, 2);
         vm.prank(address(game));
         jobs.onChallenge(taskId, 0, uint64(block.timestamp));
-        assertEq(jobs.getTask(taskId).openDisputes, 2, "both count");
+        assertEq(views.getTask(taskId).openDisputes, 2, "both count");
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Revealed), "still a claim in its window");
         bytes32[] memory h = _honest(INPUT, 4);
         _settle(taskId, DisputeOutcome.DefenderWins, c1, _list(c1), h); // a lost challenge ...
-        vm.warp(uint256(jobs.getTask(taskId).challengeDeadline) + jobs.defaultRevealWindow() + 1);
+        vm.warp(uint256(views.getTask(taskId).challengeDeadline) + jobs.defaultRevealWindow() + 1);
         vm.expectRevert(abi.encodeWithSelector(DisputesPending.selector, taskId, uint32(1)));
         jobs.finalize(taskId); // ... does not end the others (P1)
         vm.prank(address(game));
         registry.unlock(c2, TASK_STAKE); // a voided challenger gets its stake back from the game
         _settle(taskId, DisputeOutcome.Voided, c2, new address[](0), h);
-        assertEq(jobs.getTask(taskId).openDisputes, 0, "none open");
+        assertEq(views.getTask(taskId).openDisputes, 0, "none open");
         _recordBalances();
         jobs.finalize(taskId);
         assertEq(_paidSince(solver), 0, "P10: paid only once the AGGREGATE is accepted");
@@ -151,20 +151,20 @@ contract JobDisputeOutcomesTest is Fixture {
 
     function test_onChallenge_p1RevealAtGraceEnd_succeeds() public {
         (, uint256 taskId, address solver) = _optimisticTask();
-        uint64 deadline = jobs.getTask(taskId).challengeDeadline;
+        uint64 deadline = views.getTask(taskId).challengeDeadline;
         uint256 end = uint256(deadline) + jobs.defaultRevealWindow();
         vm.warp(end);
         vm.expectRevert(abi.encodeWithSelector(ChallengeWindowOpen.selector, taskId, uint64(end)));
         jobs.finalize(taskId); // nobody can finalize in the block where a committed challenge is still revealable
         vm.prank(address(game));
         jobs.onChallenge(taskId, 0, deadline);
-        assertEq(jobs.getTask(taskId).openDisputes, 1, "counted");
+        assertEq(views.getTask(taskId).openDisputes, 1, "counted");
         solver;
     }
 
     function test_onChallenge_p1RevealAfterGrace_reverts() public {
         (, uint256 taskId,) = _optimisticTask();
-        uint64 deadline = jobs.getTask(taskId).challengeDeadline;
+        uint64 deadline = views.getTask(taskId).challengeDeadline;
         uint64 end = deadline + uint64(jobs.defaultRevealWindow());
         vm.warp(uint256(end) + 1);
         vm.prank(address(game));
@@ -175,7 +175,7 @@ contract JobDisputeOutcomesTest is Fixture {
 
     function test_onChallenge_p1CommittedAfterDeadline_reverts() public {
         (, uint256 taskId,) = _optimisticTask();
-        uint64 deadline = jobs.getTask(taskId).challengeDeadline;
+        uint64 deadline = views.getTask(taskId).challengeDeadline;
         vm.warp(uint256(deadline) + 1);
         vm.prank(address(game));
         vm.expectRevert(abi.encodeWithSelector(ChallengeCommittedLate.selector, taskId, deadline + 1, deadline));
@@ -191,7 +191,7 @@ contract JobDisputeOutcomesTest is Fixture {
 
     function test_onChallenge_notRevealed_reverts() public {
         uint256 jobId = _post(_params(1, 1, 1));
-        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        uint256 taskId = views.taskOf(jobId, 0, 0);
         vm.prank(address(game));
         vm.expectRevert(abi.encodeWithSelector(UnexpectedTaskStatus.selector, taskId, TaskStatus.Assigned));
         jobs.onChallenge(taskId, 0, uint64(block.timestamp));
@@ -209,7 +209,7 @@ contract JobDisputeOutcomesTest is Fixture {
         _settle(taskId, DisputeOutcome.ChallengerWins, c, new address[](0), h);
         vm.prank(address(game));
         registry.slash(solver, TASK_STAKE, address(game)); // (the game slashes before it settles; order is immaterial)
-        Task memory t = jobs.getTask(taskId);
+        Task memory t = views.getTask(taskId);
         assertEq(uint8(t.status), uint8(TaskStatus.Revealed), "a winner is only a candidate");
         assertEq(t.candidate, c, "candidate");
         assertEq(t.candidateRoot, Merkle.rootOf(h), "root");
@@ -241,12 +241,12 @@ contract JobDisputeOutcomesTest is Fixture {
         _recordBalances();
         _finalizeAfterWindow(taskId);
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "accepted");
-        assertEq(jobs.getTask(taskId).resultCid, keccak256(abi.encode("cid", h[4])), "candidate's cid");
+        assertEq(views.getTask(taskId).resultCid, keccak256(abi.encode("cid", h[4])), "candidate's cid");
         assertEq(_paidSince(c), 0, "P10: paid only once the AGGREGATE is accepted");
         assertEq(_paidSince(solver), 0, "defender unpaid");
         assertEq(lens.reputationOf(c).tasksCompleted, 1, "completed++");
-        uint256 agg = jobs.taskOf(jobId, 0, 1);
-        assertEq(jobs.getTask(agg).inputHash, keccak256(abi.encode(_one(h[4]))), "the round goes on from it");
+        uint256 agg = views.taskOf(jobId, 0, 1);
+        assertEq(views.getTask(agg).inputHash, keccak256(abi.encode(_one(h[4]))), "the round goes on from it");
         for (uint256 i = 0; i < nodes.length; ++i) {
             if (nodes[i] != _replica(agg, 0).node) assertEq(registry.getNode(nodes[i]).locked, 0, "locked = work");
         }
@@ -268,18 +268,18 @@ contract JobDisputeOutcomesTest is Fixture {
         // d's dispute was about epoch 0: whatever it decides, the candidate stands.
         vm.prank(address(game));
         jobs.onDisputeSettled(taskId, 0, DisputeOutcome.ChallengerWins, d, bytes32("r"), bytes32("f"), bytes32("c"));
-        Task memory t = jobs.getTask(taskId);
+        Task memory t = views.getTask(taskId);
         assertEq(t.candidate, c, "candidate unchanged");
         assertEq(t.epoch, 1, "epoch unchanged");
         vm.prank(address(game));
         registry.unlock(d, TASK_STAKE); // the game abandons the stale dispute
         _finalizeAfterWindow(taskId);
-        uint256 agg = jobs.taskOf(jobId, 0, 1);
+        uint256 agg = views.taskOf(jobId, 0, 1);
         bytes32[] memory ha = _honest(keccak256(abi.encode(_one(h[4]))), 1);
         _draw(agg);
         _submit(agg, _replica(agg, 0).node, ha);
         _finalizeAfterWindow(agg);
-        assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
+        assertEq(uint8(views.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
         vm.prank(address(game));
         jobs.onDisputeSettled(taskId, 0, DisputeOutcome.BothLose, d, 0, 0, 0); // still a no-op, no revert
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "accepted stays");
@@ -295,7 +295,7 @@ contract JobDisputeOutcomesTest is Fixture {
         _openChallenge(taskId, d);
         bytes32[] memory h = _honest(INPUT, 4);
         _settle(taskId, DisputeOutcome.ChallengerWins, d, _list(c), h);
-        Task memory t = jobs.getTask(taskId);
+        Task memory t = views.getTask(taskId);
         assertEq(t.candidate, d, "next candidate");
         assertEq(t.epoch, 2, "epoch 2");
         assertTrue(_isBanned(taskId, c), "previous candidate banned");
@@ -311,7 +311,7 @@ contract JobDisputeOutcomesTest is Fixture {
 
     function test_onDisputeSettled_p2SybilPairOverturned_succeeds() public {
         uint256 jobId = _post(_params(1, 1, 2));
-        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        uint256 taskId = views.taskOf(jobId, 0, 0);
         address a = _replica(taskId, 0).node;
         address b = _replica(taskId, 1).node;
         bytes32[] memory wrong = _trace(INPUT, 4, "sybil", 2);
@@ -350,14 +350,14 @@ contract JobDisputeOutcomesTest is Fixture {
         assertEq(uint8(_replica(taskId, 0).status), uint8(ReplicaStatus.Revealed), "winner stays Revealed");
         assertEq(uint8(_replica(taskId, 1).status), uint8(ReplicaStatus.Slashed), "loser slashed");
         assertTrue(_isBanned(taskId, b), "loser banned");
-        assertEq(jobs.getTask(taskId).epoch, 1, "epoch++");
+        assertEq(views.getTask(taskId).epoch, 1, "epoch++");
         Claim memory claim = jobs.claimOf(taskId);
         assertEq(claim.defender, a, "winner defends");
         assertEq(claim.coDefender, address(0), "no co-defender");
         _recordBalances();
         _finalizeAfterWindow(taskId);
         assertEq(_paidSince(a), 0, "P10: paid only once the AGGREGATE is accepted");
-        uint256 agg = _acceptAggregate(jobs.getTask(taskId).jobId, 0);
+        uint256 agg = _acceptAggregate(views.getTask(taskId).jobId, 0);
         assertEq(_paidBesides(a, agg), PAYMENT, "winner paid");
         assertEq(_paidBesides(b, agg), 0, "loser unpaid");
         _assertConserved();
@@ -384,7 +384,7 @@ contract JobDisputeOutcomesTest is Fixture {
         (uint256 taskId, address a, address b) = _contestedTask();
         _settle(taskId, DisputeOutcome.BothLose, a, _list(a, b), _honest(INPUT, 4));
         _draw(taskId);
-        Task memory t = jobs.getTask(taskId);
+        Task memory t = views.getTask(taskId);
         assertEq(uint8(t.status), uint8(TaskStatus.Assigned), "drawn again");
         assertEq(t.epoch, 1, "epoch++");
         assertTrue(_isBanned(taskId, a) && _isBanned(taskId, b), "both banned");
@@ -417,7 +417,7 @@ contract JobDisputeOutcomesTest is Fixture {
         _settle(taskId, DisputeOutcome.BothLose, d, _list(c, d), _trace(INPUT, 4, "d", 2));
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Open), "waits for its draw (P4)");
         _draw(taskId);
-        Task memory t = jobs.getTask(taskId);
+        Task memory t = views.getTask(taskId);
         assertEq(t.candidate, address(0), "candidate cleared");
         assertEq(t.finalHash, 0, "its result cleared");
         assertEq(t.epoch, 2, "epoch++");
@@ -441,7 +441,7 @@ contract JobDisputeOutcomesTest is Fixture {
     ///      view must keep its own values.
     function test_onDisputeSettled_reopenOneSlotKeepsSharedView_succeeds() public {
         uint256 jobId = _post(_params(1, 1, 2));
-        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        uint256 taskId = views.taskOf(jobId, 0, 0);
         address a = _replica(taskId, 0).node;
         address b = _replica(taskId, 1).node;
         bytes32[] memory wrong = _trace(INPUT, 4, "sybil", 2);
@@ -482,7 +482,7 @@ contract JobDisputeOutcomesTest is Fixture {
     function test_cancelJob_releasesCandidateStake_succeeds() public {
         // 5 nodes, 600-token stake: five shards fill every node, the sixth starves.
         uint256 jobId = _post(_withStake(_params(6, 1, 1), 600e18));
-        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        uint256 taskId = views.taskOf(jobId, 0, 0);
         address solver = _replica(taskId, 0).node;
         _submit(taskId, solver, _trace(INPUT, 4, "wrong", 3));
         address c = _newNode(50, ALL_ROLES, NODE_STAKE);
@@ -517,7 +517,7 @@ contract JobDisputeOutcomesTest is Fixture {
     function testFuzz_disputeOutcomes_lockedStakeIsLiveWork_succeeds(uint256 seed, bool replicated) public {
         _addNodes(5);
         uint256 jobId = _post(_params(1, 1, replicated ? 2 : 1));
-        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        uint256 taskId = views.taskOf(jobId, 0, 0);
         for (uint256 step = 0; step < 10; ++step) {
             uint256 r = uint256(keccak256(abi.encode(seed, step)));
             TaskStatus st = _status(taskId);
@@ -563,7 +563,7 @@ contract JobDisputeOutcomesTest is Fixture {
         if (o == DisputeOutcome.DefenderWins || o == DisputeOutcome.BothLose) {
             registry.slash(ch, TASK_STAKE, address(game));
         }
-        jobs.onDisputeSettled(taskId, jobs.getTask(taskId).epoch, o, ch, 0, 0, 0);
+        jobs.onDisputeSettled(taskId, views.getTask(taskId).epoch, o, ch, 0, 0, 0);
         vm.stopPrank();
     }
 
@@ -579,7 +579,7 @@ contract JobDisputeOutcomesTest is Fixture {
         }
         _settleChallengeAsGame(taskId, claim, ch, DisputeOutcome(1 + (r % 4)), r);
         if (late == address(0)) return;
-        if (jobs.getTask(taskId).epoch != claim.epoch || _status(taskId) != TaskStatus.Revealed) {
+        if (views.getTask(taskId).epoch != claim.epoch || _status(taskId) != TaskStatus.Revealed) {
             vm.startPrank(address(game)); // stale: a no-op for the registry; the game abandons it
             jobs.onDisputeSettled(taskId, claim.epoch, DisputeOutcome.ChallengerWins, late, 0, 0, 0);
             registry.unlock(late, TASK_STAKE);
@@ -618,7 +618,7 @@ contract JobDisputeOutcomesTest is Fixture {
     }
 
     function _isReplicated(uint256 taskId) internal view returns (bool) {
-        return jobs.getJob(jobs.getTask(taskId).jobId).replication == 2;
+        return views.getJob(views.getTask(taskId).jobId).replication == 2;
     }
 
     /// @dev locked(node) == stake x (slots it holds Assigned/Committed/Revealed + candidacies not yet accepted), over
@@ -628,14 +628,14 @@ contract JobDisputeOutcomesTest is Fixture {
         for (uint256 i = 0; i < nodes.length; ++i) {
             uint256 live;
             for (uint256 t = 1; t <= count; ++t) {
-                Replica[] memory reps = jobs.getReplicas(t);
+                Replica[] memory reps = views.getReplicas(t);
                 for (uint256 s = 0; s < reps.length; ++s) {
                     ReplicaStatus rs = reps[s].status;
                     bool holds =
                         rs == ReplicaStatus.Assigned || rs == ReplicaStatus.Committed || rs == ReplicaStatus.Revealed;
                     if (holds && reps[s].node == nodes[i]) ++live;
                 }
-                Task memory task = jobs.getTask(t);
+                Task memory task = views.getTask(t);
                 if (task.status == TaskStatus.Revealed && task.candidate == nodes[i]) ++live;
             }
             assertEq(registry.getNode(nodes[i]).locked, live * TASK_STAKE, "locked stake == live work");

@@ -20,14 +20,14 @@ contract JobDrawsTest is Fixture {
     }
 
     function _target(uint256 taskId) internal view returns (uint256) {
-        return randomness.targetOf(jobs.getTask(taskId).drawRequest);
+        return randomness.targetOf(views.getTask(taskId).drawRequest);
     }
 
     function test_postJob_p4RequestsInsteadOfDrawing_succeeds() public {
         vm.expectEmit(true, false, false, true, address(jobs));
         emit IJobRegistry.DrawRequested(1, 1);
         _postOnly(_params(1, 1, 2));
-        Task memory t = jobs.getTask(1);
+        Task memory t = views.getTask(1);
         assertEq(uint8(t.status), uint8(TaskStatus.Open), "open until drawn");
         assertEq(t.drawRequest, 1, "request stored");
         assertEq(_replica(1, 0).node, address(0), "slot 0 drawn at post");
@@ -78,8 +78,8 @@ contract JobDrawsTest is Fixture {
         uint256 jobId = _post(_params(1, 1, 2));
         bytes32[] memory h = _honest(INPUT, 4);
         _runReplicated(1, h, h);
-        Task memory t = jobs.getTask(1);
-        vm.warp(uint256(t.challengeDeadline) + jobs.getJob(jobId).revealWindow + 1);
+        Task memory t = views.getTask(1);
+        vm.warp(uint256(t.challengeDeadline) + views.getJob(jobId).revealWindow + 1);
         uint256 snap = vmx.snapshotState();
         address[2] memory first = _finalizeAndDrawAggregate(jobId, keccak256("randao A"));
         vmx.revertToState(snap);
@@ -92,7 +92,7 @@ contract JobDrawsTest is Fixture {
     function _finalizeAndDrawAggregate(uint256 jobId, bytes32 randao) internal returns (address[2] memory drawn) {
         vm.prevrandao(randao);
         jobs.finalize(1);
-        uint256 agg = jobs.taskOf(jobId, 0, 1);
+        uint256 agg = views.taskOf(jobId, 0, 1);
         assertEq(uint8(_status(agg)), uint8(TaskStatus.Open), "aggregate drawn inside the finalize");
         uint256 target = _target(agg);
         vm.roll(target + 1);
@@ -123,7 +123,7 @@ contract JobDrawsTest is Fixture {
         emit IJobRegistry.DrawRequested(1, 2);
         jobs.assign(1);
         assertEq(uint8(_status(1)), uint8(TaskStatus.Open), "one slot still empty");
-        assertEq(jobs.getTask(1).drawRequest, 2, "fresh request for the empty slot");
+        assertEq(views.getTask(1).drawRequest, 2, "fresh request for the empty slot");
         address only = _replica(1, 0).node == address(0) ? _replica(1, 1).node : _replica(1, 0).node;
         assertEq(only, address(0xB16), "the eligible node drawn");
         _bigNode(0xB17);

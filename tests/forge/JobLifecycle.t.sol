@@ -22,19 +22,19 @@ contract JobLifecycleTest is Fixture {
         uint256 jobId = _post(_params(2, 2, 2));
         uint256 nodesHeld = _nodesHeld();
         _runRoundHonest(jobId, 0);
-        Job memory job = jobs.getJob(jobId);
+        Job memory job = views.getJob(jobId);
         assertEq(job.currentRound, 1, "round advanced");
-        uint256 agg0 = jobs.taskOf(jobId, 0, 2);
-        assertEq(uint8(jobs.getTask(agg0).kind), uint8(TaskKind.Aggregate), "aggregate");
-        assertEq(job.roundInput, jobs.getTask(agg0).finalHash, "round input = aggregate final");
-        assertEq(jobs.getTask(jobs.taskOf(jobId, 1, 0)).inputHash, job.roundInput, "round-1 task input");
+        uint256 agg0 = views.taskOf(jobId, 0, 2);
+        assertEq(uint8(views.getTask(agg0).kind), uint8(TaskKind.Aggregate), "aggregate");
+        assertEq(job.roundInput, views.getTask(agg0).finalHash, "round input = aggregate final");
+        assertEq(views.getTask(views.taskOf(jobId, 1, 0)).inputHash, job.roundInput, "round-1 task input");
 
         _runRoundHonest(jobId, 1);
-        job = jobs.getJob(jobId);
-        uint256 agg1 = jobs.taskOf(jobId, 1, 2);
+        job = views.getJob(jobId);
+        uint256 agg1 = views.taskOf(jobId, 1, 2);
         assertEq(uint8(job.status), uint8(JobStatus.Completed), "completed");
-        assertEq(job.modelHash, jobs.getTask(agg1).finalHash, "model hash");
-        assertEq(job.modelCid, jobs.getTask(agg1).resultCid, "model cid");
+        assertEq(job.modelHash, views.getTask(agg1).finalHash, "model hash");
+        assertEq(job.modelCid, views.getTask(agg1).resultCid, "model cid");
         assertEq(escrow.escrowOf(jobId), jobs.POSTER_BOND(), "all escrow paid out but the poster bond");
 
         for (uint256 i = 0; i < nodes.length; ++i) {
@@ -51,14 +51,14 @@ contract JobLifecycleTest is Fixture {
         uint256 nodesHeld = _nodesHeld();
         _runRoundHonest(jobId, 0);
         _runRoundHonest(jobId, 1);
-        assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
+        assertEq(uint8(views.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
         assertEq(_nodesHeld() - nodesHeld, PAYMENT * 6, "6 payments");
         _assertConserved();
     }
 
     function test_lifecycle_lateCommitReplaced_completes_succeeds() public {
         uint256 jobId = _post(_params(1, 1, 2));
-        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        uint256 taskId = views.taskOf(jobId, 0, 0);
         address late = _replica(taskId, 1).node;
         vm.warp(_replica(taskId, 1).deadline + 1);
         _heartbeatAll();
@@ -71,18 +71,18 @@ contract JobLifecycleTest is Fixture {
         _finalizeAfterWindow(taskId);
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "accepted after replacement");
         bytes32[] memory ha = _honest(keccak256(abi.encode(_one(h[4]))), 1);
-        uint256 agg = jobs.taskOf(jobId, 0, 1);
+        uint256 agg = views.taskOf(jobId, 0, 1);
         _draw(agg);
         _runReplicated(agg, ha, ha);
         _finalizeAfterWindow(agg);
-        assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
+        assertEq(uint8(views.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
         assertEq(escrow.escrowOf(jobId), jobs.POSTER_BOND(), "replacements were paid");
         _assertConserved();
     }
 
     function test_lifecycle_lateRevealDegradesToOptimistic_succeeds() public {
         uint256 jobId = _post(_params(1, 1, 2));
-        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        uint256 taskId = views.taskOf(jobId, 0, 0);
         address a = _replica(taskId, 0).node;
         address b = _replica(taskId, 1).node;
         bytes32[] memory h = _honest(INPUT, 4);
@@ -100,13 +100,13 @@ contract JobLifecycleTest is Fixture {
         _finalizeAfterWindow(taskId);
         assertEq(_paidSince(a), 0, "P10: paid only once the AGGREGATE is accepted");
         _heartbeatAll();
-        uint256 agg = jobs.taskOf(jobId, 0, 1);
+        uint256 agg = views.taskOf(jobId, 0, 1);
         bytes32[] memory ha = _honest(keccak256(abi.encode(_one(h[4]))), 1);
         _draw(agg);
         _runReplicated(agg, ha, ha);
         _recordBalances();
         _finalizeAfterWindow(agg);
-        assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
+        assertEq(uint8(views.getJob(jobId).status), uint8(JobStatus.Completed), "completed");
         assertEq(_paidBesides(a, agg), PAYMENT, "revealer paid");
         assertEq(_paidBesides(b, agg), 0, "late not paid");
         uint256 before = token.balanceOf(submitter);
@@ -119,7 +119,7 @@ contract JobLifecycleTest is Fixture {
 
     function test_lifecycle_optimisticSubmitLate_redrawn_succeeds() public {
         uint256 jobId = _post(_params(1, 1, 1));
-        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        uint256 taskId = views.taskOf(jobId, 0, 0);
         address late = _replica(taskId, 0).node;
         vm.warp(_replica(taskId, 0).deadline + 1);
         _heartbeatAll();

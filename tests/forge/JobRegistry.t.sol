@@ -37,14 +37,14 @@ contract JobRegistryTest is Fixture {
         uint256 jobId = _post(_params(2, 2, 2));
         uint256 amount = PAYMENT * 2 * 3 * 2 + jobs.POSTER_BOND();
         assertEq(before - token.balanceOf(submitter), amount, "escrow pulled");
-        Job memory job = jobs.getJob(jobId);
+        Job memory job = views.getJob(jobId);
         assertEq(escrow.escrowOf(jobId), amount, "job escrow");
         assertEq(token.balanceOf(address(jobs)), 0, "the registry holds no tokens");
         assertTrue(job.everAssigned, "assigned");
         for (uint32 i = 0; i < 2; ++i) {
-            uint256 taskId = jobs.taskOf(jobId, 0, i);
+            uint256 taskId = views.taskOf(jobId, 0, i);
             assertEq(taskId, i + 1, "sequential ids");
-            Task memory t = jobs.getTask(taskId);
+            Task memory t = views.getTask(taskId);
             assertEq(uint8(t.kind), uint8(TaskKind.Train), "kind");
             assertEq(t.inputHash, INPUT, "input");
             assertEq(t.n, 4, "n");
@@ -135,7 +135,7 @@ contract JobRegistryTest is Fixture {
         uint256 expected = payment * rep * (uint256(s) + 1) * r + jobs.POSTER_BOND();
         assertEq(before - token.balanceOf(submitter), expected, "pulled");
         assertEq(escrow.escrowOf(jobId), expected, "stored");
-        assertEq(jobs.escrowFor(payment, rep, s, r), expected, "view");
+        assertEq(views.escrowFor(payment, rep, s, r), expected, "view");
         assertEq(token.balanceOf(address(escrow)), escrow.totalEscrow(), "held");
     }
 
@@ -334,7 +334,7 @@ contract JobRegistryTest is Fixture {
     function test_finalize_p2AgreeingReplicasWaitWindow_succeeds() public {
         (uint256 taskId, address a, address b, bytes32[] memory h) = _replicatedTask();
         _runReplicated(taskId, h, h);
-        uint256 end = uint256(jobs.getTask(taskId).challengeDeadline) + jobs.defaultRevealWindow();
+        uint256 end = uint256(views.getTask(taskId).challengeDeadline) + jobs.defaultRevealWindow();
         vm.warp(end);
         vm.expectRevert(abi.encodeWithSelector(ChallengeWindowOpen.selector, taskId, uint64(end)));
         jobs.finalize(taskId);
@@ -348,9 +348,9 @@ contract JobRegistryTest is Fixture {
         assertEq(lens.reputationOf(a).tasksCompleted, 1, "completed++");
         // Only the new AGGREGATE task's stake (if this node was drawn for it) stays locked.
         assertLe(registry.getNode(a).locked, TASK_STAKE, "unlocked");
-        assertEq(jobs.getTask(taskId).finalHash, h[4], "result");
-        assertEq(jobs.getTask(taskId + 1).inputHash, keccak256(abi.encode(_finals1(h[4]))), "aggregate input");
-        uint256 agg = _acceptAggregate(jobs.getTask(taskId).jobId, 0);
+        assertEq(views.getTask(taskId).finalHash, h[4], "result");
+        assertEq(views.getTask(taskId + 1).inputHash, keccak256(abi.encode(_finals1(h[4]))), "aggregate input");
+        uint256 agg = _acceptAggregate(views.getTask(taskId).jobId, 0);
         assertEq(_paidBesides(a, agg), PAYMENT, "a paid");
         assertEq(_paidBesides(b, agg), PAYMENT, "b paid");
     }
@@ -379,7 +379,7 @@ contract JobRegistryTest is Fixture {
         assertEq(c.finalHash, h[4], "final");
         assertEq(c.resultCid, keccak256(abi.encode("cid", h[4])), "cid");
         assertEq(c.epoch, 0, "epoch");
-        assertEq(c.challengeDeadline, jobs.getTask(taskId).challengeDeadline, "deadline");
+        assertEq(c.challengeDeadline, views.getTask(taskId).challengeDeadline, "deadline");
         assertEq(c.revealGrace, jobs.defaultRevealWindow(), "grace");
     }
 
@@ -412,7 +412,7 @@ contract JobRegistryTest is Fixture {
     function test_finalize_insideWindow_reverts() public {
         _post(_params(1, 1, 1));
         _submit(1, _replica(1, 0).node, _honest(INPUT, 4));
-        uint64 end = jobs.getTask(1).challengeDeadline + jobs.defaultRevealWindow();
+        uint64 end = views.getTask(1).challengeDeadline + jobs.defaultRevealWindow();
         vm.expectRevert(abi.encodeWithSelector(ChallengeWindowOpen.selector, 1, end));
         jobs.finalize(1);
     }
@@ -420,7 +420,7 @@ contract JobRegistryTest is Fixture {
     function test_finalize_p1InsideRevealGrace_reverts() public {
         _post(_params(1, 1, 1));
         _submit(1, _replica(1, 0).node, _honest(INPUT, 4));
-        uint64 deadline = jobs.getTask(1).challengeDeadline;
+        uint64 deadline = views.getTask(1).challengeDeadline;
         vm.warp(deadline + 1); // commits are closed, but a committed challenge may still be revealed
         vm.expectRevert(abi.encodeWithSelector(ChallengeWindowOpen.selector, 1, deadline + jobs.defaultRevealWindow()));
         jobs.finalize(1);
@@ -446,20 +446,20 @@ contract JobRegistryTest is Fixture {
     /// @notice The lens keepers read: `finalizable` says "ready" exactly when `finalize` would accept.
     function test_finalizable_matchesFinalizeRule_succeeds() public {
         _post(_params(1, 1, 1));
-        (bool ready, uint64 end) = jobs.finalizable(1);
+        (bool ready, uint64 end) = views.finalizable(1);
         assertFalse(ready, "ready before any result");
         assertEq(end, 0, "window end before any result");
         _submit(1, _replica(1, 0).node, _honest(INPUT, 4));
-        (ready, end) = jobs.finalizable(1);
-        assertEq(end, jobs.getTask(1).challengeDeadline + jobs.defaultRevealWindow(), "window end");
+        (ready, end) = views.finalizable(1);
+        assertEq(end, views.getTask(1).challengeDeadline + jobs.defaultRevealWindow(), "window end");
         assertFalse(ready, "ready inside the window");
         vm.prank(address(game));
         jobs.onChallenge(1, 0, uint64(block.timestamp)); // committed in time, revealed now
         vm.warp(end);
-        (ready,) = jobs.finalizable(1);
+        (ready,) = views.finalizable(1);
         assertFalse(ready, "ready at the window's last second");
         vm.warp(end + 1);
-        (ready,) = jobs.finalizable(1);
+        (ready,) = views.finalizable(1);
         assertFalse(ready, "ready with a dispute open");
         vm.expectRevert(abi.encodeWithSelector(DisputesPending.selector, 1, 1));
         jobs.finalize(1);
@@ -468,13 +468,13 @@ contract JobRegistryTest is Fixture {
     function test_finalizable_afterWindow_thenFinalizeAccepts_succeeds() public {
         _post(_params(1, 1, 1));
         _submit(1, _replica(1, 0).node, _honest(INPUT, 4));
-        (, uint64 end) = jobs.finalizable(1);
+        (, uint64 end) = views.finalizable(1);
         vm.warp(end + 1);
-        (bool ready,) = jobs.finalizable(1);
+        (bool ready,) = views.finalizable(1);
         assertTrue(ready, "not ready after the window");
         jobs.finalize(1);
         assertEq(uint8(_status(1)), uint8(TaskStatus.Accepted), "accepted");
-        (ready,) = jobs.finalizable(1);
+        (ready,) = views.finalizable(1);
         assertFalse(ready, "ready once accepted");
     }
 
@@ -498,7 +498,7 @@ contract JobRegistryTest is Fixture {
     function test_reportLate_afterLateSlashRaised_usesTheJobsRate_succeeds() public {
         uint256 atPosting = jobs.lateSlashBps();
         _post(_params(1, 1, 2));
-        assertEq(jobs.getJob(1).lateSlashBps, atPosting, "snapshotted at posting");
+        assertEq(views.getJob(1).lateSlashBps, atPosting, "snapshotted at posting");
         jobs.setLateSlashBps(10_000);
         address late = _replica(1, 0).node;
         _commit(1, _replica(1, 1).node, _honest(INPUT, 4));
@@ -510,7 +510,7 @@ contract JobRegistryTest is Fixture {
         jobs.reportLate(1, 0);
         assertEq(registry.getNode(late).stake, NODE_STAKE - slash, "slashed at the job's rate");
         _post(_params(1, 1, 2));
-        assertEq(jobs.getJob(2).lateSlashBps, 10_000, "a later job takes the new rate");
+        assertEq(views.getJob(2).lateSlashBps, 10_000, "a later job takes the new rate");
     }
 
     function test_reportLate_invalidSlot_reverts() public {
@@ -541,7 +541,7 @@ contract JobRegistryTest is Fixture {
         assertNotEq(fresh.node, late, "late node not redrawn");
         assertNotEq(fresh.node, partner, "partner not redrawn");
         assertEq(uint8(fresh.status), uint8(ReplicaStatus.Assigned), "reassigned");
-        assertEq(jobs.bannedOf(1)[0], late, "banned");
+        assertEq(views.bannedOf(1)[0], late, "banned");
     }
 
     function testFuzz_reportLate_slashSplit_succeeds(uint16 bps, uint96 stakeAmt) public {
@@ -604,7 +604,7 @@ contract JobRegistryTest is Fixture {
         vm.prank(submitter);
         jobs.cancelJob(jobId);
         assertEq(token.balanceOf(submitter), before, "full refund");
-        assertEq(uint8(jobs.getJob(jobId).status), uint8(JobStatus.Cancelled), "cancelled");
+        assertEq(uint8(views.getJob(jobId).status), uint8(JobStatus.Cancelled), "cancelled");
         assertEq(uint8(_status(1)), uint8(TaskStatus.Cancelled), "task cancelled");
     }
 
@@ -641,7 +641,7 @@ contract JobRegistryTest is Fixture {
         PostJobParams memory p = _params(5, 1, 1); // 4 nodes, 600-token stake: the fifth shard starves
         p.stakePerReplica = 600e18;
         uint256 jobId = _post(p);
-        uint256 t1 = jobs.taskOf(jobId, 0, 0);
+        uint256 t1 = views.taskOf(jobId, 0, 0);
         _submit(t1, _replica(t1, 0).node, _honest(INPUT, 4));
         vm.prank(address(game));
         jobs.onChallenge(t1, 0, uint64(block.timestamp));
@@ -655,7 +655,7 @@ contract JobRegistryTest is Fixture {
         PostJobParams memory p = _params(3, 1, 2); // 4 nodes, 600-token stake: the third shard starves
         p.stakePerReplica = 600e18;
         uint256 jobId = _post(p);
-        uint256 t1 = jobs.taskOf(jobId, 0, 0);
+        uint256 t1 = views.taskOf(jobId, 0, 0);
         _runReplicated(t1, _honest(INPUT, 4), _trace(INPUT, 4, "bad", 2));
         vm.warp(block.timestamp + jobs.assignmentTimeout() + 1);
         vm.prank(submitter);
@@ -682,7 +682,7 @@ contract JobRegistryTest is Fixture {
 
     function test_taskOf_unknown_reverts() public {
         vm.expectRevert(abi.encodeWithSelector(TaskIndexNotFound.selector, 5, uint32(0), uint32(0)));
-        jobs.taskOf(5, 0, 0);
+        views.taskOf(5, 0, 0);
     }
 
     // ---------------------------------------------------------------- owner / hooks

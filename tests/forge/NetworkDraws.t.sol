@@ -170,7 +170,7 @@ contract NetworkDrawsTest is Fixture {
         for (uint256 j = 0; j < 10; ++j) {
             PostJobParams memory p = _params(1, 1, 2);
             p.region = REGION_EUROPE;
-            uint256 taskId = jobs.taskOf(_post(p), 0, 0);
+            uint256 taskId = views.taskOf(_post(p), 0, 0);
             assertEq(uint8(_status(taskId)), uint8(TaskStatus.Assigned), "both replicas drawn");
             assertFalse(_isSybil(_replica(taskId, 0).node) || _isSybil(_replica(taskId, 1).node), "a European pair");
             _heartbeatAll();
@@ -249,10 +249,10 @@ contract NetworkDrawsTest is Fixture {
         address a2 = _sybil(2, REGION_ASIA, 1_000);
         _sybil(3, REGION_ASIA, 99); // too slow
         uint256 jobId = _post(p);
-        Job memory job = jobs.getJob(jobId);
+        Job memory job = views.getJob(jobId);
         assertEq(job.region, REGION_ASIA, "region stored");
         assertEq(job.minBandwidthMbps, 100, "bandwidth stored");
-        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        uint256 taskId = views.taskOf(jobId, 0, 0);
         address r0 = _replica(taskId, 0).node;
         address r1 = _replica(taskId, 1).node;
         assertTrue((r0 == a1 && r1 == a2) || (r0 == a2 && r1 == a1), "the two fast Asian nodes");

@@ -43,7 +43,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         uint256 id = _challenge(verifier, hH);
         assertEq(vBefore - token.balanceOf(verifier), BOND, "bond posted");
         assertEq(registry.getNode(verifier).locked - vLocked, TASK_STAKE, "task stake locked");
-        assertEq(jobs.getTask(taskId).openDisputes, 1, "counted");
+        assertEq(views.getTask(taskId).openDisputes, 1, "counted");
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Revealed), "still a candidate under challenge");
         _toJudgingAt2(id, verifier, solver);
         uint256 reward = _decide(id, Verdict.ForA);
@@ -53,8 +53,8 @@ contract OptimisticDisputeTest is DisputeFixture {
         assertEq(registry.getNode(solver).stake, NODE_STAKE - TASK_STAKE, "solver slashed");
         assertEq(uint8(_replica(taskId, 0).status), uint8(ReplicaStatus.Slashed), "solver's replica slashed");
         // P3: the challenger's result is the new candidate, its stake held by the registry.
-        assertEq(jobs.getTask(taskId).candidate, verifier, "candidate");
-        assertEq(jobs.getTask(taskId).epoch, 1, "new epoch");
+        assertEq(views.getTask(taskId).candidate, verifier, "candidate");
+        assertEq(views.getTask(taskId).epoch, 1, "new epoch");
         assertEq(registry.getNode(verifier).locked - vLocked, TASK_STAKE, "stake stays locked as the candidate's");
         assertEq(game.totalBonds(), 0, "no bond held");
         assertTrue(_conserved(), "conserved");
@@ -62,8 +62,8 @@ contract OptimisticDisputeTest is DisputeFixture {
         _recordBalances();
         _finalizeLater();
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Accepted), "accepted");
-        assertEq(jobs.getTask(taskId).finalHash, hH[4], "challenger's result");
-        assertEq(jobs.getTask(taskId).resultCid, _cid(hH), "challenger's cid");
+        assertEq(views.getTask(taskId).finalHash, hH[4], "challenger's result");
+        assertEq(views.getTask(taskId).resultCid, _cid(hH), "challenger's cid");
         assertEq(_paidSince(verifier), 0, "P10: paid only once the AGGREGATE is accepted");
         uint256 agg = _acceptAggregate(jobId, 0);
         assertEq(_paidBesides(verifier, agg), PAYMENT, "challenger paid for the task");
@@ -84,7 +84,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         assertEq(game.credits(solver), pot / 2, "winner share of stake + bond");
         assertEq(game.credits(verifier), 0, "bond lost");
         assertEq(registry.getNode(verifier).stake, NODE_STAKE - TASK_STAKE, "challenger stake slashed");
-        assertEq(jobs.getTask(taskId).openDisputes, 0, "no open dispute");
+        assertEq(views.getTask(taskId).openDisputes, 0, "no open dispute");
         assertTrue(_conserved(), "conserved");
         assertTrue(_gameSolvent(), "solvent");
         _recordBalances();
@@ -186,7 +186,7 @@ contract OptimisticDisputeTest is DisputeFixture {
     function test_challengeOptimistic_committedLate_reverts() public {
         address solver = _optimistic(hC);
         address verifier = _other(solver, address(0), address(0));
-        uint64 deadline = jobs.getTask(taskId).challengeDeadline;
+        uint64 deadline = views.getTask(taskId).challengeDeadline;
         vm.warp(deadline + 1);
         _commitChallenge(verifier, hH, "salt");
         vm.roll(block.number + 1);
@@ -251,7 +251,7 @@ contract OptimisticDisputeTest is DisputeFixture {
 
     function test_challengeOptimistic_notRevealed_reverts() public {
         jobId = _post(_params(1, 1, 1));
-        taskId = jobs.taskOf(jobId, 0, 0);
+        taskId = views.taskOf(jobId, 0, 0);
         address verifier = _other(_replica(taskId, 0).node, address(0), address(0));
         _commitChallenge(verifier, hH, "salt");
         vm.roll(block.number + 1);
@@ -269,7 +269,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         address verifier = _other(solver, sybil, address(0));
         uint256 sybilId = _challenge(sybil, hX);
         uint256 id = _challenge(verifier, hH);
-        assertEq(jobs.getTask(taskId).openDisputes, 2, "both challenges count");
+        assertEq(views.getTask(taskId).openDisputes, 2, "both challenges count");
         // The cheater answers its sybil; the sybil goes silent.
         _revealLeaf(sybilId, solver, 0, hC, 2);
         // The honest verifier plays on; the cheater stops answering it.
@@ -278,13 +278,13 @@ contract OptimisticDisputeTest is DisputeFixture {
         vm.warp(block.timestamp + game.clockAllowance() + 1);
         game.timeout(sybilId);
         assertEq(uint8(disputeLens.getDispute(sybilId).outcome), uint8(DisputeOutcome.DefenderWins), "sybil lost on time");
-        assertEq(jobs.getTask(taskId).openDisputes, 1, "honest challenge still open");
+        assertEq(views.getTask(taskId).openDisputes, 1, "honest challenge still open");
         // Windows long past: the candidate still cannot be accepted.
         vm.expectRevert(abi.encodeWithSelector(DisputesPending.selector, taskId, uint32(1)));
         jobs.finalize(taskId);
         game.timeout(id);
         assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "honest verifier wins");
-        assertEq(jobs.getTask(taskId).candidate, verifier, "honest candidate");
+        assertEq(views.getTask(taskId).candidate, verifier, "honest candidate");
         assertEq(registry.getNode(solver).stake, NODE_STAKE - TASK_STAKE, "cheater slashed");
         assertEq(registry.getNode(sybil).stake, NODE_STAKE - TASK_STAKE, "sybil slashed");
         assertTrue(_conserved(), "conserved");
@@ -306,12 +306,12 @@ contract OptimisticDisputeTest is DisputeFixture {
         assertEq(registry.getNode(sybil).stake, NODE_STAKE - TASK_STAKE, "sybil slashed");
         _decide(id, Verdict.ForA);
         assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "honest verifier wins");
-        assertEq(jobs.getTask(taskId).candidate, verifier, "honest result is the candidate");
+        assertEq(views.getTask(taskId).candidate, verifier, "honest result is the candidate");
         assertEq(registry.getNode(solver).stake, NODE_STAKE - TASK_STAKE, "cheater slashed");
         assertTrue(_conserved(), "conserved");
         assertTrue(_gameSolvent(), "solvent");
         _finalizeLater();
-        assertEq(jobs.getTask(taskId).finalHash, hH[4], "honest result accepted");
+        assertEq(views.getTask(taskId).finalHash, hH[4], "honest result accepted");
     }
 
     // ---------------------------------------------------------------- P3: a winner is only a candidate
@@ -331,9 +331,9 @@ contract OptimisticDisputeTest is DisputeFixture {
         _submitStepRoot(first, solver, sC);
         game.pinpoint(first, _pp(sH, sC, 0));
         _decide(first, Verdict.ForA);
-        assertEq(jobs.getTask(taskId).candidate, poisoned, "poisoned result is only a candidate");
+        assertEq(views.getTask(taskId).candidate, poisoned, "poisoned result is only a candidate");
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Revealed), "fresh window");
-        assertEq(jobs.getTask(taskId).epoch, 1, "epoch 1");
+        assertEq(views.getTask(taskId).epoch, 1, "epoch 1");
 
         // The honest challenge against the old claim is stale.
         uint256 vLocked = registry.getNode(verifier).locked;
@@ -360,13 +360,13 @@ contract OptimisticDisputeTest is DisputeFixture {
         game.pinpoint(second, _pp(s3H, s3P, 0));
         assertEq(disputeLens.disputedStep(second), 6, "global step 3*2 + 0");
         _decide(second, Verdict.ForA);
-        assertEq(jobs.getTask(taskId).candidate, verifier, "honest candidate");
+        assertEq(views.getTask(taskId).candidate, verifier, "honest candidate");
         assertEq(registry.getNode(poisoned).stake, NODE_STAKE - TASK_STAKE, "poisoned candidate slashed");
         assertTrue(_conserved(), "conserved");
         assertTrue(_gameSolvent(), "solvent");
         _recordBalances();
         _finalizeLater();
-        assertEq(jobs.getTask(taskId).finalHash, hH[4], "honest result accepted");
+        assertEq(views.getTask(taskId).finalHash, hH[4], "honest result accepted");
         assertEq(_paidSince(verifier), 0, "P10: paid only once the AGGREGATE is accepted");
         uint256 agg = _acceptAggregate(jobId, 0);
         assertEq(_paidBesides(verifier, agg), PAYMENT, "honest verifier paid");
@@ -379,7 +379,7 @@ contract OptimisticDisputeTest is DisputeFixture {
     ///      root is the co-defender's claim, so the step-level loss slashes it alone (tests/forge/CoDefender.t.sol).
     function test_coDefender_movesForDefender_p2_submitterSlashed_succeeds() public {
         jobId = _post(_params(1, 1, 2));
-        taskId = jobs.taskOf(jobId, 0, 0);
+        taskId = views.taskOf(jobId, 0, 0);
         address defender = _replica(taskId, 0).node;
         address co = _replica(taskId, 1).node;
         _runReplicated(taskId, hC, hC);
@@ -414,7 +414,7 @@ contract OptimisticDisputeTest is DisputeFixture {
     ///      winner's share.
     function test_coDefender_answersAlone_p2_defendersWin_succeeds() public {
         jobId = _post(_params(1, 1, 2));
-        taskId = jobs.taskOf(jobId, 0, 0);
+        taskId = views.taskOf(jobId, 0, 0);
         address defender = _replica(taskId, 0).node;
         address co = _replica(taskId, 1).node;
         _runReplicated(taskId, hH, hH);
@@ -450,7 +450,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         _revealLeaf(id2, v2, 0, hH, 2);
         vm.warp(block.timestamp + game.clockAllowance() + 1);
         game.timeout(id1); // the silent cheater loses to v1: new candidate, id2 is stale
-        assertEq(jobs.getTask(taskId).candidate, v1, "v1 candidate");
+        assertEq(views.getTask(taskId).candidate, v1, "v1 candidate");
         vm.expectRevert(abi.encodeWithSelector(StaleDispute.selector, id2, uint32(0), uint32(1)));
         game.timeout(id2);
         uint256 burned = token.totalBurned();
@@ -516,7 +516,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         address co;
         if (withCo) {
             jobId = _post(_params(1, 1, 2));
-            taskId = jobs.taskOf(jobId, 0, 0);
+            taskId = views.taskOf(jobId, 0, 0);
             defender = _replica(taskId, 0).node;
             co = _replica(taskId, 1).node;
             _runReplicated(taskId, hC, hC);

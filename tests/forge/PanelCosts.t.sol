@@ -150,7 +150,7 @@ contract PanelCostsTest is DisputeFixture {
         uint256 reward = _decide(id2, Verdict.ForA);
         assertEq(reward, game.panelFee(), "the fee, no share of a slash");
         assertEq(game.credits(v2), BOND - reward, "bond less the fee");
-        assertEq(jobs.getTask(taskId).candidate, v1, "candidate unchanged");
+        assertEq(views.getTask(taskId).candidate, v1, "candidate unchanged");
         assertTrue(_conserved(), "conserved");
     }
 

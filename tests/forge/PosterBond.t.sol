@@ -22,11 +22,11 @@ contract PosterBondTest is Fixture {
         node = _replica(taskId, slot).node;
         vm.prank(node);
         jobs.decline(taskId, invalid);
-        if (jobs.getJob(1).status == JobStatus.Active) _draw(taskId);
+        if (views.getJob(1).status == JobStatus.Active) _draw(taskId);
     }
 
     function test_escrowFor_includesPosterBond_succeeds() public view {
-        assertEq(jobs.escrowFor(5, 2, 3, 4), 5 * 2 * 4 * 4 + jobs.POSTER_BOND(), "payments + bond");
+        assertEq(views.escrowFor(5, 2, 3, 4), 5 * 2 * 4 * 4 + jobs.POSTER_BOND(), "payments + bond");
     }
 
     function test_decline_invalidInputsByThreeNodes_failsJobAndPaysBond_succeeds() public {
@@ -36,12 +36,12 @@ contract PosterBondTest is Fixture {
         uint256 escrowed = escrow.escrowOf(1);
         address a = _declineSlot(1, 0, true);
         address b = _declineSlot(1, 1, true);
-        assertEq(uint8(jobs.getJob(1).status), uint8(JobStatus.Active), "two refusals are not proof");
+        assertEq(uint8(views.getJob(1).status), uint8(JobStatus.Active), "two refusals are not proof");
         address c = _replica(1, 0).node;
         vm.prank(c);
         jobs.decline(1, true);
         // Issue 23: the node drawn into slot 1 may still find the inputs usable.
-        assertEq(uint8(jobs.getJob(1).status), uint8(JobStatus.Active), "a drawn node still holds a slot");
+        assertEq(uint8(views.getJob(1).status), uint8(JobStatus.Active), "a drawn node still holds a slot");
         address d = _replica(1, 1).node;
         uint256 bond = jobs.POSTER_BOND();
         uint256 share = bond / jobs.FAIL_DECLINES();
@@ -50,7 +50,7 @@ contract PosterBondTest is Fixture {
         emit IJobRegistry.JobFailed(1, 1, escrowed - 3 * share);
         vm.prank(d);
         jobs.decline(1, true);
-        assertEq(uint8(jobs.getJob(1).status), uint8(JobStatus.Failed), "failed: every drawn node refused");
+        assertEq(uint8(views.getJob(1).status), uint8(JobStatus.Failed), "failed: every drawn node refused");
         assertEq(uint8(_status(1)), uint8(TaskStatus.Cancelled), "its tasks ended");
         assertEq(_paidSince(a), share, "decliner a paid");
         assertEq(_paidSince(b), share, "decliner b paid");
@@ -108,7 +108,7 @@ contract PosterBondTest is Fixture {
         for (uint256 i = 0; i < 3; ++i) {
             _declineSlot(1, 1, true);
         }
-        assertEq(uint8(jobs.getJob(1).status), uint8(JobStatus.Active), "still active");
+        assertEq(uint8(views.getJob(1).status), uint8(JobStatus.Active), "still active");
         assertEq(uint8(_replica(1, 0).status), uint8(ReplicaStatus.Committed), "the committed replica keeps its slot");
     }
 
@@ -118,7 +118,7 @@ contract PosterBondTest is Fixture {
         for (uint256 i = 0; i < 4; ++i) {
             _declineSlot(1, uint8(i % 2), false);
         }
-        assertEq(uint8(jobs.getJob(1).status), uint8(JobStatus.Active), "still active");
+        assertEq(uint8(views.getJob(1).status), uint8(JobStatus.Active), "still active");
     }
 
     /// @dev A node declining twice would be one refusal counted twice; it is banned from the task after its first
@@ -126,7 +126,7 @@ contract PosterBondTest is Fixture {
     function test_decline_sameNodeTwice_impossible_succeeds() public {
         _post(_params(1, 1, 2));
         address a = _declineSlot(1, 0, true);
-        assertTrue(jobs.isBanned(1, a), "banned");
+        assertTrue(views.isBanned(1, a), "banned");
         assertTrue(_replica(1, 0).node != a && _replica(1, 1).node != a, "redrawn elsewhere");
     }
 
@@ -134,7 +134,7 @@ contract PosterBondTest is Fixture {
     function test_reclaim_afterCompletion_returnsBond_succeeds() public {
         _post(_params(1, 1, 2));
         _runRoundHonest(1, 0);
-        assertEq(uint8(jobs.getJob(1).status), uint8(JobStatus.Completed), "completed");
+        assertEq(uint8(views.getJob(1).status), uint8(JobStatus.Completed), "completed");
         uint256 before = token.balanceOf(submitter);
         vm.prank(submitter);
         jobs.reclaimEscrow(1);
@@ -157,7 +157,7 @@ contract PosterBondTest is Fixture {
             jobs.decline(taskId, true);
             _draw(taskId);
         }
-        assertEq(uint8(jobs.getJob(1).status), uint8(JobStatus.Active), "committed partner: no failure (by design)");
+        assertEq(uint8(views.getJob(1).status), uint8(JobStatus.Active), "committed partner: no failure (by design)");
         // The slot-1 holder declines too; the task starves (no one else is drawn quickly enough) and the sybil leaves.
         vm.prank(_replica(taskId, 1).node);
         jobs.decline(taskId, true);
@@ -173,11 +173,11 @@ contract PosterBondTest is Fixture {
             vm.prank(_replica(taskId, s).node);
             jobs.decline(taskId, true);
             ++declines;
-            if (jobs.getJob(1).status != JobStatus.Active) break;
+            if (views.getJob(1).status != JobStatus.Active) break;
         }
         // FAIL_DECLINES distinct invalid declines are on record and nobody holds a commit now: the refusal that leaves
         // no drawn node in the task fails the job (before the fix it never could).
         assertEq(declines, 2, "the second fresh refusal, leaving no drawn node, fails the job");
-        assertEq(uint8(jobs.getJob(1).status), uint8(JobStatus.Failed), "poisoned job never fails after the dodge");
+        assertEq(uint8(views.getJob(1).status), uint8(JobStatus.Failed), "poisoned job never fails after the dodge");
     }
 }

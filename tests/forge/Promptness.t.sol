@@ -17,14 +17,14 @@ contract PromptnessTest is Fixture {
 
     /// @dev Both replicas of a replicated task commit: `fastSlot` at once, the other after `slowShare` of the window.
     function _commitPair(uint256 taskId, uint8 fastSlot, uint256 slowShareBps) internal {
-        uint256 window = jobs.getJob(jobs.getTask(taskId).jobId).executionWindow;
+        uint256 window = views.getJob(views.getTask(taskId).jobId).executionWindow;
         _commit(taskId, _replica(taskId, fastSlot).node, _honest(INPUT, 4));
         vm.warp(block.timestamp + (window * slowShareBps) / 10_000);
         _commit(taskId, _replica(taskId, 1 - fastSlot).node, _honest(INPUT, 4));
     }
 
     function test_commit_promptNodeOutweighsSlowNode_succeeds() public {
-        uint256 taskId = jobs.taskOf(_post(_params(1, 1, 2)), 0, 0);
+        uint256 taskId = views.taskOf(_post(_params(1, 1, 2)), 0, 0);
         address fast = _replica(taskId, 0).node;
         address slow = _replica(taskId, 1).node;
         assertEq(lens.promptnessFactorBps(fast), 10_000, "no commit yet: full factor");

@@ -4,7 +4,7 @@ pragma solidity 0.8.28;
 import {Fixture} from "./base/Fixture.sol";
 import {VerificationFees} from "../../contracts/VerificationFees.sol";
 import {INodeRegistry} from "../../contracts/interfaces/INodeRegistry.sol";
-import {IJobRegistry} from "../../contracts/interfaces/IJobRegistry.sol";
+import {IJobViews} from "../../contracts/interfaces/IJobRegistry.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {PostJobParams, TaskStatus} from "../../contracts/types/VerityTypes.sol";
 import {ResultTooEarly, InvalidJobParameter} from "../../contracts/errors/JobRegistryErrors.sol";
@@ -26,7 +26,7 @@ contract ResultFloorTest is Fixture {
         super.setUp();
         _addNodes(6);
         fees = new VerificationFees(
-            IERC20(address(token)), INodeRegistry(address(registry)), IJobRegistry(address(jobs)), 100
+            IERC20(address(token)), INodeRegistry(address(registry)), IJobViews(address(jobs)), 100
         );
         vm.prank(submitter);
         token.approve(address(fees), type(uint256).max);
@@ -43,8 +43,8 @@ contract ResultFloorTest is Fixture {
         uint256 jobId = _post(p);
         vm.prank(submitter);
         fees.fund(jobId, 10 * FEE, FEE, 2, 10_000);
-        taskId = jobs.taskOf(jobId, 0, 0);
-        assignedAt = _replica(taskId, 0).deadline - jobs.getJob(jobId).executionWindow;
+        taskId = views.taskOf(jobId, 0, 0);
+        assignedAt = _replica(taskId, 0).deadline - views.getJob(jobId).executionWindow;
         assertEq(assignedAt, block.timestamp, "drawn in this block");
     }
 
@@ -89,7 +89,7 @@ contract ResultFloorTest is Fixture {
         vm.prank(_replica(taskId, 1).node);
         jobs.decline(taskId, false);
         _draw(taskId);
-        uint256 again = _replica(taskId, 1).deadline - jobs.getJob(jobs.getTask(taskId).jobId).executionWindow;
+        uint256 again = _replica(taskId, 1).deadline - views.getJob(views.getTask(taskId).jobId).executionWindow;
         assertEq(again, assignedAt + 10, "slot 1 drawn again 10 s later");
         vm.warp(assignedAt + FLOOR);
         _commit(taskId, a, fake);
@@ -124,7 +124,7 @@ contract ResultFloorTest is Fixture {
         p.resultFloor = 300;
         vm.prank(submitter);
         uint256 jobId = jobs.postJob(p);
-        assertEq(jobs.getJob(jobId).resultFloor, 300, "stored");
-        assertEq(jobs.getJob(jobId).executionWindow, 600, "window kept");
+        assertEq(views.getJob(jobId).resultFloor, 300, "stored");
+        assertEq(views.getJob(jobId).executionWindow, 600, "window kept");
     }
 }

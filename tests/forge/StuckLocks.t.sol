@@ -42,7 +42,7 @@ contract StuckLocksTest is Fixture {
         emit IJobRegistry.ReplicaWithdrawn(1, only, slot);
         vm.prank(only);
         jobs.withdrawCommitted(1);
-        assertEq(registry.freeStake(only), freeBefore + jobs.getJob(1).stakePerReplica, "stake released in full");
+        assertEq(registry.freeStake(only), freeBefore + views.getJob(1).stakePerReplica, "stake released in full");
         assertEq(lens.reputationOf(only).totalSlashed, 0, "not slashed");
         assertEq(lens.reputationOf(only).tasksLate, 0, "not counted late");
         assertEq(uint8(_replica(1, slot).status), uint8(ReplicaStatus.Voided), "slot emptied");
@@ -50,7 +50,7 @@ contract StuckLocksTest is Fixture {
     }
 
     function test_withdrawCommitted_beforeTimeout_reverts() public {
-        uint256 after_ = uint256(jobs.getTask(1).openSince) + jobs.assignmentTimeout();
+        uint256 after_ = uint256(views.getTask(1).openSince) + jobs.assignmentTimeout();
         vm.warp(after_);
         vm.expectRevert(abi.encodeWithSelector(PartnerNotStarved.selector, 1, TaskStatus.Open, after_));
         vm.prank(only);

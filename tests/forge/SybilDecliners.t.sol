@@ -47,7 +47,7 @@ contract SybilDeclinersTest is Fixture {
 
     function _drawFrom(uint256 taskId, bytes32 value) internal {
         _rollToDraw(taskId);
-        vmh.setBlockhash(randomness.targetOf(jobs.getTask(taskId).drawRequest), value);
+        vmh.setBlockhash(randomness.targetOf(views.getTask(taskId).drawRequest), value);
         jobs.assign(taskId);
     }
 
@@ -65,7 +65,7 @@ contract SybilDeclinersTest is Fixture {
         uint256 snap = vmx.snapshotState();
         uint256 before = _wealth();
         uint256 jobId = _postOnly(_params(1, 1, 2));
-        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        uint256 taskId = views.taskOf(jobId, 0, 0);
         uint256 refusals;
         for (uint256 round = 0; round < 24 && !failed; ++round) {
             if (_status(taskId) == TaskStatus.Open) _drawFrom(taskId, keccak256(abi.encode(seed, round)));
@@ -84,7 +84,7 @@ contract SybilDeclinersTest is Fixture {
                 if (refuse < 0) break;
                 _refuse(taskId, uint8(refuse));
                 ++refusals;
-                failed = jobs.getJob(jobId).status == JobStatus.Failed;
+                failed = views.getJob(jobId).status == JobStatus.Failed;
             }
             if (!failed && _holds(taskId, 0) && _holds(taskId, 1) && !_sybil(_replica(taskId, 0).node)
                 && !_sybil(_replica(taskId, 1).node)) {

@@ -4,7 +4,7 @@ pragma solidity 0.8.28;
 import {Fixture} from "./base/Fixture.sol";
 import {VerificationFees} from "../../contracts/VerificationFees.sol";
 import {INodeRegistry} from "../../contracts/interfaces/INodeRegistry.sol";
-import {IJobRegistry} from "../../contracts/interfaces/IJobRegistry.sol";
+import {IJobViews} from "../../contracts/interfaces/IJobRegistry.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {TaskStatus, PostJobParams, ROLE_SOLVER} from "../../contracts/types/VerityTypes.sol";
 import "../../contracts/errors/VerificationFeesErrors.sol";
@@ -28,7 +28,7 @@ contract VerificationFeesTest is Fixture {
         super.setUp();
         _addNodes(6);
         fees = new VerificationFees(
-            IERC20(address(token)), INodeRegistry(address(registry)), IJobRegistry(address(jobs)), EPOCH
+            IERC20(address(token)), INodeRegistry(address(registry)), IJobViews(address(jobs)), EPOCH
         );
         vm.prank(submitter);
         token.approve(address(fees), type(uint256).max);
@@ -64,7 +64,7 @@ contract VerificationFeesTest is Fixture {
     }
 
     function _taskEpoch(uint256 taskId) internal view returns (uint64) {
-        return fees.epochOf(jobs.getTask(taskId).createdAt);
+        return fees.epochOf(views.getTask(taskId).createdAt);
     }
 
     // ---------------------------------------------------------------- flows
@@ -74,7 +74,7 @@ contract VerificationFeesTest is Fixture {
         uint256 jobId = _post(_feeParams(1, 1, 1));
         vm.prank(submitter);
         fees.fund(jobId, 10 * FEE, FEE, 2, rateBps);
-        taskId = jobs.taskOf(jobId, 0, 0);
+        taskId = views.taskOf(jobId, 0, 0);
         h = _honest(INPUT, 4);
         if (_replica(taskId, 0).node == verifier) verifier = nodes[4]; // a replica cannot audit itself
     }
@@ -151,10 +151,10 @@ contract VerificationFeesTest is Fixture {
         uint256 jobId = _post(p);
         vm.prank(submitter);
         fees.fund(jobId, 10 * FEE, FEE, 2, 10_000);
-        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        uint256 taskId = views.taskOf(jobId, 0, 0);
         bytes32[] memory h = _honest(INPUT, 4);
         address v = _nonReplicas(taskId, 1)[0];
-        uint64 notBefore = _replica(taskId, 0).deadline - jobs.getJob(jobId).executionWindow + 10;
+        uint64 notBefore = _replica(taskId, 0).deadline - views.getJob(jobId).executionWindow + 10;
         vm.warp(notBefore); // the solver's submitResult is pending: the copier's check goes first, same block
         vm.expectRevert(abi.encodeWithSelector(CheckTooLate.selector, taskId, notBefore));
         _commitCheck(v, taskId, h[4]);
@@ -177,7 +177,7 @@ contract VerificationFeesTest is Fixture {
         uint256 jobId = _post(_feeParams(1, 1, 2));
         vm.prank(submitter);
         fees.fund(jobId, 10 * FEE, FEE, 2, 10_000);
-        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        uint256 taskId = views.taskOf(jobId, 0, 0);
         bytes32[] memory h = _honest(INPUT, 4);
         (address a, address b) = (_replica(taskId, 0).node, _replica(taskId, 1).node);
         address v = nodes[0] != a && nodes[0] != b ? nodes[0] : (nodes[1] != a && nodes[1] != b ? nodes[1] : nodes[2]);
@@ -218,7 +218,7 @@ contract VerificationFeesTest is Fixture {
         uint256 jobId = _postOnly(p);
         vm.prank(submitter);
         fees.fund(jobId, 10 * FEE, FEE, 2, 10_000);
-        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        uint256 taskId = views.taskOf(jobId, 0, 0);
         bytes32[] memory h = _honest(INPUT, 4);
         _commitCheck(big1, taskId, h[4]); // still Open: nobody is a replica yet
         _draw(taskId);
@@ -317,7 +317,7 @@ contract VerificationFeesTest is Fixture {
         uint256 jobId = _post(_feeParams(1, 1, 1));
         vm.prank(submitter);
         fees.fund(jobId, 10 * FEE, FEE, 1, 10_000);
-        uint256 taskId = jobs.taskOf(jobId, 0, 0);
+        uint256 taskId = views.taskOf(jobId, 0, 0);
         bytes32[] memory h = _honest(INPUT, 4);
         address[] memory vs = _nonReplicas(taskId, 4);
         for (uint256 i = 0; i < vs.length; ++i) {
@@ -379,7 +379,7 @@ contract VerificationFeesTest is Fixture {
             uint256 jobId = _post(p);
             vm.prank(submitter);
             fees.fund(jobId, 2 * FEE, FEE, 2, 10_000);
-            ids[k] = jobs.taskOf(jobId, 0, 0);
+            ids[k] = views.taskOf(jobId, 0, 0);
             for (uint256 i = 0; i < 4; ++i) {
                 _commitCheck(vs[i], ids[k], h[4]);
             }
@@ -454,7 +454,7 @@ contract VerificationFeesTest is Fixture {
         uint256 startBalance = token.balanceOf(submitter);
         _commitCheck(verifier, taskId, h[4]);
         _runRoundHonestFrom(taskId, h);
-        assertEq(uint8(jobs.getJob(1).status), 2, "job completed");
+        assertEq(uint8(views.getJob(1).status), 2, "job completed");
         fees.close(1);
         uint64 at = fees.refundableAt(1);
         vm.prank(submitter);
@@ -474,7 +474,7 @@ contract VerificationFeesTest is Fixture {
     /// @dev Accepts the shard task, then runs the AGGREGATE to complete the one-round job.
     function _runRoundHonestFrom(uint256 taskId, bytes32[] memory h) internal {
         _accept(taskId, h);
-        uint256 aggId = jobs.taskOf(1, 0, 1);
+        uint256 aggId = views.taskOf(1, 0, 1);
         _draw(aggId);
         bytes32[] memory finals = new bytes32[](1);
         finals[0] = h[4];

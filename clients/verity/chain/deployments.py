@@ -26,9 +26,28 @@ class DeployedContract(BaseModel):
     block: int = 0
 
 
-# Contracts whose code a deployed contract runs by delegatecall (JobRegistry runs TaskMachine's): their custom
-# errors revert from the caller's address, so the deployments file lists them in the caller's ABI.
-DELEGATES: dict[str, tuple[str, ...]] = {"JobRegistry": ("TaskMachine",)}
+# Contracts whose code a deployed contract runs by delegatecall (JobRegistry runs TaskMachine's and JobViews'): their
+# custom errors revert from the caller's address, so the deployments file lists them in the caller's ABI.
+DELEGATES: dict[str, tuple[str, ...]] = {"JobRegistry": ("TaskMachine", "JobViews")}
+# Delegates whose functions are the caller's too (JobRegistry's fallback runs JobViews' views): merged as well.
+FUNCTION_DELEGATES: dict[str, tuple[str, ...]] = {"JobRegistry": ("JobViews",)}
+
+
+def merged_abi(name: str, abi_of) -> list[dict]:
+    """`name`'s ABI (JSON dicts) with its delegates' errors and its function delegates' functions added (each once).
+    `abi_of(contract_name)` gives a compiled contract's ABI as JSON dicts, or None if it is not compiled."""
+    def key(item: dict) -> tuple:
+        return item.get("type"), item.get("name"), tuple(x["type"] for x in item.get("inputs", []))
+
+    abi = list(abi_of(name) or [])
+    have = {key(i) for i in abi}
+    for delegate in DELEGATES.get(name, ()):
+        kinds = ("error", "function") if delegate in FUNCTION_DELEGATES.get(name, ()) else ("error",)
+        for item in abi_of(delegate) or []:
+            if item.get("type") in kinds and key(item) not in have:
+                have.add(key(item))
+                abi.append(item)
+    return abi
 
 
 class DeploymentOutdated(VerityError, LookupError):

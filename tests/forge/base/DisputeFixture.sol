@@ -10,7 +10,7 @@ import {JobRegistry} from "../../../contracts/JobRegistry.sol";
 import {JobEscrow} from "../../../contracts/JobEscrow.sol";
 import {IVerityToken} from "../../../contracts/interfaces/IVerityToken.sol";
 import {INodeRegistry} from "../../../contracts/interfaces/INodeRegistry.sol";
-import {IJobRegistry} from "../../../contracts/interfaces/IJobRegistry.sol";
+import {IJobRegistry, IJobViews} from "../../../contracts/interfaces/IJobRegistry.sol";
 import {IJobEscrow} from "../../../contracts/interfaces/IJobEscrow.sol";
 import {IRandomness} from "../../../contracts/interfaces/IRandomness.sol";
 import {IRefereePanel, IPanelGame} from "../../../contracts/interfaces/IRefereePanel.sol";
@@ -59,6 +59,7 @@ abstract contract DisputeFixture is Fixture {
             IJobEscrow(address(escrow)),
             IRandomness(address(randomness))
         );
+        views = IJobViews(address(jobs));
         game = new DisputeGame(
             IVerityToken(address(token)),
             INodeRegistry(address(registry)),
@@ -84,7 +85,7 @@ abstract contract DisputeFixture is Fixture {
     /// @dev Posts a replicated job and runs it to Contested (honest = slot 0 with hH, cheater = slot 1 with hC).
     function _contested() internal {
         jobId = _post(_params(1, 1, 2));
-        taskId = jobs.taskOf(jobId, 0, 0);
+        taskId = views.taskOf(jobId, 0, 0);
         honest = _replica(taskId, 0).node;
         cheater = _replica(taskId, 1).node;
         _runReplicated(taskId, hH, hC);
@@ -116,7 +117,7 @@ abstract contract DisputeFixture is Fixture {
     /// @dev Posts an optimistic job whose solver submits `h`; returns the solver.
     function _optimistic(bytes32[] memory h) internal returns (address solver) {
         jobId = _post(_params(1, 1, 1));
-        taskId = jobs.taskOf(jobId, 0, 0);
+        taskId = views.taskOf(jobId, 0, 0);
         solver = _replica(taskId, 0).node;
         _submit(taskId, solver, h);
     }

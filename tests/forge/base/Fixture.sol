@@ -13,7 +13,7 @@ import {RefereePanel} from "../../../contracts/RefereePanel.sol";
 import {BlockhashRandomness} from "../../../contracts/BlockhashRandomness.sol";
 import {IVerityToken} from "../../../contracts/interfaces/IVerityToken.sol";
 import {INodeRegistry} from "../../../contracts/interfaces/INodeRegistry.sol";
-import {IJobRegistry} from "../../../contracts/interfaces/IJobRegistry.sol";
+import {IJobRegistry, IJobViews} from "../../../contracts/interfaces/IJobRegistry.sol";
 import {IJobEscrow} from "../../../contracts/interfaces/IJobEscrow.sol";
 import {IRandomness} from "../../../contracts/interfaces/IRandomness.sol";
 import {IRefereePanel} from "../../../contracts/interfaces/IRefereePanel.sol";
@@ -55,6 +55,8 @@ abstract contract Fixture is Test {
     BlockhashRandomness internal randomness;
     JobEscrow internal escrow;
     JobRegistry internal jobs;
+    /// @dev The registry's address as its views (JobViews, reached through its fallback).
+    IJobViews internal views;
     RefereePanel internal panel;
     DisputeGame internal game;
     DisputeLens internal disputeLens;
@@ -75,6 +77,7 @@ abstract contract Fixture is Test {
             IJobEscrow(address(escrow)),
             IRandomness(address(randomness))
         );
+        views = IJobViews(address(jobs));
         panel = new RefereePanel(
             IVerityToken(address(token)), INodeRegistry(address(registry)), IRandomness(address(randomness))
         );
@@ -170,7 +173,7 @@ abstract contract Fixture is Test {
     function _post(PostJobParams memory p) internal returns (uint256 jobId) {
         jobId = _postOnly(p);
         for (uint32 i = 0; i < p.shards; ++i) {
-            _tryDraw(jobs.taskOf(jobId, 0, i));
+            _tryDraw(views.taskOf(jobId, 0, i));
         }
     }
 
@@ -188,7 +191,7 @@ abstract contract Fixture is Test {
     /// @dev Rolls past the draw's target block; a request whose epoch ended unread (the test rolled past it, e.g.
     ///      to add a node) is renewed first, as a keeper's assign would.
     function _rollToDraw(uint256 taskId) internal {
-        uint256 requestId = jobs.getTask(taskId).drawRequest;
+        uint256 requestId = views.getTask(taskId).drawRequest;
         if (randomness.isStale(requestId)) randomness.renew(requestId);
         uint256 target = randomness.targetOf(requestId);
         if (block.number <= target) vm.roll(target + 1);
@@ -207,11 +210,11 @@ abstract contract Fixture is Test {
     }
 
     function _replica(uint256 taskId, uint8 slot) internal view returns (Replica memory) {
-        return jobs.getReplica(taskId, slot);
+        return views.getReplica(taskId, slot);
     }
 
     function _status(uint256 taskId) internal view returns (TaskStatus) {
-        return jobs.getTask(taskId).status;
+        return views.getTask(taskId).status;
     }
 
     // ---------------------------------------------------------------- traces
@@ -277,8 +280,8 @@ abstract contract Fixture is Test {
 
     /// @dev Accepts a Revealed task once its challenge window and the reveal grace after it have passed.
     function _finalizeAfterWindow(uint256 taskId) internal {
-        Task memory t = jobs.getTask(taskId);
-        uint256 end = uint256(t.challengeDeadline) + jobs.getJob(t.jobId).revealWindow;
+        Task memory t = views.getTask(taskId);
+        uint256 end = uint256(t.challengeDeadline) + views.getJob(t.jobId).revealWindow;
         if (block.timestamp <= end) vm.warp(end + 1);
         jobs.finalize(taskId);
     }
@@ -307,11 +310,11 @@ abstract contract Fixture is Test {
     /// @dev Runs every task of `round` honestly (each result waits out its window, then is finalized), then the
     ///      AGGREGATE.
     function _runRoundHonest(uint256 jobId, uint32 round) internal {
-        Job memory job = jobs.getJob(jobId);
+        Job memory job = views.getJob(jobId);
         uint256 n = job.stepsPerRound / job.checkpointInterval;
         bytes32[] memory finals = new bytes32[](job.shards);
         for (uint32 i = 0; i < job.shards; ++i) {
-            uint256 taskId = jobs.taskOf(jobId, round, i);
+            uint256 taskId = views.taskOf(jobId, round, i);
             _drawIfOpen(taskId);
             bytes32[] memory h = _honest(job.roundInput, n);
             finals[i] = h[n];
@@ -319,10 +322,10 @@ abstract contract Fixture is Test {
             else _runReplicated(taskId, h, h);
         }
         for (uint32 i = 0; i < job.shards; ++i) {
-            _finalizeAfterWindow(jobs.taskOf(jobId, round, i));
+            _finalizeAfterWindow(views.taskOf(jobId, round, i));
         }
-        uint256 aggId = jobs.taskOf(jobId, round, job.shards);
-        require(jobs.getTask(aggId).inputHash == keccak256(abi.encode(finals)), "aggregate input");
+        uint256 aggId = views.taskOf(jobId, round, job.shards);
+        require(views.getTask(aggId).inputHash == keccak256(abi.encode(finals)), "aggregate input");
         _acceptAggregate(jobId, round);
     }
 
@@ -334,11 +337,11 @@ abstract contract Fixture is Test {
     ///      heartbeats first: tests warp past the 600 s liveness window, and only live nodes are drawn. Every node's
     ///      balance is recorded right before that finalize (the payment), for _paidSince and _paidBesides.
     function _acceptAggregate(uint256 jobId, uint32 round) internal returns (uint256 aggId) {
-        Job memory job = jobs.getJob(jobId);
-        aggId = jobs.taskOf(jobId, round, job.shards);
+        Job memory job = views.getJob(jobId);
+        aggId = views.taskOf(jobId, round, job.shards);
         _heartbeatAll();
         _drawIfOpen(aggId);
-        bytes32[] memory ha = _honest(jobs.getTask(aggId).inputHash, 1);
+        bytes32[] memory ha = _honest(views.getTask(aggId).inputHash, 1);
         if (job.replication == 1) _submit(aggId, _replica(aggId, 0).node, ha);
         else _runReplicated(aggId, ha, ha);
         _recordBalances();
@@ -373,8 +376,8 @@ abstract contract Fixture is Test {
     ///      at its own acceptance): a shard payee's payment then reads the same whichever nodes that draw took.
     function _paidBesides(address node, uint256 aggId) internal view returns (uint256 paid) {
         paid = _paidSince(node);
-        Task memory agg = jobs.getTask(aggId);
-        Job memory job = jobs.getJob(agg.jobId);
+        Task memory agg = views.getTask(aggId);
+        Job memory job = views.getJob(agg.jobId);
         if (agg.status != TaskStatus.Accepted || agg.round + 1 < job.rounds) return paid;
         for (uint8 s = 0; s < job.replication; ++s) {
             Replica memory r = _replica(aggId, s);

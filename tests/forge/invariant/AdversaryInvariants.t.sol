@@ -160,22 +160,22 @@ contract AdversaryInvariantsTest is InvariantSetup {
         uint256 jobCount = jobs.jobCount();
         bool[] memory failed = new bool[](jobCount + 1);
         for (uint256 jobId = 1; jobId <= jobCount; ++jobId) {
-            if (jobs.getJob(jobId).status != JobStatus.Failed) continue;
+            if (views.getJob(jobId).status != JobStatus.Failed) continue;
             failed[jobId] = true;
             assertEq(escrow.escrowOf(jobId), 0, "a failed job kept escrow");
         }
         for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
-            Task memory t = jobs.getTask(id);
+            Task memory t = views.getTask(id);
             if (failed[t.jobId]) {
                 assertTrue(t.status == TaskStatus.Accepted || t.status == TaskStatus.Cancelled, "live task of a failed job");
                 continue;
             }
             if (t.status != TaskStatus.Open && t.status != TaskStatus.Assigned && t.status != TaskStatus.Revealed) continue;
-            Replica[] memory reps = jobs.getReplicas(id);
+            Replica[] memory reps = views.getReplicas(id);
             for (uint256 s = 0; s < reps.length; ++s) {
                 ReplicaStatus st = reps[s].status;
                 bool live = st == ReplicaStatus.Assigned || st == ReplicaStatus.Committed || st == ReplicaStatus.Revealed;
-                if (live) assertFalse(jobs.isBanned(id, reps[s].node), "a banned node holds the task again");
+                if (live) assertFalse(views.isBanned(id, reps[s].node), "a banned node holds the task again");
             }
         }
         if (registry.protocolsSealed()) {

@@ -60,7 +60,7 @@ abstract contract AdversarySide is HonestSide {
     function griefPost(bool poison, bool minimal, bool replicated, uint8 shards) external tracked {
         if (ghostGriefJobs >= MAX_GRIEF_JOBS) return;
         PostJobParams memory p = _jobParams(shards, replicated, 1, 2);
-        uint256 amount = jobs.escrowFor(p.paymentPerTask, p.replication, p.shards, p.rounds);
+        uint256 amount = views.escrowFor(p.paymentPerTask, p.replication, p.shards, p.rounds);
         if (minimal) p.executionWindow = jobs.MIN_EXECUTION_WINDOW() - 1;
         else if (shards % 2 == 0) p.revealWindow = jobs.MIN_REVEAL_WINDOW() - 1;
         else p.challengeWindow = jobs.MIN_CHALLENGE_WINDOW() - 1; // a 1-second window: nothing could be challenged
@@ -90,8 +90,8 @@ abstract contract AdversarySide is HonestSide {
     function advDecline(uint256 seed, bool invalid) external tracked {
         (uint256 taskId, uint8 slot) = _advAssignedSlot(seed);
         if (taskId == 0) return;
-        Replica memory r = jobs.getReplica(taskId, slot);
-        Job memory job = jobs.getJob(jobs.getTask(taskId).jobId);
+        Replica memory r = views.getReplica(taskId, slot);
+        Job memory job = views.getJob(views.getTask(taskId).jobId);
         uint256 graceEnd =
             uint256(r.deadline) - job.executionWindow + (uint256(job.executionWindow) * jobs.DECLINE_GRACE_BPS()) / BPS;
         vm.prank(r.node);
@@ -117,8 +117,8 @@ abstract contract AdversarySide is HonestSide {
 
     /// @dev Rolls past an Open task's randomness target and fills its slots; false if it was not Open or drew nobody.
     function _drawNow(uint256 taskId) internal returns (bool) {
-        Task memory t = jobs.getTask(taskId);
-        if (t.status != TaskStatus.Open || jobs.getJob(t.jobId).status != JobStatus.Active) return false;
+        Task memory t = views.getTask(taskId);
+        if (t.status != TaskStatus.Open || views.getJob(t.jobId).status != JobStatus.Active) return false;
         if (randomness.isStale(t.drawRequest)) randomness.renew(t.drawRequest); // its epoch ended unread
         uint256 target = randomness.targetOf(t.drawRequest);
         if (block.number <= target) vm.roll(target + 1);
@@ -131,7 +131,7 @@ abstract contract AdversarySide is HonestSide {
 
     /// @dev Adversary replicas of a freshly drawn task decline it at once (seed-chosen), invalid inputs or not.
     function _advResponds(uint256 taskId, uint256 seed) internal {
-        Replica[] memory reps = jobs.getReplicas(taskId);
+        Replica[] memory reps = views.getReplicas(taskId);
         for (uint8 s = 0; s < reps.length; ++s) {
             address node = reps[s].node;
             if (reps[s].status != ReplicaStatus.Assigned || !isAdv[node] || (seed >> s) % 3 == 0) continue;
@@ -152,9 +152,9 @@ abstract contract AdversarySide is HonestSide {
         uint256 n = jobs.taskCount();
         for (uint256 i = 0; i < n; ++i) {
             uint256 id = 1 + ((seed % n + i) % n);
-            Task memory t = jobs.getTask(id);
+            Task memory t = views.getTask(id);
             if (t.status != TaskStatus.Open || (poisonedOnly && !poisoned[t.jobId])) continue;
-            if (jobs.getJob(t.jobId).status == JobStatus.Active) return id;
+            if (views.getJob(t.jobId).status == JobStatus.Active) return id;
         }
         return 0;
     }
@@ -164,9 +164,9 @@ abstract contract AdversarySide is HonestSide {
         uint256 n = jobs.taskCount();
         for (uint256 i = 0; i < n; ++i) {
             uint256 id = 1 + ((seed % n + i) % n);
-            Task memory t = jobs.getTask(id);
+            Task memory t = views.getTask(id);
             if (t.status != TaskStatus.Open && t.status != TaskStatus.Assigned) continue;
-            Replica[] memory reps = jobs.getReplicas(id);
+            Replica[] memory reps = views.getReplicas(id);
             for (uint8 s = 0; s < reps.length; ++s) {
                 if (reps[s].status == ReplicaStatus.Assigned && isAdv[reps[s].node]) return (id, s);
             }
@@ -235,7 +235,7 @@ abstract contract AdversarySide is HonestSide {
     function nudgeBeforeDraw(uint256 seed, uint256 who, uint96 amount, uint8 kind) external tracked {
         uint256 taskId = _openTask(seed, false);
         if (taskId == 0) return;
-        uint256 request = jobs.getTask(taskId).drawRequest;
+        uint256 request = views.getTask(taskId).drawRequest;
         if (randomness.isStale(request)) randomness.renew(request); // its epoch ended unread
         uint256 target = randomness.targetOf(request);
         if (block.number <= target) vm.roll(target + 1);
@@ -251,7 +251,7 @@ abstract contract AdversarySide is HonestSide {
     /// @dev Draws the task (if anyone is eligible) and counts the adversary and sybil identities holding its slots.
     function _advAssignedAfterDraw(uint256 taskId) internal returns (uint256 count) {
         try jobs.assign(taskId) {} catch {}
-        Replica[] memory reps = jobs.getReplicas(taskId);
+        Replica[] memory reps = views.getReplicas(taskId);
         for (uint256 i = 0; i < reps.length; ++i) {
             if (reps[i].status == ReplicaStatus.Assigned && (_listed(adv, reps[i].node) || _listed(sybils, reps[i].node))) {
                 ++count;

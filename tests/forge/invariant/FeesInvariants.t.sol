@@ -7,7 +7,7 @@ import {VerificationFees} from "../../../contracts/VerificationFees.sol";
 import {JobRegistry} from "../../../contracts/JobRegistry.sol";
 import {VerityToken} from "../../../contracts/VerityToken.sol";
 import {INodeRegistry} from "../../../contracts/interfaces/INodeRegistry.sol";
-import {IJobRegistry} from "../../../contracts/interfaces/IJobRegistry.sol";
+import {IJobRegistry, IJobViews} from "../../../contracts/interfaces/IJobRegistry.sol";
 import {BlockhashRandomness} from "../../../contracts/BlockhashRandomness.sol";
 import {Merkle} from "../../../contracts/lib/Merkle.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
@@ -22,6 +22,7 @@ contract FeesHandler is Test {
 
     VerificationFees internal fees;
     JobRegistry internal jobs;
+    IJobViews internal views;
     BlockhashRandomness internal randomness;
     VerityToken internal token;
     address internal submitter;
@@ -48,6 +49,7 @@ contract FeesHandler is Test {
         address[] memory verifiers_
     ) {
         (fees, jobs, randomness, token, submitter, verifiers) = (fees_, jobs_, randomness_, token_, submitter_, verifiers_);
+        views = IJobViews(address(jobs_));
     }
 
     modifier tracked() {
@@ -75,7 +77,7 @@ contract FeesHandler is Test {
 
     function _trace(uint256 taskId, bool wrong) internal view returns (bytes32[] memory h) {
         h = new bytes32[](5);
-        h[0] = jobs.getTask(taskId).inputHash;
+        h[0] = views.getTask(taskId).inputHash;
         for (uint256 j = 1; j < 5; ++j) {
             h[j] = keccak256(abi.encode(wrong ? bytes32("wrong") : bytes32("honest"), h[0], j));
         }
@@ -104,7 +106,7 @@ contract FeesHandler is Test {
         fees.fund(jobId, amount, 1e18, uint8(1 + checks % 3), uint16(1 + uint256(rateBps) % 10_000));
         vm.stopPrank();
         ghostFunded += amount;
-        taskIds.push(jobs.taskOf(jobId, 0, 0));
+        taskIds.push(views.taskOf(jobId, 0, 0));
     }
 
     function _pick(uint256 seed) internal view returns (uint256) {
@@ -113,8 +115,8 @@ contract FeesHandler is Test {
 
     function draw(uint256 seed) external tracked {
         uint256 id = _pick(seed);
-        if (id == 0 || jobs.getTask(id).status != TaskStatus.Open) return;
-        uint256 request = jobs.getTask(id).drawRequest;
+        if (id == 0 || views.getTask(id).status != TaskStatus.Open) return;
+        uint256 request = views.getTask(id).drawRequest;
         if (randomness.isStale(request)) randomness.renew(request); // its epoch ended unread
         uint256 target = randomness.targetOf(request);
         if (block.number <= target) vm.roll(target + 1);
@@ -137,9 +139,9 @@ contract FeesHandler is Test {
     /// @dev The solver: honest or wrong (nobody challenges here: the fee only follows what is accepted).
     function solve(uint256 seed, bool wrong) external tracked {
         uint256 id = _pick(seed);
-        if (id == 0 || jobs.getTask(id).status != TaskStatus.Assigned) return;
+        if (id == 0 || views.getTask(id).status != TaskStatus.Assigned) return;
         bytes32[] memory h = _trace(id, wrong);
-        address solver = jobs.getReplica(id, 0).node;
+        address solver = views.getReplica(id, 0).node;
         uint256 notBefore = _notBefore(id);
         if (block.timestamp < notBefore) vm.warp(notBefore);
         vm.prank(solver);
@@ -157,7 +159,7 @@ contract FeesHandler is Test {
         if (id == 0) return;
         bytes32 fin = submittedFinal[id];
         if (fin == bytes32(0)) {
-            if (jobs.getTask(id).status != TaskStatus.Assigned) return;
+            if (views.getTask(id).status != TaskStatus.Assigned) return;
             uint256 notBefore = _notBefore(id);
             if (block.timestamp < notBefore) vm.warp(notBefore); // the pending result may land in this block
             fin = _trace(id, false)[4];
@@ -171,15 +173,15 @@ contract FeesHandler is Test {
 
     /// @dev When the task's one slot may first leave a result (TaskMachine._checkOnTime).
     function _notBefore(uint256 id) internal view returns (uint256) {
-        Job memory job = jobs.getJob(jobs.getTask(id).jobId);
-        return jobs.getReplica(id, 0).deadline - job.executionWindow + job.resultFloor;
+        Job memory job = views.getJob(views.getTask(id).jobId);
+        return views.getReplica(id, 0).deadline - job.executionWindow + job.resultFloor;
     }
 
     function finalize(uint256 seed) external tracked {
         uint256 id = _pick(seed);
-        if (id == 0 || jobs.getTask(id).status != TaskStatus.Revealed) return;
-        Task memory t = jobs.getTask(id);
-        uint256 end = uint256(t.challengeDeadline) + jobs.getJob(t.jobId).revealWindow;
+        if (id == 0 || views.getTask(id).status != TaskStatus.Revealed) return;
+        Task memory t = views.getTask(id);
+        uint256 end = uint256(t.challengeDeadline) + views.getJob(t.jobId).revealWindow;
         if (block.timestamp <= end) vm.warp(end + 1);
         jobs.finalize(id);
     }
@@ -189,7 +191,7 @@ contract FeesHandler is Test {
         if (id == 0) return;
         address v = verifiers[who % verifiers.length];
         (,, uint64 anchorEpoch) = fees.chainOf(v);
-        uint64 e = fees.epochOf(jobs.getTask(id).createdAt);
+        uint64 e = fees.epochOf(views.getTask(id).createdAt);
         if (e <= anchorEpoch || e - anchorEpoch > CHAIN) return;
         bytes32 key = forge ? keccak256(abi.encode("forged", id)) : _hashN(_seed(v), CHAIN - (e - anchorEpoch));
         bytes32 fin = committedFinal[id][v];
@@ -197,7 +199,7 @@ contract FeesHandler is Test {
         try fees.claim(id, key, fin, bytes32("salt")) {
             ++ghostClaims;
             // a slot held by a bad claim would be paid at collect: counted as a bad payment at once
-            if (forge || !committedBlind[id][v] || fin != fees.acceptedFinal(id, jobs.getTask(id))) ++ghostBadPayments;
+            if (forge || !committedBlind[id][v] || fin != fees.acceptedFinal(id, views.getTask(id))) ++ghostBadPayments;
         } catch {}
     }
 
@@ -230,8 +232,8 @@ contract FeesHandler is Test {
     function closeAndRefund(uint256 seed) external tracked {
         uint256 id = _pick(seed);
         if (id == 0) return;
-        uint256 jobId = jobs.getTask(id).jobId;
-        if (jobs.getJob(jobId).status == JobStatus.Active) {
+        uint256 jobId = views.getTask(id).jobId;
+        if (views.getJob(jobId).status == JobStatus.Active) {
             vm.prank(submitter);
             try jobs.cancelJob(jobId) {} catch {}
         }
@@ -262,7 +264,7 @@ contract FeesInvariantsTest is Fixture {
         super.setUp();
         _addNodes(6);
         fees = new VerificationFees(
-            IERC20(address(token)), INodeRegistry(address(registry)), IJobRegistry(address(jobs)), 100
+            IERC20(address(token)), INodeRegistry(address(registry)), IJobViews(address(jobs)), 100
         );
         address[] memory vs = new address[](nodes.length);
         for (uint256 i = 0; i < nodes.length; ++i) {
@@ -284,7 +286,7 @@ contract FeesInvariantsTest is Fixture {
         uint256 reserved;
         for (uint256 i = 0; i < handler.taskCount(); ++i) {
             uint256 taskId = handler.taskAt(i);
-            uint256 jobId = jobs.getTask(taskId).jobId;
+            uint256 jobId = views.getTask(taskId).jobId;
             (uint256 balance, uint256 fee,, uint8 checks,) = fees.potOf(jobId);
             pots += balance;
             VerificationFees.Slot[] memory held = fees.slotsOf(taskId);

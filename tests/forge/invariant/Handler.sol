@@ -39,7 +39,7 @@ contract Handler is AdversarySide {
         uint256 n = jobs.taskCount();
         for (uint256 i = 0; i < n; ++i) {
             uint256 id = 1 + ((seed % n + i) % n);
-            if (jobs.getTask(id).status == st) return id;
+            if (views.getTask(id).status == st) return id;
         }
         return 0;
     }
@@ -66,7 +66,7 @@ contract Handler is AdversarySide {
     function postJob(uint8 shards, bool replicated, uint8 rounds, uint8 steps) external tracked {
         if (jobs.jobCount() - ghostGriefJobs - ghostIllegalJobs >= 4) return;
         PostJobParams memory p = _jobParams(shards, replicated, rounds, steps);
-        uint256 amount = jobs.escrowFor(p.paymentPerTask, p.replication, p.shards, p.rounds);
+        uint256 amount = views.escrowFor(p.paymentPerTask, p.replication, p.shards, p.rounds);
         vm.prank(submitter);
         try jobs.postJob(p) {
             ghostEscrowPosted += amount;
@@ -76,14 +76,14 @@ contract Handler is AdversarySide {
     function cancel(uint256 seed) external tracked {
         uint256 jobId = _pickJob(seed);
         if (jobId == 0) return;
-        vm.prank(jobs.getJob(jobId).submitter);
+        vm.prank(views.getJob(jobId).submitter);
         try jobs.cancelJob(jobId) {} catch {} // its refund is counted from the escrow's logs (_countRefund)
     }
 
     function reclaim(uint256 seed) external tracked {
         uint256 jobId = _pickJob(seed);
-        if (jobId == 0 || jobs.getJob(jobId).status != JobStatus.Completed) return;
-        vm.prank(jobs.getJob(jobId).submitter);
+        if (jobId == 0 || views.getJob(jobId).status != JobStatus.Completed) return;
+        vm.prank(views.getJob(jobId).submitter);
         try jobs.reclaimEscrow(jobId) {} catch {} // its refund is counted from the escrow's logs (_countRefund)
     }
 
@@ -99,7 +99,7 @@ contract Handler is AdversarySide {
     function finalize(uint256 seed) external tracked {
         uint256 taskId = _pickTaskIn(seed, TaskStatus.Revealed);
         if (taskId == 0) return;
-        Task memory t = jobs.getTask(taskId);
+        Task memory t = views.getTask(taskId);
         if (t.status != TaskStatus.Revealed || t.openDisputes != 0) return;
         try jobs.finalize(taskId) {} catch {}
     }
@@ -116,8 +116,8 @@ contract Handler is AdversarySide {
     function reportUnavailable(uint256 seed, uint32 index) external tracked {
         (uint256 taskId, uint8 slot) = _consumerSlot(seed);
         if (taskId == 0) return;
-        Task memory t = jobs.getTask(taskId);
-        address node = jobs.getReplica(taskId, slot).node;
+        Task memory t = views.getTask(taskId);
+        address node = views.getReplica(taskId, slot).node;
         uint32 n = _inputs(t);
         if (isHonest[node]) {
             index %= n;
@@ -134,11 +134,11 @@ contract Handler is AdversarySide {
         uint256 n = jobs.taskCount();
         for (uint256 i = 0; i < n; ++i) {
             uint256 id = 1 + ((seed % n + i) % n);
-            Task memory t = jobs.getTask(id);
+            Task memory t = views.getTask(id);
             if (t.status != TaskStatus.Open && t.status != TaskStatus.Assigned) continue;
             if (t.kind == TaskKind.Train && t.round == 0) continue;
-            if (jobs.getJob(t.jobId).status != JobStatus.Active) continue;
-            Replica[] memory reps = jobs.getReplicas(id);
+            if (views.getJob(t.jobId).status != JobStatus.Active) continue;
+            Replica[] memory reps = views.getReplicas(id);
             for (uint256 k = 0; k < reps.length; ++k) {
                 uint8 s = uint8(((seed >> 128) + k) % reps.length);
                 ReplicaStatus st = reps[s].status;
@@ -151,7 +151,7 @@ contract Handler is AdversarySide {
 
     function assign(uint256 seed) external tracked {
         uint256 taskId = _pickTaskIn(seed, TaskStatus.Open);
-        if (taskId == 0 || jobs.getTask(taskId).status != TaskStatus.Open) return;
+        if (taskId == 0 || views.getTask(taskId).status != TaskStatus.Open) return;
         try jobs.assign(taskId) {} catch {}
     }
 
@@ -161,15 +161,15 @@ contract Handler is AdversarySide {
     function sybilChallenge(uint256 seed, uint256 who) external tracked {
         uint256 taskId = _pickTaskIn(seed, TaskStatus.Revealed);
         if (taskId == 0) return;
-        Task memory t = jobs.getTask(taskId);
+        Task memory t = views.getTask(taskId);
         if (t.status != TaskStatus.Revealed || block.timestamp > t.challengeDeadline) return;
-        if (jobs.getJob(t.jobId).status != JobStatus.Active) return;
+        if (views.getJob(t.jobId).status != JobStatus.Active) return;
         Claim memory c = jobs.claimOf(taskId);
         address a = adv[who % adv.length];
         if (a == c.defender || a == c.coDefender) return;
         bytes32[] memory h = _sybilTrace(taskId, a);
         if (h[t.n] == c.finalHash) return;
-        if (registry.freeStake(a) < jobs.getJob(t.jobId).stakePerReplica) return;
+        if (registry.freeStake(a) < views.getJob(t.jobId).stakePerReplica) return;
         if (_challenge(taskId, a, h) != 0) ++ghostSybilChallenges;
     }
 
@@ -182,7 +182,7 @@ contract Handler is AdversarySide {
 
     function openContest(uint256 seed) external tracked {
         uint256 taskId = _pickTaskIn(seed, TaskStatus.Contested);
-        if (taskId == 0 || jobs.getTask(taskId).status != TaskStatus.Contested) return;
+        if (taskId == 0 || views.getTask(taskId).status != TaskStatus.Contested) return;
         if (game.disputeOfTask(taskId) != 0) return;
         try game.openDispute(taskId) {} catch {}
     }
@@ -220,7 +220,7 @@ contract Handler is AdversarySide {
         vm.roll(block.number + 1);
         _heartbeatAll();
         for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
-            Task memory t = jobs.getTask(id);
+            Task memory t = views.getTask(id);
             if (t.status == TaskStatus.Revealed && t.openDisputes == 0) {
                 try jobs.finalize(id) {} catch {}
             } else if (t.status == TaskStatus.Open) {

@@ -181,11 +181,11 @@ abstract contract HandlerAudit is HandlerTraces {
         uint256 taskId = uint256(logs[i].topics[1]);
         address node = _addr(logs[i].topics[2]);
         uint256 amount = abi.decode(logs[i].data, (uint256));
-        uint256 jobId = jobs.getTask(taskId).jobId;
+        uint256 jobId = views.getTask(taskId).jobId;
         ghostForfeited += amount;
         forfeitedOf[taskId] += amount;
         ++forfeitsOf[taskId];
-        if (amount != jobs.getJob(jobId).paymentPerTask) _unavailable("a forfeit of a wrong size");
+        if (amount != views.getJob(jobId).paymentPerTask) _unavailable("a forfeit of a wrong size");
         if (_payees(taskId, node) == 0) _unavailable("a forfeit of a non-payee");
         bool burned = i + 2 < logs.length && logs[i + 1].emitter == address(escrow)
             && logs[i + 1].topics.length == 2 && logs[i + 1].topics[0] == IJobEscrow.EscrowBurned.selector
@@ -253,16 +253,16 @@ abstract contract HandlerAudit is HandlerTraces {
             VmLogs.Log memory l = logs[i];
             if (l.emitter != address(jobs) || l.topics[0] != IJobRegistry.TaskAccepted.selector) continue;
             uint256 taskId = uint256(l.topics[1]);
-            Task memory t = jobs.getTask(taskId);
+            Task memory t = views.getTask(taskId);
             if (!poisoned[t.jobId]) continue;
-            address[] memory refusers = jobs.invalidDeclinersOf(taskId);
+            address[] memory refusers = views.invalidDeclinersOf(taskId);
             bool refused;
             for (uint256 k = 0; k < refusers.length; ++k) {
                 refused = refused || refusers[k] == node;
             }
             if (!refused) continue;
             if (t.candidate != address(0)) return isAdv[t.candidate];
-            Replica[] memory reps = jobs.getReplicas(taskId);
+            Replica[] memory reps = views.getReplicas(taskId);
             for (uint256 s = 0; s < reps.length; ++s) {
                 if (reps[s].status == ReplicaStatus.Accepted && !isAdv[reps[s].node]) return false;
             }
@@ -311,23 +311,23 @@ abstract contract HandlerAudit is HandlerTraces {
     /// @dev After a job ended in its current round: how many payee payments that ending owed (P10: the round's accepted
     ///      tasks, and the previous AGGREGATE when the round was incomplete).
     function _unsettledPayees(uint256 jobId) internal view returns (uint256 count) {
-        Job memory job = jobs.getJob(jobId);
+        Job memory job = views.getJob(jobId);
         for (uint32 i = 0; i < job.shards; ++i) {
-            count += _payees(jobs.taskOf(jobId, job.currentRound, i), address(0));
+            count += _payees(views.taskOf(jobId, job.currentRound, i), address(0));
         }
         if (job.currentRound > 0 && job.acceptedInRound < job.shards) {
-            count += _payees(jobs.taskOf(jobId, job.currentRound - 1, job.shards), address(0));
+            count += _payees(views.taskOf(jobId, job.currentRound - 1, job.shards), address(0));
         }
     }
 
     /// @dev Whether `node` is a payee of a task _unsettledPayees counts.
     function _isUnsettledPayee(uint256 jobId, address node) internal view returns (bool) {
-        Job memory job = jobs.getJob(jobId);
+        Job memory job = views.getJob(jobId);
         for (uint32 i = 0; i < job.shards; ++i) {
-            if (_payees(jobs.taskOf(jobId, job.currentRound, i), node) > 0) return true;
+            if (_payees(views.taskOf(jobId, job.currentRound, i), node) > 0) return true;
         }
         if (job.currentRound > 0 && job.acceptedInRound < job.shards) {
-            return _payees(jobs.taskOf(jobId, job.currentRound - 1, job.shards), node) > 0;
+            return _payees(views.taskOf(jobId, job.currentRound - 1, job.shards), node) > 0;
         }
         return false;
     }
@@ -335,10 +335,10 @@ abstract contract HandlerAudit is HandlerTraces {
     /// @dev An Accepted task's payees (its candidate, or its Accepted replicas), or only `node`'s share of them when
     ///      `node` is nonzero; 0 for a task not Accepted.
     function _payees(uint256 taskId, address node) internal view returns (uint256 count) {
-        Task memory t = jobs.getTask(taskId);
+        Task memory t = views.getTask(taskId);
         if (t.status != TaskStatus.Accepted) return 0;
         if (t.candidate != address(0)) return node == address(0) || node == t.candidate ? 1 : 0;
-        Replica[] memory reps = jobs.getReplicas(taskId);
+        Replica[] memory reps = views.getReplicas(taskId);
         for (uint256 s = 0; s < reps.length; ++s) {
             if (reps[s].status == ReplicaStatus.Accepted && (node == address(0) || node == reps[s].node)) ++count;
         }
@@ -383,7 +383,7 @@ abstract contract HandlerAudit is HandlerTraces {
             uint256 amount = abi.decode(l.data, (uint256));
             if (settled < settlements) {
                 ++settled;
-                if (amount != jobs.getJob(jobId).paymentPerTask || !_isUnsettledPayee(jobId, to)) {
+                if (amount != views.getJob(jobId).paymentPerTask || !_isUnsettledPayee(jobId, to)) {
                     _rule("settlement to a non-payee or of a wrong size");
                 }
                 continue;

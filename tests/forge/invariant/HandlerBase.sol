@@ -30,12 +30,12 @@ abstract contract HandlerBase is HandlerAudit {
 
     /// @dev Assigned replicas commit / submit, committed ones reveal. Adversaries act only when `advActs`.
     function _work(uint256 taskId, bool advActs) internal {
-        Task memory t = jobs.getTask(taskId);
+        Task memory t = views.getTask(taskId);
         if (t.status != TaskStatus.Open && t.status != TaskStatus.Assigned) return;
-        Job memory job = jobs.getJob(t.jobId);
+        Job memory job = views.getJob(t.jobId);
         if (job.status != JobStatus.Active) return;
         for (uint8 s = 0; s < job.replication; ++s) {
-            Replica memory r = jobs.getReplica(taskId, s);
+            Replica memory r = views.getReplica(taskId, s);
             if (r.status != ReplicaStatus.Assigned || block.timestamp > r.deadline) continue;
             if (isAdv[r.node] && !advActs) continue;
             // An ineligible identity is never drawn (checkIneligibleNeverDrawn); if it were, it would idle.
@@ -52,7 +52,7 @@ abstract contract HandlerBase is HandlerAudit {
                 ) {
                     ++_honestActions;
                 } catch {}
-            } else if ((taskId & 1) == 1 && jobs.getReplica(taskId, s ^ 1).status == ReplicaStatus.Committed) {
+            } else if ((taskId & 1) == 1 && views.getReplica(taskId, s ^ 1).status == ReplicaStatus.Committed) {
                 // The last to commit reveals in place of its commit (half the tasks; the rest commit, then reveal).
                 vm.prank(r.node);
                 try jobs.reveal(
@@ -71,8 +71,8 @@ abstract contract HandlerBase is HandlerAudit {
         }
         if (job.replication == 1) return;
         for (uint8 s = 0; s < 2; ++s) {
-            if (jobs.getTask(taskId).status != TaskStatus.Assigned) return;
-            Replica memory r = jobs.getReplica(taskId, s);
+            if (views.getTask(taskId).status != TaskStatus.Assigned) return;
+            Replica memory r = views.getReplica(taskId, s);
             if (r.status != ReplicaStatus.Committed || r.deadline == 0 || block.timestamp > r.deadline) continue;
             if (isAdv[r.node] && !advActs) continue;
             bytes32[] memory h = _replicaTrace(taskId, r.node);
@@ -119,23 +119,23 @@ abstract contract HandlerBase is HandlerAudit {
     /// @dev A consumer task's inputs: an AGGREGATE's are its round's shards, a later round's TRAIN task's is the
     ///      previous AGGREGATE, a round-0 TRAIN task has none.
     function _inputs(Task memory t) internal view returns (uint32) {
-        if (t.kind == TaskKind.Aggregate) return jobs.getJob(t.jobId).shards;
+        if (t.kind == TaskKind.Aggregate) return views.getJob(t.jobId).shards;
         return t.round > 0 ? 1 : 0;
     }
 
     /// @dev The task that produced input `i` of consumer `t` (i < _inputs(t)).
     function _inputTask(Task memory t, uint32 i) internal view returns (uint256) {
-        if (t.kind == TaskKind.Aggregate) return jobs.taskOf(t.jobId, t.round, i);
-        return jobs.taskOf(t.jobId, t.round - 1, jobs.getJob(t.jobId).shards);
+        if (t.kind == TaskKind.Aggregate) return views.taskOf(t.jobId, t.round, i);
+        return views.taskOf(t.jobId, t.round - 1, views.getJob(t.jobId).shards);
     }
 
     /// @dev Whether an honest node cannot fetch accepted input task `inputId`'s bundle: its job is one whose
     ///      adversaries withhold (HandlerTraces.withholds) and every payee of the input is an adversary.
     function _withheld(uint256 inputId) internal view returns (bool) {
-        Task memory t = jobs.getTask(inputId);
+        Task memory t = views.getTask(inputId);
         if (t.status != TaskStatus.Accepted || !withholds(t.jobId)) return false;
         if (t.candidate != address(0)) return isAdv[t.candidate];
-        Replica[] memory reps = jobs.getReplicas(inputId);
+        Replica[] memory reps = views.getReplicas(inputId);
         bool any;
         for (uint256 s = 0; s < reps.length; ++s) {
             if (reps[s].status != ReplicaStatus.Accepted) continue;
@@ -190,8 +190,8 @@ abstract contract HandlerBase is HandlerAudit {
     }
 
     function _countCollusion(uint256 taskId) internal {
-        if (jobs.getTask(taskId).status != TaskStatus.Revealed) return;
-        Replica[] memory reps = jobs.getReplicas(taskId);
+        if (views.getTask(taskId).status != TaskStatus.Revealed) return;
+        Replica[] memory reps = views.getReplicas(taskId);
         if (reps.length == 2 && isAdv[reps[0].node] && isAdv[reps[1].node]) {
             if (reps[0].status == ReplicaStatus.Revealed && reps[1].status == ReplicaStatus.Revealed) {
                 ++ghostCollusions;
@@ -207,15 +207,15 @@ abstract contract HandlerBase is HandlerAudit {
     ///      `ghostGriefedBets` counts.
     function _honestChallengeOf(uint256 taskId, uint256 seed) internal {
         if (sabotage == 1) return;
-        Task memory t = jobs.getTask(taskId);
+        Task memory t = views.getTask(taskId);
         if (t.status != TaskStatus.Revealed || block.timestamp > t.challengeDeadline) return;
-        if (jobs.getJob(t.jobId).status != JobStatus.Active || poisoned[t.jobId]) return;
+        if (views.getJob(t.jobId).status != JobStatus.Active || poisoned[t.jobId]) return;
         Claim memory c = jobs.claimOf(taskId);
         bytes32[] memory h = _honestTrace(taskId);
         if (c.finalHash == h[t.n]) return;
         uint256 pending = _honestChallenge[taskId][t.epoch];
         if (pending != 0 && disputeLens.getDispute(pending).phase != DisputePhase.Resolved) return;
-        uint256 stakeNeeded = jobs.getJob(t.jobId).stakePerReplica;
+        uint256 stakeNeeded = views.getJob(t.jobId).stakePerReplica;
         for (uint256 i = 0; i < honest.length; ++i) {
             address v = honest[(seed % honest.length + i) % honest.length];
             if (v == c.defender || v == c.coDefender) continue;
@@ -234,7 +234,7 @@ abstract contract HandlerBase is HandlerAudit {
     function _challenge(uint256 taskId, address who, bytes32[] memory h) internal returns (uint256 id) {
         uint32 n = uint32(h.length - 1);
         bytes32 root = Merkle.rootOf(h);
-        bytes32 salt = keccak256(abi.encode(taskId, jobs.getTask(taskId).epoch, who));
+        bytes32 salt = keccak256(abi.encode(taskId, views.getTask(taskId).epoch, who));
         bytes32 c = keccak256(abi.encode(taskId, root, h[n], _cid(h[n]), salt, who));
         vm.prank(who);
         game.commitChallenge(c);

@@ -7,6 +7,7 @@ import {NodeRegistry} from "../../../contracts/NodeRegistry.sol";
 import {NodeLens} from "../../../contracts/NodeLens.sol";
 import {DisputeLens} from "../../../contracts/DisputeLens.sol";
 import {JobRegistry} from "../../../contracts/JobRegistry.sol";
+import {IJobViews} from "../../../contracts/interfaces/IJobRegistry.sol";
 import {JobEscrow} from "../../../contracts/JobEscrow.sol";
 import {DisputeGame} from "../../../contracts/DisputeGame.sol";
 import {RefereePanel} from "../../../contracts/RefereePanel.sol";
@@ -48,6 +49,7 @@ abstract contract HandlerState is Test {
     BlockhashRandomness internal randomness;
     JobEscrow internal escrow;
     JobRegistry internal jobs;
+    IJobViews internal views;
     RefereePanel internal panel;
     DisputeGame internal game;
     DisputeLens internal disputeLens;
@@ -171,6 +173,7 @@ abstract contract HandlerState is Test {
         randomness = s.randomness;
         escrow = s.escrow;
         jobs = s.jobs;
+        views = IJobViews(address(s.jobs));
         panel = s.panel;
         game = s.game;
         disputeLens = new DisputeLens(address(s.game));

@@ -24,13 +24,13 @@ abstract contract HandlerTraces is HandlerState {
     }
 
     function _honestTrace(uint256 taskId) internal view returns (bytes32[] memory) {
-        Task memory t = jobs.getTask(taskId);
+        Task memory t = views.getTask(taskId);
         return _trace(t.inputHash, t.n, HONEST, type(uint256).max);
     }
 
     /// @notice The final hash an honest solver computes for a task.
     function honestFinal(uint256 taskId) public view returns (bytes32) {
-        Task memory t = jobs.getTask(taskId);
+        Task memory t = views.getTask(taskId);
         return _trace(t.inputHash, t.n, HONEST, type(uint256).max)[t.n];
     }
 
@@ -49,7 +49,7 @@ abstract contract HandlerTraces is HandlerState {
     }
 
     function _replicaTrace(uint256 taskId, address node) internal view returns (bytes32[] memory) {
-        Task memory t = jobs.getTask(taskId);
+        Task memory t = views.getTask(taskId);
         if (isAdv[node] && withholds(t.jobId)) return _trace(t.inputHash, t.n, HONEST, type(uint256).max);
         if (isAdv[node]) {
             return _trace(t.inputHash, t.n, ADV, 1 + uint256(keccak256(abi.encode(taskId, ADV))) % t.n);
@@ -64,7 +64,7 @@ abstract contract HandlerTraces is HandlerState {
     /// @dev A sybil's wrong trace: chained from its divergence, or (one node in two) honest leaves around a single
     ///      forged leaf and a forged final (not chain-consistent: bisection meets agreeing leaves after a difference).
     function _sybilTrace(uint256 taskId, address node) internal view returns (bytes32[] memory h) {
-        Task memory t = jobs.getTask(taskId);
+        Task memory t = views.getTask(taskId);
         uint256 r = uint256(keccak256(abi.encode(taskId, node, "sybil")));
         bytes32 tag = keccak256(abi.encode("sybil", node));
         h = _trace(t.inputHash, t.n, tag, 1 + r % t.n);

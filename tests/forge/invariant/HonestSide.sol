@@ -24,7 +24,7 @@ abstract contract HonestSide is HandlerBase {
     function _playDispute(uint256 id, bool dishonestActs) internal {
         DisputeGame.Dispute memory d = disputeLens.getDispute(id);
         if (d.phase == DisputePhase.None || d.phase == DisputePhase.Resolved) return;
-        if (jobs.getTask(d.taskId).epoch != d.epoch) {
+        if (views.getTask(d.taskId).epoch != d.epoch) {
             try game.abandon(id) {
                 ++_honestActions;
             } catch {}
@@ -164,7 +164,7 @@ abstract contract HonestSide is HandlerBase {
             _honestDisputes((seed >> 64) % 2 == 0);
             uint256 tasks = jobs.taskCount();
             for (uint256 id = 1; id <= tasks; ++id) {
-                Task memory t = jobs.getTask(id);
+                Task memory t = views.getTask(id);
                 if (t.status == TaskStatus.Contested && game.disputeOfTask(id) == 0) {
                     try game.openDispute(id) {
                         ++_honestActions;

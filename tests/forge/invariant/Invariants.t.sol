@@ -90,18 +90,18 @@ contract InvariantsTest is InvariantSetup {
         uint256 earned;
         uint256[] memory owed = new uint256[](jobs.jobCount() + 1); // accepted work not yet settled, per job
         for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
-            Task memory t = jobs.getTask(id);
+            Task memory t = views.getTask(id);
             if (t.status != TaskStatus.Accepted) continue;
             uint256 payees = t.candidate != address(0) ? 1 : 0;
-            Replica[] memory reps = jobs.getReplicas(id);
+            Replica[] memory reps = views.getReplicas(id);
             for (uint256 s = 0; s < reps.length; ++s) {
                 if (reps[s].status == ReplicaStatus.Accepted) ++payees;
             }
             assertGt(payees, 0, "accepted task paid nobody");
             // P10: paid when its consumer is accepted (or its job ends); until then the pay stays in escrow. What
             // the registry forfeited instead (its PaymentForfeited amounts) was burned, not earned.
-            if (_settled(t)) earned += payees * jobs.getJob(t.jobId).paymentPerTask - handler.forfeitedOf(id);
-            else owed[t.jobId] += payees * jobs.getJob(t.jobId).paymentPerTask;
+            if (_settled(t)) earned += payees * views.getJob(t.jobId).paymentPerTask - handler.forfeitedOf(id);
+            else owed[t.jobId] += payees * views.getJob(t.jobId).paymentPerTask;
         }
         for (uint256 jobId = 1; jobId <= jobs.jobCount(); ++jobId) {
             assertLe(owed[jobId], escrow.escrowOf(jobId), "accepted work's deferred pay left the escrow");
@@ -109,7 +109,7 @@ contract InvariantsTest is InvariantSetup {
         // A job failed for invalid inputs paid its poster bond, split evenly, to its FAIL_DECLINES decliners.
         uint256 bondShares = jobs.FAIL_DECLINES() * (jobs.POSTER_BOND() / jobs.FAIL_DECLINES());
         for (uint256 jobId = 1; jobId <= jobs.jobCount(); ++jobId) {
-            if (jobs.getJob(jobId).status == JobStatus.Failed) earned += bondShares;
+            if (views.getJob(jobId).status == JobStatus.Failed) earned += bondShares;
         }
         assertEq(handler.ghostEscrowPaid(), earned, "payments == accepted work + bonds");
         uint256 bonds;
@@ -125,7 +125,7 @@ contract InvariantsTest is InvariantSetup {
     ///      task waits for its round's AGGREGATE (accepted: the round advanced); an AGGREGATE waits for the next
     ///      round's last shard (accepted: the next round's AGGREGATE exists, or the round after began).
     function _settled(Task memory t) internal view returns (bool) {
-        Job memory job = jobs.getJob(t.jobId);
+        Job memory job = views.getJob(t.jobId);
         if (job.status != JobStatus.Active) return true;
         if (t.kind == TaskKind.Train) return t.round < job.currentRound;
         return t.round + 1 < job.currentRound || job.acceptedInRound >= job.shards;
@@ -146,11 +146,11 @@ contract InvariantsTest is InvariantSetup {
         assertEq(handler.ghostEscrowBurned(), handler.ghostForfeited(), "every escrow burn is a forfeit");
         uint256 forfeited;
         for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
-            Task memory t = jobs.getTask(id);
+            Task memory t = views.getTask(id);
             uint256 amount = handler.forfeitedOf(id);
             uint256 count = handler.forfeitsOf(id);
             forfeited += amount;
-            assertEq(amount, count * jobs.getJob(t.jobId).paymentPerTask, "forfeit of a wrong size");
+            assertEq(amount, count * views.getJob(t.jobId).paymentPerTask, "forfeit of a wrong size");
             if (t.status != TaskStatus.Accepted) {
                 assertEq(count, 0, "forfeit of unaccepted work");
                 continue;
@@ -175,7 +175,7 @@ contract InvariantsTest is InvariantSetup {
     /// @dev The consumers of accepted task `t`: a TRAIN task's round AGGREGATE (input `t.index`), an AGGREGATE's
     ///      next-round TRAIN tasks (input 0 of each); the last AGGREGATE has none.
     function _consumers(Task memory t) internal view returns (uint256[] memory ids, uint32 input) {
-        Job memory job = jobs.getJob(t.jobId);
+        Job memory job = views.getJob(t.jobId);
         if (t.kind == TaskKind.Train) {
             ids = new uint256[](1);
             ids[0] = _taskOrZero(t.jobId, t.round, job.shards);
@@ -190,7 +190,7 @@ contract InvariantsTest is InvariantSetup {
 
     /// @dev The task at (round, index) of a job, or 0 where none was created yet (taskOf reverts there).
     function _taskOrZero(uint256 jobId, uint32 round, uint32 index) internal view returns (uint256) {
-        try jobs.taskOf(jobId, round, index) returns (uint256 id) {
+        try views.taskOf(jobId, round, index) returns (uint256 id) {
             return id;
         } catch {
             return 0;
@@ -204,9 +204,9 @@ contract InvariantsTest is InvariantSetup {
         if (ids.length == 0) return false;
         for (uint256 k = 0; k < ids.length; ++k) {
             if (ids[k] == 0) return false;
-            Task memory c = jobs.getTask(ids[k]);
+            Task memory c = views.getTask(ids[k]);
             if (c.status != TaskStatus.Accepted || c.candidate != address(0)) return false;
-            Replica[] memory reps = jobs.getReplicas(ids[k]);
+            Replica[] memory reps = views.getReplicas(ids[k]);
             for (uint256 s = 0; s < reps.length; ++s) {
                 if (reps[s].status != ReplicaStatus.Accepted) continue;
                 if ((handler.reportedMask(ids[k], uint8(s), reps[s].node) >> input) & 1 == 0) return false;
@@ -220,7 +220,7 @@ contract InvariantsTest is InvariantSetup {
         (uint256[] memory ids, uint32 input) = _consumers(t);
         for (uint256 k = 0; k < ids.length; ++k) {
             if (ids[k] == 0) continue;
-            Replica[] memory reps = jobs.getReplicas(ids[k]);
+            Replica[] memory reps = views.getReplicas(ids[k]);
             for (uint256 s = 0; s < reps.length; ++s) {
                 if (reps[s].status != ReplicaStatus.Accepted || !handler.isHonest(reps[s].node)) continue;
                 if ((handler.reportedMask(ids[k], uint8(s), reps[s].node) >> input) & 1 == 0) return true;
@@ -232,7 +232,7 @@ contract InvariantsTest is InvariantSetup {
     /// @dev An Accepted task's payees: its candidate, or its Accepted replicas.
     function _payeeCount(Task memory t, uint256 id) internal view returns (uint256 payees) {
         if (t.candidate != address(0)) return 1;
-        Replica[] memory reps = jobs.getReplicas(id);
+        Replica[] memory reps = views.getReplicas(id);
         for (uint256 s = 0; s < reps.length; ++s) {
             if (reps[s].status == ReplicaStatus.Accepted) ++payees;
         }
@@ -245,9 +245,9 @@ contract InvariantsTest is InvariantSetup {
     function check_lockedMatchesWork() public view {
         uint256[] memory expected = new uint256[](nodes.length);
         for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
-            Task memory t = jobs.getTask(id);
-            uint256 stakeAmount = jobs.getJob(t.jobId).stakePerReplica;
-            Replica[] memory reps = jobs.getReplicas(id);
+            Task memory t = views.getTask(id);
+            uint256 stakeAmount = views.getJob(t.jobId).stakePerReplica;
+            Replica[] memory reps = views.getReplicas(id);
             for (uint256 s = 0; s < reps.length; ++s) {
                 ReplicaStatus st = reps[s].status;
                 if (st == ReplicaStatus.Assigned || st == ReplicaStatus.Committed || st == ReplicaStatus.Revealed) {
@@ -259,7 +259,7 @@ contract InvariantsTest is InvariantSetup {
             }
             if (t.status == TaskStatus.Accepted || t.status == TaskStatus.Cancelled) continue;
             // issue 23: an invalid-inputs refusal's bet stays locked until the task is completed or ended
-            address[] memory refusers = jobs.invalidDeclinersOf(id);
+            address[] memory refusers = views.invalidDeclinersOf(id);
             uint256 bet = jobs.POSTER_BOND() / jobs.FAIL_DECLINES();
             for (uint256 i = 0; i < refusers.length; ++i) {
                 expected[_idx(refusers[i])] += bet;
@@ -289,7 +289,7 @@ contract InvariantsTest is InvariantSetup {
         uint256[] memory live = new uint256[](tasks + 1);
         for (uint256 id = 1; id <= game.disputeCount(); ++id) {
             DisputeGame.Dispute memory d = disputeLens.getDispute(id);
-            Task memory t = jobs.getTask(d.taskId);
+            Task memory t = views.getTask(d.taskId);
             assertLe(d.epoch, t.epoch, "dispute from a future epoch");
             PanelPhase pp = panel.panelOf(id).phase;
             if (d.phase == DisputePhase.Judging) assertTrue(pp != PanelPhase.None, "judging without a panel");
@@ -317,9 +317,9 @@ contract InvariantsTest is InvariantSetup {
     }
 
     function _checkTask(uint256 id, uint256 liveDisputes) internal view {
-        Task memory t = jobs.getTask(id);
-        Job memory job = jobs.getJob(t.jobId);
-        Replica[] memory reps = jobs.getReplicas(id);
+        Task memory t = views.getTask(id);
+        Job memory job = views.getJob(t.jobId);
+        Replica[] memory reps = views.getReplicas(id);
         uint256 accepted;
         uint256 empty;
         uint256 pending;
@@ -377,14 +377,14 @@ contract InvariantsTest is InvariantSetup {
     ///         model; the honest refusals' bets it burns are counted in ghostGriefedBets.
     function check_soundness() public view {
         for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
-            Task memory t = jobs.getTask(id);
+            Task memory t = views.getTask(id);
             if (t.status != TaskStatus.Accepted || handler.poisoned(t.jobId)) continue;
             assertEq(t.finalHash, handler.honestFinal(id), "accepted a wrong final");
         }
         for (uint256 jobId = 1; jobId <= jobs.jobCount(); ++jobId) {
-            Job memory job = jobs.getJob(jobId);
+            Job memory job = views.getJob(jobId);
             if (job.status != JobStatus.Completed || handler.poisoned(jobId)) continue;
-            uint256 agg = jobs.taskOf(jobId, job.rounds - 1, job.shards);
+            uint256 agg = views.taskOf(jobId, job.rounds - 1, job.shards);
             assertEq(job.modelHash, handler.honestFinal(agg), "model from a wrong aggregate");
         }
     }
@@ -556,12 +556,12 @@ contract InvariantsTest is InvariantSetup {
     /// @dev Settled accepted inputs some accepted holder of a consumer reported, that were paid (another did not).
     function _reportsThatBurnedNothing() internal view returns (uint256 count) {
         for (uint256 id = 1; id <= jobs.taskCount(); ++id) {
-            Task memory t = jobs.getTask(id);
+            Task memory t = views.getTask(id);
             if (t.status != TaskStatus.Accepted || _everyHolderReported(t)) continue;
             (uint256[] memory ids, uint32 input) = _consumers(t);
             for (uint256 k = 0; k < ids.length; ++k) {
-                if (ids[k] == 0 || jobs.getTask(ids[k]).status != TaskStatus.Accepted) continue;
-                Replica[] memory reps = jobs.getReplicas(ids[k]);
+                if (ids[k] == 0 || views.getTask(ids[k]).status != TaskStatus.Accepted) continue;
+                Replica[] memory reps = views.getReplicas(ids[k]);
                 for (uint256 s = 0; s < reps.length; ++s) {
                     if (reps[s].status != ReplicaStatus.Accepted) continue;
                     if ((handler.reportedMask(ids[k], uint8(s), reps[s].node) >> input) & 1 != 0) ++count;
