@@ -10,7 +10,10 @@ import {IVerityToken} from "./interfaces/IVerityToken.sol";
 import {IRandomness} from "./interfaces/IRandomness.sol";
 import {Job, Task, TaskKind, TaskStatus, JobStatus, ReplicaStatus} from "./types/VerityTypes.sol";
 import {ZeroAddress} from "./errors/CommonErrors.sol";
-import {TaskNotFound, JobNotActive, NotReplica, RequestIdTooLarge} from "./errors/JobRegistryErrors.sol";
+import {
+    TaskNotFound, JobNotActive, NotReplica, RequestIdTooLarge, IllegalStatusTransition
+} from "./errors/JobRegistryErrors.sol";
+import {StatusTable} from "./lib/StatusTable.sol";
 
 /// @title JobRegistryBase
 /// @notice The job side's storage and the helpers both halves of the registry use: JobRegistry (jobs, assignment,
@@ -174,6 +177,23 @@ abstract contract JobRegistryBase is Ownable {
         return paymentPerTask * replication * (uint256(shards) + 1) * rounds + POSTER_BOND;
     }
 
+    /// @dev The one place a task's status changes (StatusTable.TASK).
+    function _setTaskStatus(uint256 taskId, Task storage t, TaskStatus to) internal {
+        _checkTransition(StatusTable.TASK, taskId, false, uint8(t.status), uint8(to));
+        t.status = to;
+    }
+
+    /// @dev The one place a replica slot's status changes (StatusTable.REPLICA).
+    function _setReplicaStatus(uint256 taskId, ReplicaRecord storage r, ReplicaStatus to) internal {
+        _checkTransition(StatusTable.REPLICA, taskId, true, uint8(r.status), uint8(to));
+        r.status = to;
+    }
+
+    function _checkTransition(uint256 table, uint256 taskId, bool replica, uint8 from, uint8 to) private pure {
+        // INVARIANT (issue 23): statuses move only along their transition table.
+        if (!StatusTable.allows(table, from, to)) revert IllegalStatusTransition(taskId, replica, from, to);
+    }
+
     function _isEmpty(ReplicaStatus s) internal pure returns (bool) {
         return
             s == ReplicaStatus.None || s == ReplicaStatus.Late || s == ReplicaStatus.Slashed
@@ -213,7 +233,7 @@ abstract contract JobRegistryBase is Ownable {
     ///      the draw, and whoever calls `assign` gets the same nodes in any block.
     function _requestDraw(uint256 taskId) internal {
         Task storage t = _tasks[taskId];
-        t.status = TaskStatus.Open;
+        _setTaskStatus(taskId, t, TaskStatus.Open);
         if (t.openSince == 0) t.openSince = uint64(block.timestamp);
         uint256 requestId = randomness.request();
         if (requestId > type(uint64).max) revert RequestIdTooLarge(requestId);
@@ -300,7 +320,7 @@ abstract contract JobRegistryBase is Ownable {
     function _openChallengeWindow(uint256 taskId, uint64 window) internal {
         Task storage t = _tasks[taskId];
         uint64 deadline = uint64(block.timestamp) + window;
-        t.status = TaskStatus.Revealed;
+        _setTaskStatus(taskId, t, TaskStatus.Revealed);
         t.challengeDeadline = deadline;
         emit IJobRegistry.ChallengeWindowOpened(taskId, deadline);
     }

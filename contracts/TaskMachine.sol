@@ -75,7 +75,7 @@ contract TaskMachine is JobRegistryBase {
         ReplicaRecord storage r = _replicas[taskId][slot];
         _checkOnTime(taskId, slot, r.deadline, job);
         r.commitOrRoot = commitment;
-        r.status = ReplicaStatus.Committed;
+        _setReplicaStatus(taskId, r, ReplicaStatus.Committed);
         r.deadline = 0;
         emit IJobRegistry.ResultCommitted(taskId, msg.sender, slot);
         if (_allAtLeastCommitted(taskId, job.replication)) {
@@ -102,7 +102,7 @@ contract TaskMachine is JobRegistryBase {
             + (uint256(job.executionWindow) * DECLINE_GRACE_BPS) / BPS;
         // INVARIANT: declining is free only early; past the grace the node accepted the window.
         if (block.timestamp > graceEnd) revert DeclineTooLate(taskId, slot, graceEnd);
-        r.status = ReplicaStatus.Voided;
+        _setReplicaStatus(taskId, r, ReplicaStatus.Voided);
         r.deadline = 0;
         _ban(taskId, msg.sender);
         emit IJobRegistry.ReplicaDeclined(taskId, msg.sender, slot);
@@ -225,7 +225,7 @@ contract TaskMachine is JobRegistryBase {
         }
         address node = r.node;
         uint256 slashed = (job.stakePerReplica * job.lateSlashBps) / BPS;
-        r.status = ReplicaStatus.Late;
+        _setReplicaStatus(taskId, r, ReplicaStatus.Late);
         r.deadline = 0;
         _ban(taskId, node);
         emit IJobRegistry.ReplicaLate(taskId, node, slot, slashed);
@@ -359,7 +359,7 @@ contract TaskMachine is JobRegistryBase {
             ReplicaRecord storage r = _replicas[taskId][s];
             ReplicaStatus st = r.status;
             if (st == ReplicaStatus.Assigned || st == ReplicaStatus.Committed || st == ReplicaStatus.Revealed) {
-                r.status = ReplicaStatus.Voided;
+                _setReplicaStatus(taskId, r, ReplicaStatus.Voided);
                 _settleStake(r.node, 0, stakeAmount);
             }
         }
@@ -378,7 +378,7 @@ contract TaskMachine is JobRegistryBase {
         ReplicaRecord storage r = _replicas[taskId][slot];
         // slot ^ 1 is the other slot (replication <= 2; with replication 1 it is never Revealed).
         _storeResult(r, _replicas[taskId][slot ^ 1], root, finalHash, resultCid);
-        r.status = ReplicaStatus.Revealed;
+        _setReplicaStatus(taskId, r, ReplicaStatus.Revealed);
         r.deadline = 0;
         emit IJobRegistry.ResultRevealed(taskId, node, slot, root, finalHash, resultCid, _tasks[taskId].n);
     }
@@ -411,7 +411,7 @@ contract TaskMachine is JobRegistryBase {
         ReplicaRecord storage a = _traceOf(taskId, 0);
         ReplicaRecord storage b = _traceOf(taskId, 1);
         if (a.commitOrRoot != b.commitOrRoot || a.finalHash != b.finalHash) {
-            _tasks[taskId].status = TaskStatus.Contested;
+            _setTaskStatus(taskId, _tasks[taskId], TaskStatus.Contested);
             emit IJobRegistry.TaskContested(taskId);
             return;
         }
@@ -423,7 +423,7 @@ contract TaskMachine is JobRegistryBase {
     function _accept(uint256 taskId, bytes32 finalHash, bytes32 resultCid) internal {
         Task storage t = _tasks[taskId];
         Job storage job = _jobs[t.jobId];
-        t.status = TaskStatus.Accepted;
+        _setTaskStatus(taskId, t, TaskStatus.Accepted);
         emit IJobRegistry.TaskAccepted(taskId, finalHash, resultCid);
         _settleDecliners(taskId, true);
         address candidate = t.candidate;
@@ -436,7 +436,7 @@ contract TaskMachine is JobRegistryBase {
             for (uint8 s = 0; s < job.replication; ++s) {
                 ReplicaRecord storage r = _replicas[taskId][s];
                 if (r.status != ReplicaStatus.Revealed || _traceOf(taskId, s).finalHash != finalHash) continue;
-                r.status = ReplicaStatus.Accepted;
+                _setReplicaStatus(taskId, r, ReplicaStatus.Accepted);
                 registry.unlockCompleted(r.node, job.stakePerReplica);
                 verdict &= _reportedBy(taskId, s, r.node);
             }
@@ -478,7 +478,7 @@ contract TaskMachine is JobRegistryBase {
             uint8 loser = outcome == DisputeOutcome.ChallengerWins ? a ^ 1 : a;
             ReplicaRecord storage l = _replicas[taskId][loser];
             // The game slashed the loser's task stake; the winner's stays locked as a Revealed replica's.
-            l.status = ReplicaStatus.Slashed;
+            _setReplicaStatus(taskId, l, ReplicaStatus.Slashed);
             _ban(taskId, l.node);
             ReplicaRecord storage w = _replicas[taskId][loser ^ 1];
             _newClaim(taskId, t, job, w.node, _traceOf(taskId, loser ^ 1).finalHash);
@@ -540,7 +540,7 @@ contract TaskMachine is JobRegistryBase {
         for (uint8 s = 0; s < job.replication; ++s) {
             ReplicaRecord storage r = _replicas[taskId][s];
             if (r.status != ReplicaStatus.Revealed) continue;
-            r.status = mark;
+            _setReplicaStatus(taskId, r, mark);
             _ban(taskId, r.node);
             if (mark == ReplicaStatus.Voided) _settleStake(r.node, 0, job.stakePerReplica);
         }
@@ -553,7 +553,7 @@ contract TaskMachine is JobRegistryBase {
         for (uint8 s = 0; s < job.replication; ++s) {
             ReplicaRecord storage r = _replicas[taskId][s];
             if (r.node != node || r.status != ReplicaStatus.Revealed) continue;
-            r.status = ReplicaStatus.Voided;
+            _setReplicaStatus(taskId, r, ReplicaStatus.Voided);
             _settleStake(node, 0, job.stakePerReplica);
         }
     }
@@ -604,7 +604,7 @@ contract TaskMachine is JobRegistryBase {
                 _settle(job, jobId, taskId, false);
                 continue;
             }
-            t.status = TaskStatus.Cancelled;
+            _setTaskStatus(taskId, t, TaskStatus.Cancelled);
             // Disputes still running in the game (all stale) stay no-ops for good.
             ++t.epoch;
             _settleDecliners(taskId, false);

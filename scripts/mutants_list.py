@@ -83,6 +83,13 @@ CONTRACTS = [
         Forge("tests/forge/Merkle.t.sol", fuzz_runs=64),
     ),
     Mutant(
+        "c-status-table-bypassed", "a task or replica status moves without its transition table's check (issue 23)",
+        "contracts/JobRegistryBase.sol",
+        "        if (!StatusTable.allows(table, from, to)) revert",
+        "        if (false && !StatusTable.allows(table, from, to)) revert",
+        Forge("tests/forge/StatusTable.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
         "c-escrow-pay-owner", "JobEscrow.pay sends the payment to the escrow's owner, not the payee (wrong party)",
         "contracts/JobEscrow.sol",
         "        emit PaymentSent(jobId, to, amount);\n        token.safeTransfer(to, amount);",

@@ -105,3 +105,6 @@ error DeclineTooLate(uint256 taskId, uint8 slot, uint256 graceEnd);
 
 /// @notice reportUnavailable: the task has no input `index` (AGGREGATE: one per shard; a later round's TRAIN: one).
 error NoSuchInput(uint256 taskId, uint32 index, uint32 inputs);
+
+/// @notice A task's (`replica` false) or a replica slot's status change that StatusTable does not allow (issue 23).
+error IllegalStatusTransition(uint256 taskId, bool replica, uint8 from, uint8 to);

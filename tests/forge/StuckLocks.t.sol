@@ -45,7 +45,8 @@ contract StuckLocksTest is Fixture {
         assertEq(registry.freeStake(only), freeBefore + views.getJob(1).stakePerReplica, "stake released in full");
         assertEq(lens.reputationOf(only).totalSlashed, 0, "not slashed");
         assertEq(lens.reputationOf(only).tasksLate, 0, "not counted late");
-        assertEq(uint8(_replica(1, slot).status), uint8(ReplicaStatus.Voided), "slot emptied");
+        assertEq(uint8(_replica(1, slot).status), uint8(ReplicaStatus.None), "slot cleared: drawn again like any slot");
+        assertEq(_replica(1, slot).node, address(0), "its node may be drawn again");
         assertEq(uint8(_status(1)), uint8(TaskStatus.Open), "the task keeps drawing");
     }
 
@@ -73,5 +74,52 @@ contract StuckLocksTest is Fixture {
         vm.expectRevert(abi.encodeWithSelector(PartnerNotStarved.selector, 1, TaskStatus.Assigned, uint256(0) + jobs.assignmentTimeout()));
         vm.prank(only);
         jobs.withdrawCommitted(1);
+    }
+
+    /// @dev Found by a clean-clone CI run (test_killed_solver_is_reported_late_and_its_task_reassigned, 1 in 5 runs):
+    ///      a replica left its starved task a second before the draw that filled the other slot landed; the
+    ///      withdrawer stayed excluded from the task as that slot's old holder, so with 3 nodes (one dead) the task
+    ///      could never fill again and the job hung until the poster cancelled. A withdrawn slot is now cleared,
+    ///      as a slot drawn again is: its node is drawn like any other. Before: the task stayed Open, half filled.
+    function test_withdrawnReplica_isDrawnAgain_andTheTaskFills_succeeds() public {
+        _bigNode(0xB17);
+        uint256 jobId = _postOnly(_bigOnlyParams());
+        uint256 taskId = views.taskOf(jobId, 0, 0);
+        _draw(taskId); // the two big nodes: one per slot
+        (address dead, address waiting) = (_replica(taskId, 0).node, _replica(taskId, 1).node);
+        _commit(taskId, waiting, _honest(INPUT, 4));
+        vm.warp(uint256(_replica(taskId, 0).deadline) + 1);
+        jobs.reportLate(taskId, 0); // the killed node: banned, its slot drawn again
+        vm.warp(block.timestamp + jobs.assignmentTimeout() + 1); // the draw is slow: the waiting replica leaves
+        vm.prank(waiting);
+        jobs.withdrawCommitted(taskId);
+        address fresh = _bigNode(0xB18);
+        _draw(taskId);
+        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Assigned), "both slots filled: the withdrawer drawn again");
+        assertEq(_replica(taskId, 0).node, fresh, "the new node in the dead one's slot");
+        assertEq(_replica(taskId, 1).node, waiting, "the withdrawer back in its slot");
+        assertTrue(dead != waiting, "two nodes");
+    }
+
+    /// @dev The other half of the same race: a node drawn into one slot of a task whose other slot has been empty
+    ///      for long could withdraw at once (the task's openSince was the old one), before the draw for the other
+    ///      slot could land. A draw that leaves a slot empty now restarts the wait. Before: the withdrawal passed.
+    function test_withdrawCommitted_freshHolderOfAHalfFilledTask_reverts() public {
+        uint256 jobId = _postOnly(_bigOnlyParams());
+        uint256 taskId = views.taskOf(jobId, 0, 0);
+        vm.warp(block.timestamp + jobs.assignmentTimeout() + 1); // the task has waited long with both slots empty
+        _draw(taskId); // one eligible node: one slot filled
+        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Open), "half filled");
+        _commit(taskId, only, _honest(INPUT, 4));
+        uint256 until = block.timestamp + jobs.assignmentTimeout();
+        assertEq(uint256(views.getTask(taskId).openSince) + jobs.assignmentTimeout(), until, "the wait restarted");
+        vm.expectRevert(abi.encodeWithSelector(PartnerNotStarved.selector, taskId, TaskStatus.Open, until));
+        vm.prank(only);
+        jobs.withdrawCommitted(taskId);
+    }
+
+    function _bigOnlyParams() internal pure returns (PostJobParams memory p) {
+        p = _params(1, 1, 2);
+        p.minMemoryMb = 64_000;
     }
 }
