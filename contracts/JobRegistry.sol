@@ -384,7 +384,7 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         for (uint8 s = 0; s < job.replication; ++s) {
             ReplicaRecord storage r = _replicas[taskId][s];
             if (!_isEmpty(r.status)) continue;
-            address node = _drawSolver(taskId, s, value);
+            (address node, bool credited) = _drawSolver(taskId, s, value);
             if (node == address(0)) {
                 full = false;
                 continue;
@@ -398,6 +398,7 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
             r.node = node;
             _setReplicaStatus(taskId, r, ReplicaStatus.Assigned);
             r.deadline = deadline;
+            r.credited = credited;
             job.everAssigned = true;
             ++filled;
             emit TaskAssigned(taskId, node, s, deadline);
@@ -416,7 +417,7 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
     /// @dev Seed = keccak(value, taskId, slot, nonce): the nonce separates redraws of one slot from the same value.
     ///      A node ever banned from the task (older than the exclusion ring) is never taken: the slot is drawn again
     ///      with the next nonce, at most BANNED_REDRAWS times, then left empty for the next request.
-    function _drawSolver(uint256 taskId, uint8 slot, bytes32 value) internal returns (address) {
+    function _drawSolver(uint256 taskId, uint8 slot, bytes32 value) internal returns (address, bool credited) {
         Task storage t = _tasks[taskId];
         Job storage job = _jobs[t.jobId];
         address[] memory exclude = _exclusions(taskId);
@@ -425,7 +426,7 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
             ++t.drawNonce;
             // Replicas only: a job's region and bandwidth bind its solvers; referees and verifiers come from every
             // region (docs/contracts.md, "Network classes").
-            address node = registry.drawSolver(
+            (address node, uint256 eligibleBps) = registry.drawSolver(
                 seed,
                 job.deviceClass,
                 job.minMemoryMb,
@@ -436,14 +437,21 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
                 exclude
             );
             // INVARIANT: a node banned from a task (late, lost, declined) is never drawn for it again.
-            if (node == address(0) || !_everBanned[taskId][node]) return node;
+            if (node == address(0) || !_everBanned[taskId][node]) {
+                // Issue 23, reputation that cannot be bought: the task will count toward the node's reputation only
+                // if the draw was open to others (its classes hold OPEN_CLASS_BPS of all solver weight: not a class
+                // of one party's own), the job pays at least CREDITED_PAYMENT a task, and another party posted it.
+                credited = eligibleBps >= OPEN_CLASS_BPS && job.paymentPerTask >= CREDITED_PAYMENT
+                    && node != job.submitter;
+                return (node, credited);
+            }
             uint256 n = exclude.length; // room for BANNED_REDRAWS more was reserved: exclude it from the next draw
             assembly ("memory-safe") {
                 mstore(exclude, add(n, 1))
             }
             exclude[n] = node;
         }
-        return address(0);
+        return (address(0), false);
     }
 
     /// @dev Other slots' nodes, this slot's previous node, and the task's banned ring.

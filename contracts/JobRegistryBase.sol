@@ -63,6 +63,13 @@ abstract contract JobRegistryBase is Ownable {
     ///      over a task slashes its loser's task stake, so a self-dispute on a 1-wei-stake job seated three referees
     ///      for free. (Internal: clients mirror it, protocol.MIN_TASK_STAKE; JobRegistry has no room for a getter.)
     uint256 internal constant MIN_TASK_STAKE = 1e18;
+    /// @notice Issue 23, reputation that cannot be bought: an accepted task counts toward its node's reputation only
+    ///         if the node was drawn from classes holding at least this share of all solver weight (basis points): a
+    ///         class that only one party's identities serve does not, unless that party holds a third of the whole
+    ///         network's weight (on probation, 5 times the weight of everyone else: docs/protocol-v2.md).
+    uint256 public constant OPEN_CLASS_BPS = 3_333;
+    /// @notice ... and only if the job pays at least this much per accepted task (tiny self-paid jobs do not count).
+    uint256 public constant CREDITED_PAYMENT = 1e17;
     /// @dev What each of a task's first FAIL_DECLINES invalid-inputs refusals bets from its stake (its share of the
     ///      bond; every task stake covers it: MIN_TASK_STAKE >= DECLINE_BET).
     uint256 internal constant DECLINE_BET = POSTER_BOND / FAIL_DECLINES;
@@ -116,6 +123,7 @@ abstract contract JobRegistryBase is Ownable {
         uint64 deadline;
         bool sharesTrace;
         bool sharesCid;
+        bool credited; // its acceptance counts toward the node's reputation (JobRegistry._drawSolver)
         bytes32 commitOrRoot;
         bytes32 finalHash;
         bytes32 resultCid;

@@ -380,9 +380,14 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     }
 
     /// @inheritdoc INodeRegistry
-    function unlockCompleted(address node, uint256 amount) external onlyProtocol {
+    function unlockCompleted(address node, uint256 amount, bool credited) external onlyProtocol {
         _unlock(node, amount);
-        _recordCompleted(node);
+        NodeRecord storage n = _nodes[node];
+        if (credited) ++n.tasksCompleted;
+        // Accepted work counts as liveness; the weight (out of probation) grows on the node's next heartbeat, so
+        // the task path does not pay for two tree updates.
+        n.lastSeen = uint64(block.timestamp);
+        _emitReputation(node, n);
     }
 
     /// @inheritdoc INodeRegistry
@@ -396,20 +401,6 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         _syncWeight(node);
         emit StakeSlashed(node, to, amount);
         token.safeTransfer(to, amount);
-    }
-
-    /// @inheritdoc INodeRegistry
-    function recordCompleted(address node) external onlyProtocol {
-        _recordCompleted(node);
-    }
-
-    function _recordCompleted(address node) internal {
-        NodeRecord storage n = _nodes[node];
-        ++n.tasksCompleted;
-        // Accepted work counts as liveness; the weight (out of probation) grows on the node's next heartbeat, so
-        // the task path does not pay for two tree updates.
-        n.lastSeen = uint64(block.timestamp);
-        _emitReputation(node, n);
     }
 
     /// @inheritdoc INodeRegistry
@@ -452,7 +443,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint32 minBandwidthMbps,
         uint256 minFreeStake,
         address[] memory exclude
-    ) external view returns (address) {
+    ) external view returns (address node, uint256 eligibleBps) {
         return _draw(
             seed,
             Requirements(ROLE_SOLVER, deviceClass, minMemoryMb, profileBit, region, minBandwidthMbps, minFreeStake),
@@ -468,8 +459,8 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint32 profileBit,
         uint256 minFreeStake,
         address[] memory exclude
-    ) external view returns (address) {
-        return _draw(seed, Requirements(ROLE_REFEREE, deviceClass, minMemoryMb, profileBit, 0, 0, minFreeStake), exclude);
+    ) external view returns (address node) {
+        (node,) = _draw(seed, Requirements(ROLE_REFEREE, deviceClass, minMemoryMb, profileBit, 0, 0, minFreeStake), exclude);
     }
 
     /// @notice True iff `node` passes every hard filter of a draw for `role`, region (0 = any) and minimum bandwidth
@@ -787,6 +778,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint256 left;
         uint256 cap; // most rejections one draw can make: exclusions + MAX_DRAWS
         uint256 at; // the epoch stamp whose snapshot the draw reads (_stamp)
+        uint256 eligible; // the trees' weight before any exclusion or rejection
     }
 
     /// @dev Stake-weighted sampling without replacement over the eligible classes' trees: a tree is picked in
@@ -794,20 +786,27 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     ///      cut out of its tree's sampling space, so MAX_DRAWS attempts examine MAX_DRAWS distinct (node, tree)
     ///      pairs. Only free stake and liveness can reject a sampled node. Cost: the trees' totals, then MAX_DRAWS *
     ///      (log2(capacity) reads + |rejected|) at most.
-    function _draw(bytes32 seed, Requirements memory req, address[] memory exclude) internal view returns (address) {
+    function _draw(bytes32 seed, Requirements memory req, address[] memory exclude)
+        internal
+        view
+        returns (address, uint256 eligibleBps)
+    {
         if (exclude.length > MAX_EXCLUDE) revert ParameterOutOfRange("exclude", exclude.length, 0, MAX_EXCLUDE);
         DrawState memory st = _drawState(req, exclude);
+        // The classes' share of the role's weight (issue 23, reputation: only work drawn from an open class counts).
+        uint256 all = _totals[req.role == ROLE_SOLVER ? 0 : 1];
+        if (all != 0) eligibleBps = (st.eligible * BPS) / all;
         for (uint256 attempt = 0; attempt < MAX_DRAWS; ++attempt) {
-            if (st.left == 0) return address(0);
+            if (st.left == 0) return (address(0), eligibleBps);
             (uint256 k, uint256 slot) = _sample(st, uint256(keccak256(abi.encode(seed, attempt))) % st.left);
             // INVARIANT: the node drawn is the one whose weight the snapshot holds at that slot, and never excluded.
             if (slot <= nodeList.length && _slotSince[slot] != st.at) {
                 address candidate = nodeList[slot - 1];
-                if (_eligible(candidate, req) && !_listed(candidate, exclude)) return candidate;
+                if (_eligible(candidate, req) && !_listed(candidate, exclude)) return (candidate, eligibleBps);
             }
             _rejectIn(st, k, slot);
         }
-        return address(0);
+        return (address(0), eligibleBps);
     }
 
     function _drawState(Requirements memory req, address[] memory exclude)
@@ -825,6 +824,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
             st.totals[k] = _trees[st.keys[k]].totalAt(st.at);
             st.left += st.totals[k];
         }
+        st.eligible = st.left;
         if (len == 0) return st;
         // Every key is of one family, and a node sits in one cell of a family: an excluded node is cut out of that
         // cell's tree only, if the draw reads it (one lookup per exclusion, not one per tree and exclusion).

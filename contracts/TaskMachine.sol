@@ -430,14 +430,14 @@ contract TaskMachine is JobRegistryBase {
         if (candidate != address(0)) {
             // The game left the winning challenger's task stake locked for the registry to release. A candidate
             // reports nothing (it re-executed from inputs it obtained): its result finds every input available.
-            registry.unlockCompleted(candidate, job.stakePerReplica);
+            registry.unlockCompleted(candidate, job.stakePerReplica, false); // not drawn: its pay is the slashed stake
         } else {
             uint256 verdict = type(uint32).max;
             for (uint8 s = 0; s < job.replication; ++s) {
                 ReplicaRecord storage r = _replicas[taskId][s];
                 if (r.status != ReplicaStatus.Revealed || _traceOf(taskId, s).finalHash != finalHash) continue;
                 _setReplicaStatus(taskId, r, ReplicaStatus.Accepted);
-                registry.unlockCompleted(r.node, job.stakePerReplica);
+                registry.unlockCompleted(r.node, job.stakePerReplica, r.credited);
                 verdict &= _reportedBy(taskId, s, r.node);
             }
             if (verdict != 0) _inputVerdict[taskId] = uint32(verdict);

@@ -83,6 +83,20 @@ CONTRACTS = [
         Forge("tests/forge/Merkle.t.sol", fuzz_runs=64),
     ),
     Mutant(
+        "c-reputation-bought", "every accepted task counts toward reputation, credited or not (issue 23, item 5)",
+        "contracts/NodeRegistry.sol",
+        "        if (credited) ++n.tasksCompleted;",
+        "        ++n.tasksCompleted;",
+        Forge("tests/forge/Reputation.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
+        "c-reputation-open-class-ignored", "a draw counts as open whatever share of the weight its classes hold",
+        "contracts/JobRegistry.sol",
+        "                credited = eligibleBps >= OPEN_CLASS_BPS && job.paymentPerTask >= CREDITED_PAYMENT",
+        "                credited = eligibleBps >= 0 && job.paymentPerTask >= CREDITED_PAYMENT",
+        Forge("tests/forge/Reputation.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
         "c-status-table-bypassed", "a task or replica status moves without its transition table's check (issue 23)",
         "contracts/JobRegistryBase.sol",
         "        if (!StatusTable.allows(table, from, to)) revert",

@@ -61,10 +61,10 @@ interface INodeRegistry {
     function unlock(address node, uint256 amount) external;
     /// @notice Slashes `amount` of `node`'s locked stake and transfers it to `to` (protocol only).
     function slash(address node, uint256 amount, address to) external;
-    /// @notice unlock(node, amount) then recordCompleted(node), in one call (protocol only).
-    function unlockCompleted(address node, uint256 amount) external;
-    /// @notice Counts an accepted task and refreshes liveness (protocol only).
-    function recordCompleted(address node) external;
+    /// @notice unlock(node, amount) for an accepted task, refreshing the node's liveness; the task counts toward its
+    ///         reputation only if `credited` (issue 23, reputation that cannot be bought: JobRegistry credits work
+    ///         drawn from an open class and paid by another poster). Protocol only.
+    function unlockCompleted(address node, uint256 amount, bool credited) external;
     /// @notice Counts a missed deadline (protocol only).
     function recordLate(address node) external;
     /// @notice Moves `node`'s promptness average towards `usedBps`, the share of its execution window it used before
@@ -75,7 +75,8 @@ interface INodeRegistry {
 
     /// @notice Stake-weighted draw of an eligible solver for a job's requirements, region (0 = any) and minimum
     ///         bandwidth in Mbit/s (0 = any; rounded up to a bandwidth tier floor) included: only stake declared in that
-    ///         region and tier is weighed. address(0) if none found within MAX_DRAWS.
+    ///         region and tier is weighed. address(0) if none found within MAX_DRAWS. `eligibleBps`: the weight of
+    ///         the classes the draw read (as its epoch began) over every solver's weight (now), in basis points.
     function drawSolver(
         bytes32 seed,
         uint8 deviceClass,
@@ -85,7 +86,7 @@ interface INodeRegistry {
         uint32 minBandwidthMbps,
         uint256 minFreeStake,
         address[] memory exclude
-    ) external view returns (address);
+    ) external view returns (address node, uint256 eligibleBps);
     /// @notice Stake-weighted draw of an eligible referee; address(0) if none found within MAX_DRAWS.
     function drawReferee(
         bytes32 seed,

@@ -77,7 +77,7 @@ contract CapacityTest is Fixture {
         // Its stake outweighs the 4,100 sybils 24:1, so most seeds draw it; the draw walks the grown tree.
         uint256 hits;
         for (uint256 s = 0; s < 20; ++s) {
-            if (registry.drawSolver(bytes32(s), 0, 0, 1, 0, 0, 1, new address[](0)) == honest) ++hits;
+            if (_solverDrawn(bytes32(s), 0, 0, 1, 0, 0, 1, new address[](0)) == honest) ++hits;
         }
         assertGt(hits, 15, "grown tree draws by stake");
         _assertListCoherent();
@@ -256,7 +256,7 @@ contract CapacityTest is Fixture {
         vm.prank(leaver);
         registry.leave();
         for (uint256 s = 0; s < 64; ++s) {
-            assertNotEq(registry.drawSolver(bytes32(s), 0, 0, 1, 0, 0, 1, new address[](0)), leaver, "leaving");
+            assertNotEq(_solverDrawn(bytes32(s), 0, 0, 1, 0, 0, 1, new address[](0)), leaver, "leaving");
             assertNotEq(registry.drawReferee(bytes32(s), 0, 0, 1, 1, new address[](0)), leaver, "leaving");
         }
         vm.warp(block.timestamp + registry.unbondingPeriod());
@@ -264,7 +264,7 @@ contract CapacityTest is Fixture {
         registry.withdraw();
         _heartbeatAll_registered();
         for (uint256 s = 0; s < 64; ++s) {
-            address d = registry.drawSolver(bytes32(s), 0, 0, 1, 0, 0, 1, new address[](0));
+            address d = _solverDrawn(bytes32(s), 0, 0, 1, 0, 0, 1, new address[](0));
             assertNotEq(d, leaver, "left");
             assertTrue(d != address(0), "others still drawn");
         }

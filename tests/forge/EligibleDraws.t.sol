@@ -58,7 +58,7 @@ contract EligibleDrawsTest is Fixture {
         }
         address gpu = _sybil(50, 1, 80_000, 2);
         for (uint256 s = 0; s < 30; ++s) {
-            address drawn = registry.drawSolver(bytes32(s), 1, 1_000, 2, 0, 0, 1, new address[](0));
+            address drawn = _solverDrawn(bytes32(s), 1, 1_000, 2, 0, 0, 1, new address[](0));
             assertEq(drawn, gpu, "the only CUDA node");
         }
     }
@@ -84,7 +84,7 @@ contract EligibleDrawsTest is Fixture {
         assertGt(cpuWeight, 10_000 * gpuWeight, "each CPU node outweighs the GPU node");
         assertFalse(registry.isEligible(cpu, ROLE_SOLVER, 1, 1_000, 2, 0, 0, 1), "a CPU node: not for CUDA work");
         for (uint256 s = 0; s < 30; ++s) {
-            address drawn = registry.drawSolver(bytes32(s), 1, 1_000, 2, 0, 0, 1, new address[](0));
+            address drawn = _solverDrawn(bytes32(s), 1, 1_000, 2, 0, 0, 1, new address[](0));
             assertEq(drawn, gpu, "the only CUDA node, however light");
         }
     }
@@ -97,11 +97,11 @@ contract EligibleDrawsTest is Fixture {
         assertEq(lens.memoryTier(6_000), 3, "4 GiB tier");
         assertEq(lens.memoryTier(9_000), 4, "8 GiB tier");
         for (uint256 s = 0; s < 20; ++s) {
-            assertEq(registry.drawSolver(bytes32(s), 0, 5_000, 1, 0, 0, 1, new address[](0)), big, "5,000 MB: 8 GiB tier up");
+            assertEq(_solverDrawn(bytes32(s), 0, 5_000, 1, 0, 0, 1, new address[](0)), big, "5,000 MB: 8 GiB tier up");
         }
         uint256 seen;
         for (uint256 s = 0; s < 20; ++s) {
-            if (registry.drawSolver(bytes32(s), 0, 4_000, 1, 0, 0, 1, new address[](0)) == small) ++seen;
+            if (_solverDrawn(bytes32(s), 0, 4_000, 1, 0, 0, 1, new address[](0)) == small) ++seen;
         }
         assertGt(seen, 0, "4,000 MB: both tiers");
     }

@@ -65,7 +65,7 @@ contract FixedDrawsTest is Fixture {
         uint256 freshDrawn;
         uint256 heavyDrawn;
         for (uint256 i = 0; i < 50; ++i) {
-            address d = registry.drawSolver(keccak256(abi.encode(i)), 0, 1_000, 1, 0, 0, 1, new address[](0));
+            address d = _solverDrawn(keccak256(abi.encode(i)), 0, 1_000, 1, 0, 0, 1, new address[](0));
             if (d == fresh) ++freshDrawn;
             if (d == heavy) ++heavyDrawn;
         }
@@ -73,7 +73,7 @@ contract FixedDrawsTest is Fixture {
         assertEq(heavyDrawn, 0, "a node moved this epoch was drawn by another slot's snapshot weight");
         _nextEpoch();
         for (uint256 i = 0; i < 50; ++i) {
-            if (registry.drawSolver(keccak256(abi.encode(i)), 0, 1_000, 1, 0, 0, 1, new address[](0)) == heavy) {
+            if (_solverDrawn(keccak256(abi.encode(i)), 0, 1_000, 1, 0, 0, 1, new address[](0)) == heavy) {
                 ++heavyDrawn;
             }
         }
@@ -118,7 +118,7 @@ contract FixedDrawsTest is Fixture {
             bytes32 seed = keccak256(abi.encode(value, s));
             picked[s] = referee
                 ? registry.drawReferee(seed, 0, 1_000, 1, 1, exclude)
-                : registry.drawSolver(seed, 0, 1_000, 1, 0, 0, 1, exclude);
+                : _solverDrawn(seed, 0, 1_000, 1, 0, 0, 1, exclude);
             for (uint256 a = 0; a < attacker.length; ++a) {
                 if (picked[s] == attacker[a]) ++count;
             }

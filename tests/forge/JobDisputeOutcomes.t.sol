@@ -244,7 +244,8 @@ contract JobDisputeOutcomesTest is Fixture {
         assertEq(views.getTask(taskId).resultCid, keccak256(abi.encode("cid", h[4])), "candidate's cid");
         assertEq(_paidSince(c), 0, "P10: paid only once the AGGREGATE is accepted");
         assertEq(_paidSince(solver), 0, "defender unpaid");
-        assertEq(lens.reputationOf(c).tasksCompleted, 1, "completed++");
+        assertEq(lens.reputationOf(c).tasksCompleted, 0, "a candidate was not drawn: no reputation (its pay is the slash)");
+        assertEq(registry.getNode(c).locked, 0, "its stake released");
         uint256 agg = views.taskOf(jobId, 0, 1);
         assertEq(views.getTask(agg).inputHash, keccak256(abi.encode(_one(h[4]))), "the round goes on from it");
         for (uint256 i = 0; i < nodes.length; ++i) {

@@ -59,7 +59,7 @@ contract NetworkDrawsTest is Fixture {
     }
 
     function _draw(bytes32 seed, uint8 region, uint32 minBandwidthMbps) internal view returns (address) {
-        return registry.drawSolver(seed, 0, 1_000, 1, region, minBandwidthMbps, 1, new address[](0));
+        return _solverDrawn(seed, 0, 1_000, 1, region, minBandwidthMbps, 1, new address[](0));
     }
 
     function _cell(uint32 memoryMb, uint32 bandwidthMbps) internal view returns (uint256) {
@@ -223,7 +223,7 @@ contract NetworkDrawsTest is Fixture {
         _addNodes(4);
         _declare(nodes[1], uint8(bound(r, 0, MAX_REGION)), bw);
         _declare(nodes[2], REGION_EUROPE, 0);
-        address a = registry.drawSolver(seed, 0, 1_000, 1, 0, 0, 1, new address[](0));
+        address a = _solverDrawn(seed, 0, 1_000, 1, 0, 0, 1, new address[](0));
         assertTrue(a != address(0), "somebody");
         (uint256 solverTotal,) = lens.totalWeights();
         uint256 sum;
@@ -294,7 +294,7 @@ contract NetworkDrawsTest is Fixture {
         emit log_named_uint("declareNetwork (4 trees out, 8 in)", g - gasleft());
         _cool();
         g = gasleft();
-        address a = registry.drawSolver("gas", 0, 1_000, 1, 0, 0, 1, new address[](0));
+        address a = _solverDrawn("gas", 0, 1_000, 1, 0, 0, 1, new address[](0));
         emit log_named_uint("drawSolver, no region (9 nodes' family, 1 cell)", g - gasleft());
         _cool();
         g = gasleft();
@@ -318,7 +318,7 @@ contract NetworkDrawsTest is Fixture {
         }
         _cool();
         uint256 g = gasleft();
-        address a = registry.drawSolver("wide", 0, 0, 1, REGION_EUROPE, 0, 1, ex);
+        address a = _solverDrawn("wide", 0, 0, 1, REGION_EUROPE, 0, 1, ex);
         emit log_named_uint("drawSolver over 55 cells, 16 exclusions", g - gasleft());
         assertTrue(a != address(0), "drew");
     }

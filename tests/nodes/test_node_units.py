@@ -231,3 +231,24 @@ def test_loop_declines_work_it_cannot_do_without_blaming_the_poster(tmp_path):
     _loop(tmp_path, _Cursor(fail=False), big, snap).tick()
     assert snap.items["task:1:0"].phase == Phase.LOST and big.calls == 1  # permanent: not retried
     assert big.declined == [(1, "CapacityExceeded: task 1: needs 9000 MB, this node has 512", False)]
+
+
+@pytest.mark.parametrize("on_chain, fresh", [("ours", True), ("another", False), ("ours-committed", False)])
+def test_solver_drawn_again_into_a_withdrawn_slot_gets_a_fresh_item(on_chain, fresh):
+    """JobRegistry.withdrawCommitted clears the slot, so the withdrawer may be drawn into it again: its ended item must
+    give way to a fresh one (else the node never commits and is reported late), but only while the slot is ours and
+    Assigned on-chain (a TaskAssigned read again after a restart for a slot that ended since is not)."""
+    from types import SimpleNamespace
+
+    from verity.chain.protocol import ReplicaStatus
+    from verity.node.solver import SolverRole
+
+    me = "0x00000000000000000000000000000000000000aa"
+    holder = me if on_chain.startswith("ours") else "0x00000000000000000000000000000000000000bb"
+    status = ReplicaStatus.COMMITTED if on_chain.endswith("committed") else ReplicaStatus.ASSIGNED
+    ctx = SimpleNamespace(me=me, replicas=lambda tid: [SimpleNamespace(node=holder, status=int(status))])
+    snap = Snapshot(address=me)
+    snap.items["task:1:0"] = _item(Phase.LOST)
+    ev = SimpleNamespace(name="TaskAssigned", args={"taskId": 1, "slot": 0, "node": me})
+    SolverRole(ctx).on_event(snap, ev)
+    assert (snap.items["task:1:0"].phase == Phase.ASSIGNED) is fresh

@@ -15,7 +15,7 @@ from verity.node.compute import compute_result, published
 from verity.node.context import InputRejected, NodeContext
 from verity.node.dispute import open_dispute
 from verity.node.faults import copy_from_pins
-from verity.node.phases import Phase
+from verity.node.phases import TERMINAL, Phase
 from verity.node.snapshot import Snapshot, WorkItem
 from verity.storage import CidNotFound
 
@@ -96,9 +96,24 @@ class SolverRole:
         if ev.name == "TaskAssigned" and ev.args["node"].lower() == self.ctx.me.lower():
             tid, slot = int(ev.args["taskId"]), int(ev.args["slot"])
             key = f"task:{tid}:{slot}"
+            old = snap.items.get(key)
+            if old is not None and old.phase in TERMINAL and self._holds(tid, slot):
+                # drawn again into a slot we withdrew from (JobRegistry.withdrawCommitted clears the slot, so its
+                # node may be drawn again): a fresh item, or the slot would be reported late and slashed
+                del snap.items[key]
+                log.info("task %d slot %d: drawn again after withdrawing", tid, slot)
             if key not in snap.items:
                 snap.items[key] = WorkItem(key=key, kind="solve", phase=Phase.ASSIGNED, task_id=tid, slot=slot)
                 log.info("assigned task %d slot %d", tid, slot)
+
+    def _holds(self, task_id: int, slot: int) -> bool:
+        """The slot is ours on-chain now and waits for its result (Assigned): a TaskAssigned read again after a
+        restart for a slot that ended since is not."""
+        reps = self.ctx.replicas(task_id)
+        if slot >= len(reps):
+            return False
+        rep = reps[slot]
+        return str(rep.node).lower() == self.ctx.me.lower() and ReplicaStatus(rep.status) == ReplicaStatus.ASSIGNED
 
     def decline(self, item: WorkItem, why: str, invalid_inputs: bool = True) -> None:
         """Give the slot back (JobRegistry.decline: unslashed within the first quarter of the execution window,

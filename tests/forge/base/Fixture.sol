@@ -103,6 +103,22 @@ abstract contract Fixture is Test {
 
     /// @dev A registered node whose stake is `stakeAmount` (register pulls MIN_REGISTRATION_STAKE of it, `stake`
     ///      adds the rest; amounts below the minimum leave the node at the minimum).
+    /// @dev registry.drawSolver's node alone (tests of who is drawn; the eligible share is tested in Reputation.t.sol).
+    function _solverDrawn(
+        bytes32 seed,
+        uint8 deviceClass,
+        uint32 minMemoryMb,
+        uint32 profileBit,
+        uint8 region,
+        uint32 minBandwidthMbps,
+        uint256 minFreeStake,
+        address[] memory exclude
+    ) internal view returns (address node) {
+        (node,) = registry.drawSolver(
+            seed, deviceClass, minMemoryMb, profileBit, region, minBandwidthMbps, minFreeStake, exclude
+        );
+    }
+
     function _newNode(uint256 i, uint8 roles, uint256 stakeAmount) internal returns (address node) {
         node = address(uint160(0x10000 + i));
         vm.label(node, string.concat("node", vm.toString(i)));
