@@ -39,7 +39,8 @@ import {
     NotReplica,
     JobNotCompleted,
     NotSubmitter,
-    PartnerNotStarved
+    PartnerNotStarved,
+    RevealRunning
 } from "./errors/JobRegistryErrors.sol";
 import {ITaskMachineErrors} from "./errors/TaskMachineErrors.sol";
 
@@ -245,10 +246,15 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         Task storage t = _activeTask(taskId);
         Job storage job = _jobs[t.jobId];
         // INVARIANT: a replica can leave only a task starved of a partner, never one whose reveal is running.
-        if (t.status != TaskStatus.Open || block.timestamp <= uint256(t.openSince) + assignmentTimeout) {
-            revert PartnerNotStarved(taskId, t.status, uint256(t.openSince) + assignmentTimeout);
+        uint256 since = t.filledAt > t.openSince ? t.filledAt : t.openSince;
+        if (t.status != TaskStatus.Open || block.timestamp <= since + assignmentTimeout) {
+            revert PartnerNotStarved(taskId, t.status, since + assignmentTimeout);
         }
         uint8 slot = _slotOf(taskId, msg.sender, ReplicaStatus.Committed, job.replication);
+        // A committed replica waiting for its partner has no deadline; one with a reveal deadline (both committed,
+        // then the partner was reported late) must reveal or be reported late itself (found in review).
+        uint64 deadline = _replicas[taskId][slot].deadline;
+        if (deadline != 0) revert RevealRunning(taskId, slot, deadline);
         _setReplicaStatus(taskId, _replicas[taskId][slot], ReplicaStatus.Voided);
         // Then cleared as a slot drawn again is (a committed slot shares nothing): the withdrawer did its part and is
         // drawn like any other node, so a task whose other slot fills just after this still fills (found by CI).
@@ -408,9 +414,10 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
             _setTaskStatus(taskId, t, TaskStatus.Assigned);
             t.openSince = 0;
         } else if (filled != 0) {
-            // A slot is still empty: the wait for it starts now, so a node just drawn is not free to leave at once
-            // because an earlier slot waited long (found by CI; the committed replica's exit, withdrawCommitted).
-            t.openSince = uint64(block.timestamp);
+            // A slot is still empty: a node just drawn waits the full timeout for it before withdrawCommitted lets it
+            // leave (found by CI). openSince stays: the poster's cancel counts from when a slot first emptied, so a
+            // node that withdraws and is drawn again cannot hold the cancel off (found in review).
+            t.filledAt = uint64(block.timestamp);
         }
     }
 

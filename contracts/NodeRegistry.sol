@@ -444,11 +444,15 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint256 minFreeStake,
         address[] memory exclude
     ) external view returns (address node, uint256 eligibleBps) {
-        return _draw(
+        (node, eligibleBps) = _draw(
             seed,
             Requirements(ROLE_SOLVER, deviceClass, minMemoryMb, profileBit, region, minBandwidthMbps, minFreeStake),
             exclude
         );
+        // The classes' share of all solver weight (issue 23, reputation: only work drawn from an open class counts),
+        // live over live: weight taken out after the epoch began (requestUnstake) leaves both, not only the total.
+        uint256 all = _totals[0];
+        if (all != 0) eligibleBps = (eligibleBps * BPS) / all;
     }
 
     /// @inheritdoc INodeRegistry
@@ -778,7 +782,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         uint256 left;
         uint256 cap; // most rejections one draw can make: exclusions + MAX_DRAWS
         uint256 at; // the epoch stamp whose snapshot the draw reads (_stamp)
-        uint256 eligible; // the trees' weight before any exclusion or rejection
+        uint256 eligible; // the trees' live weight (reputation credit compares it with the live role total)
     }
 
     /// @dev Stake-weighted sampling without replacement over the eligible classes' trees: a tree is picked in
@@ -786,27 +790,26 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     ///      cut out of its tree's sampling space, so MAX_DRAWS attempts examine MAX_DRAWS distinct (node, tree)
     ///      pairs. Only free stake and liveness can reject a sampled node. Cost: the trees' totals, then MAX_DRAWS *
     ///      (log2(capacity) reads + |rejected|) at most.
+    /// @dev Returns the node drawn (0: none) and the live weight of the trees the draw read.
     function _draw(bytes32 seed, Requirements memory req, address[] memory exclude)
         internal
         view
-        returns (address, uint256 eligibleBps)
+        returns (address, uint256 eligible)
     {
         if (exclude.length > MAX_EXCLUDE) revert ParameterOutOfRange("exclude", exclude.length, 0, MAX_EXCLUDE);
         DrawState memory st = _drawState(req, exclude);
-        // The classes' share of the role's weight (issue 23, reputation: only work drawn from an open class counts).
-        uint256 all = _totals[req.role == ROLE_SOLVER ? 0 : 1];
-        if (all != 0) eligibleBps = (st.eligible * BPS) / all;
+        eligible = st.eligible;
         for (uint256 attempt = 0; attempt < MAX_DRAWS; ++attempt) {
-            if (st.left == 0) return (address(0), eligibleBps);
+            if (st.left == 0) return (address(0), eligible);
             (uint256 k, uint256 slot) = _sample(st, uint256(keccak256(abi.encode(seed, attempt))) % st.left);
             // INVARIANT: the node drawn is the one whose weight the snapshot holds at that slot, and never excluded.
             if (slot <= nodeList.length && _slotSince[slot] != st.at) {
                 address candidate = nodeList[slot - 1];
-                if (_eligible(candidate, req) && !_listed(candidate, exclude)) return (candidate, eligibleBps);
+                if (_eligible(candidate, req) && !_listed(candidate, exclude)) return (candidate, eligible);
             }
             _rejectIn(st, k, slot);
         }
-        return (address(0), eligibleBps);
+        return (address(0), eligible);
     }
 
     function _drawState(Requirements memory req, address[] memory exclude)
@@ -823,8 +826,8 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         for (uint256 k = 0; k < len; ++k) {
             st.totals[k] = _trees[st.keys[k]].totalAt(st.at);
             st.left += st.totals[k];
+            st.eligible += _trees[st.keys[k]].total;
         }
-        st.eligible = st.left;
         if (len == 0) return st;
         // Every key is of one family, and a node sits in one cell of a family: an excluded node is cut out of that
         // cell's tree only, if the draw reads it (one lookup per exclusion, not one per tree and exclusion).

@@ -120,8 +120,8 @@ CONTRACTS = [
     Mutant(
         "c-draw-ignores-eligibility", "a sampled node is returned without the eligibility check (liveness, free stake)",
         "contracts/NodeRegistry.sol",
-        "                if (_eligible(candidate, req) && !_listed(candidate, exclude)) return (candidate, eligibleBps);",
-        "                if (true) return (candidate, eligibleBps);",
+        "                if (_eligible(candidate, req) && !_listed(candidate, exclude)) return (candidate, eligible);",
+        "                if (true) return (candidate, eligible);",
         Forge("tests/forge/Selection.t.sol", fuzz_runs=64),
     ),
     Mutant(

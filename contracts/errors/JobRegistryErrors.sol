@@ -108,3 +108,7 @@ error NoSuchInput(uint256 taskId, uint32 index, uint32 inputs);
 
 /// @notice A task's (`replica` false) or a replica slot's status change that StatusTable does not allow (issue 23).
 error IllegalStatusTransition(uint256 taskId, bool replica, uint8 from, uint8 to);
+
+/// @notice withdrawCommitted: the caller's slot has a reveal deadline (both slots committed before its partner was
+///         reported late): it must reveal by then, or be reported late (issue 23 review).
+error RevealRunning(uint256 taskId, uint8 slot, uint64 deadline);

@@ -76,7 +76,7 @@ interface INodeRegistry {
     /// @notice Stake-weighted draw of an eligible solver for a job's requirements, region (0 = any) and minimum
     ///         bandwidth in Mbit/s (0 = any; rounded up to a bandwidth tier floor) included: only stake declared in that
     ///         region and tier is weighed. address(0) if none found within MAX_DRAWS. `eligibleBps`: the weight of
-    ///         the classes the draw read (as its epoch began) over every solver's weight (now), in basis points.
+    ///         the classes the draw read over every solver's weight, both as they are now, in basis points.
     function drawSolver(
         bytes32 seed,
         uint8 deviceClass,

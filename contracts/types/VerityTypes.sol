@@ -156,6 +156,7 @@ struct Task {
     uint32 openDisputes; // live optimistic disputes against the current candidate (finalize waits for 0)
     uint64 drawRequest; // randomness request the empty slots will be drawn from (P4; kept after the draw)
     address candidate; // a challenger whose result won a dispute and now waits out its own window (0 = replicas')
+    uint64 filledAt; // the last draw that filled a slot while another stayed empty (withdrawCommitted waits from it)
     bytes32 inputHash;
     bytes32 finalHash;
     bytes32 resultCid;

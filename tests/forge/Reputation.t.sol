@@ -76,6 +76,21 @@ contract ReputationTest is Fixture {
         (, uint256 allBps) = registry.drawSolver("s", 0, 1_000, 1, 0, 0, 1, new address[](0));
         assertEq(allBps, 10_000, "every node");
     }
+
+    /// @dev Review: the share once divided the class's weight as the epoch began by the live total, so sybils that
+    ///      unbonded every identity but the drawn ones after the epoch began shrank the total alone. Five 1,000-VRT
+    ///      sybils beside twelve honest nodes, three of them unbonding: 5/14 = 35.7 % (credited) before, 2/14 now.
+    function test_unbondingSybils_doNotOpenTheirClass_succeeds() public {
+        address[3] memory more = [_bigNode(0xA3), _bigNode(0xA4), _bigNode(0xA5)];
+        for (uint256 i = 0; i < more.length; ++i) {
+            uint256 all = registry.getNode(more[i]).stake;
+            vm.prank(more[i]);
+            registry.requestUnstake(all); // inside the epoch: the snapshot still holds their weight
+        }
+        (, uint256 bps) = registry.drawSolver("s", 0, 64_000, 1, 0, 0, 1, new address[](0));
+        assertEq(bps, uint256(20_000) / 14, "2 live sybils of 14 live weights");
+        assertTrue(bps < jobs.OPEN_CLASS_BPS(), "not open");
+    }
 }
 
 /// @notice "Paid by another poster": a node's work on a job it posted itself does not count.

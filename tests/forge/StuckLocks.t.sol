@@ -4,7 +4,7 @@ pragma solidity 0.8.28;
 import {Fixture} from "./base/Fixture.sol";
 import {IJobRegistry} from "../../contracts/interfaces/IJobRegistry.sol";
 import {TaskStatus, ReplicaStatus, PostJobParams} from "../../contracts/types/VerityTypes.sol";
-import {PartnerNotStarved, NotReplica} from "../../contracts/errors/JobRegistryErrors.sol";
+import {PartnerNotStarved, NotReplica, RevealRunning} from "../../contracts/errors/JobRegistryErrors.sol";
 
 /// @notice Issue 9 (stuck locks): a replica that committed to a replicated task whose other slot nobody eligible
 ///         can fill had no deadline and stayed locked (3,000 VRT after 30 days) unless the poster cancelled. Now it
@@ -71,7 +71,8 @@ contract StuckLocksTest is Fixture {
         _draw(1);
         assertEq(uint8(_status(1)), uint8(TaskStatus.Assigned), "partner drawn");
         vm.warp(block.timestamp + jobs.assignmentTimeout() + 1);
-        vm.expectRevert(abi.encodeWithSelector(PartnerNotStarved.selector, 1, TaskStatus.Assigned, uint256(0) + jobs.assignmentTimeout()));
+        uint256 since = views.getTask(1).filledAt; // the set-up's draw filled one slot and left the other empty
+        vm.expectRevert(abi.encodeWithSelector(PartnerNotStarved.selector, 1, TaskStatus.Assigned, since + jobs.assignmentTimeout()));
         vm.prank(only);
         jobs.withdrawCommitted(1);
     }
@@ -103,7 +104,8 @@ contract StuckLocksTest is Fixture {
 
     /// @dev The other half of the same race: a node drawn into one slot of a task whose other slot has been empty
     ///      for long could withdraw at once (the task's openSince was the old one), before the draw for the other
-    ///      slot could land. A draw that leaves a slot empty now restarts the wait. Before: the withdrawal passed.
+    ///      slot could land. A draw that leaves a slot empty now starts the new holder's own wait (filledAt). Before:
+    ///      the withdrawal passed.
     function test_withdrawCommitted_freshHolderOfAHalfFilledTask_reverts() public {
         uint256 jobId = _postOnly(_bigOnlyParams());
         uint256 taskId = views.taskOf(jobId, 0, 0);
@@ -112,7 +114,7 @@ contract StuckLocksTest is Fixture {
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Open), "half filled");
         _commit(taskId, only, _honest(INPUT, 4));
         uint256 until = block.timestamp + jobs.assignmentTimeout();
-        assertEq(uint256(views.getTask(taskId).openSince) + jobs.assignmentTimeout(), until, "the wait restarted");
+        assertEq(uint256(views.getTask(taskId).filledAt) + jobs.assignmentTimeout(), until, "its own wait started");
         vm.expectRevert(abi.encodeWithSelector(PartnerNotStarved.selector, taskId, TaskStatus.Open, until));
         vm.prank(only);
         jobs.withdrawCommitted(taskId);
@@ -121,5 +123,42 @@ contract StuckLocksTest is Fixture {
     function _bigOnlyParams() internal pure returns (PostJobParams memory p) {
         p = _params(1, 1, 2);
         p.minMemoryMb = 64_000;
+    }
+
+    /// @dev Review of the fix above: had a partial fill restarted the task's openSince, the one eligible node could
+    ///      withdraw and be drawn again in a loop (the draw's value is public before `assign`), each time holding
+    ///      off the poster's cancel for another assignment timeout. The fresh holder's wait is its own (filledAt);
+    ///      the cancel still counts from when the slot first emptied.
+    function test_cancelJob_withdrawerDrawnAgain_stillCancels_succeeds() public {
+        vm.warp(block.timestamp + jobs.assignmentTimeout() + 1);
+        vm.prank(only);
+        jobs.withdrawCommitted(1);
+        _draw(1); // the only eligible node, drawn again into one slot
+        assertEq(_replica(1, 0).node, only, "drawn again");
+        assertEq(uint8(_status(1)), uint8(TaskStatus.Open), "half filled");
+        vm.prank(submitter);
+        jobs.cancelJob(1); // v1 of the fix: CancelNotAllowed (openSince was reset by the partial fill)
+        assertEq(registry.getNode(only).locked, 0, "its stake released");
+    }
+
+    /// @dev Review: both slots committed, the partner was reported late, and the task went back to Open: the slot
+    ///      left has a reveal deadline, so its holder must reveal (or be reported late), not leave unslashed.
+    function test_withdrawCommitted_revealDeadlineRunning_reverts() public {
+        _bigNode(0xB17);
+        uint256 jobId = _postOnly(_bigOnlyParams());
+        uint256 taskId = views.taskOf(jobId, 0, 0);
+        _draw(taskId);
+        (address a, address b) = (_replica(taskId, 0).node, _replica(taskId, 1).node);
+        _commit(taskId, a, _honest(INPUT, 4));
+        _commit(taskId, b, _honest(INPUT, 4)); // both committed: reveal deadlines
+        uint64 deadline = _replica(taskId, 0).deadline;
+        assertTrue(deadline != 0, "a reveal deadline");
+        vm.warp(uint256(_replica(taskId, 1).deadline) + 1);
+        jobs.reportLate(taskId, 1); // b never reveals
+        assertEq(uint8(_status(taskId)), uint8(TaskStatus.Open), "reopened");
+        vm.warp(block.timestamp + jobs.assignmentTimeout() + 1);
+        vm.expectRevert(abi.encodeWithSelector(RevealRunning.selector, taskId, 0, deadline));
+        vm.prank(a);
+        jobs.withdrawCommitted(taskId);
     }
 }

@@ -233,8 +233,12 @@ def test_loop_declines_work_it_cannot_do_without_blaming_the_poster(tmp_path):
     assert big.declined == [(1, "CapacityExceeded: task 1: needs 9000 MB, this node has 512", False)]
 
 
-@pytest.mark.parametrize("on_chain, fresh", [("ours", True), ("another", False), ("ours-committed", False)])
-def test_solver_drawn_again_into_a_withdrawn_slot_gets_a_fresh_item(on_chain, fresh):
+@pytest.mark.parametrize("on_chain, phase, fresh", [
+    ("ours", Phase.LOST, True), ("another", Phase.LOST, False), ("ours-committed", Phase.LOST, False),
+    ("ours", Phase.COMMITTED, True),  # a crash lost the move to LOST after the withdrawal was mined
+    ("ours", Phase.TRAINED, False),  # still our first holding
+])
+def test_solver_drawn_again_into_a_withdrawn_slot_gets_a_fresh_item(on_chain, phase, fresh):
     """JobRegistry.withdrawCommitted clears the slot, so the withdrawer may be drawn into it again: its ended item must
     give way to a fresh one (else the node never commits and is reported late), but only while the slot is ours and
     Assigned on-chain (a TaskAssigned read again after a restart for a slot that ended since is not)."""
@@ -248,7 +252,8 @@ def test_solver_drawn_again_into_a_withdrawn_slot_gets_a_fresh_item(on_chain, fr
     status = ReplicaStatus.COMMITTED if on_chain.endswith("committed") else ReplicaStatus.ASSIGNED
     ctx = SimpleNamespace(me=me, replicas=lambda tid: [SimpleNamespace(node=holder, status=int(status))])
     snap = Snapshot(address=me)
-    snap.items["task:1:0"] = _item(Phase.LOST)
+    snap.items["task:1:0"] = _item(phase)
     ev = SimpleNamespace(name="TaskAssigned", args={"taskId": 1, "slot": 0, "node": me})
     SolverRole(ctx).on_event(snap, ev)
-    assert (snap.items["task:1:0"].phase == Phase.ASSIGNED) is fresh
+    assert (snap.items["task:1:0"].phase == Phase.ASSIGNED) is (fresh or phase == Phase.ASSIGNED)
+    assert (snap.items["task:1:0"].phase != phase) is fresh

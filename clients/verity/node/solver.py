@@ -15,7 +15,7 @@ from verity.node.compute import compute_result, published
 from verity.node.context import InputRejected, NodeContext
 from verity.node.dispute import open_dispute
 from verity.node.faults import copy_from_pins
-from verity.node.phases import TERMINAL, Phase
+from verity.node.phases import Phase
 from verity.node.snapshot import Snapshot, WorkItem
 from verity.storage import CidNotFound
 
@@ -78,12 +78,14 @@ def _poster_cids(ctx: NodeContext, task) -> set[str]:
     return cids
 
 
-def _partner_starved(ctx: NodeContext, task) -> bool:
-    """TaskMachine.withdrawCommitted's rule: the task is Open and its empty slot has waited out the assignment timeout."""
-    if TaskStatus(task.status) != TaskStatus.OPEN or not int(task.openSince):
+def _partner_starved(ctx: NodeContext, task, rep) -> bool:
+    """JobRegistry.withdrawCommitted's rule: the task is Open, its empty slot has waited out the assignment timeout
+    since it emptied and since the last draw that left it empty, and our committed slot has no reveal deadline."""
+    if TaskStatus(task.status) != TaskStatus.OPEN or not int(task.openSince) or int(rep.deadline):
         return False
     c = ctx.chain
-    return c.now() > int(task.openSince) + int(c.call(c.jobs.functions.assignmentTimeout()))
+    since = max(int(task.openSince), int(getattr(task, "filledAt", 0)))
+    return c.now() > since + int(c.call(c.jobs.functions.assignmentTimeout()))
 
 
 class SolverRole:
@@ -97,9 +99,10 @@ class SolverRole:
             tid, slot = int(ev.args["taskId"]), int(ev.args["slot"])
             key = f"task:{tid}:{slot}"
             old = snap.items.get(key)
-            if old is not None and old.phase in TERMINAL and self._holds(tid, slot):
+            if old is not None and old.phase not in (Phase.ASSIGNED, Phase.TRAINED) and self._holds(tid, slot):
                 # drawn again into a slot we withdrew from (JobRegistry.withdrawCommitted clears the slot, so its
-                # node may be drawn again): a fresh item, or the slot would be reported late and slashed
+                # node may be drawn again): a fresh item, or the slot would be reported late and slashed; also when
+                # a crash lost the item's move to LOST (it still says committed while the slot is Assigned again)
                 del snap.items[key]
                 log.info("task %d slot %d: drawn again after withdrawing", tid, slot)
             if key not in snap.items:
@@ -278,7 +281,7 @@ class SolverRole:
                 c.transact(c.jobs.functions.reveal(item.task_id, root, final, n, cid,
                                                    merkle.proof(trace, 0), merkle.proof(trace, n)))
                 snap.move(item, Phase.REVEALED)
-            elif _partner_starved(ctx, task):
+            elif _partner_starved(ctx, task, rep):
                 # nobody eligible took the other slot for the whole assignment timeout: our lock has no deadline,
                 # so leave (unslashed) rather than hold the stake until the poster cancels (issue 9)
                 c.transact(c.jobs.functions.withdrawCommitted(item.task_id))
