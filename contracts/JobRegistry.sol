@@ -143,6 +143,7 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         job.minBandwidthMbps = p.minBandwidthMbps;
         // INVARIANT: a node is late-slashed at the rate in force when it could see the job, never at a later one.
         job.lateSlashBps = uint16(lateSlashBps); // <= BPS (setLateSlashBps)
+        job.paysCredit = p.paymentPerTask >= CREDITED_PAYMENT; // beside the draw's filters: read with them
         job.manifestCid = p.manifestCid;
         job.manifestHash = p.manifestHash;
         job.roundInput = p.initialStateHash;
@@ -403,7 +404,7 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
             }
             r.node = node;
             _setReplicaStatus(taskId, r, ReplicaStatus.Assigned);
-            r.deadline = deadline;
+            r.deadline = uint48(deadline);
             r.credited = credited;
             job.everAssigned = true;
             ++filled;
@@ -448,8 +449,7 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
                 // Issue 23, reputation that cannot be bought: the task will count toward the node's reputation only
                 // if the draw was open to others (its classes hold OPEN_CLASS_BPS of all solver weight: not a class
                 // of one party's own), the job pays at least CREDITED_PAYMENT a task, and another party posted it.
-                credited = eligibleBps >= OPEN_CLASS_BPS && job.paymentPerTask >= CREDITED_PAYMENT
-                    && node != job.submitter;
+                credited = eligibleBps >= OPEN_CLASS_BPS && job.paysCredit && node != job.submitter;
                 return (node, credited);
             }
             uint256 n = exclude.length; // room for BANNED_REDRAWS more was reserved: exclude it from the next draw
@@ -470,9 +470,10 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
             address node = _replicas[taskId][s].node;
             if (node != address(0)) ex[c++] = node;
         }
-        for (uint8 b = 0; b < MAX_BANNED; ++b) {
-            address node = _banned[taskId][b];
-            if (node != address(0)) ex[c++] = node;
+        // the ring's filled entries only (most tasks have none: one read instead of MAX_BANNED cold ones)
+        uint256 banned = _bannedCount[taskId];
+        for (uint256 b = 0; b < banned && b < MAX_BANNED; ++b) {
+            ex[c++] = _banned[taskId][b];
         }
         assembly ("memory-safe") {
             mstore(ex, c)

@@ -70,6 +70,8 @@ abstract contract JobRegistryBase is Ownable {
     uint256 public constant OPEN_CLASS_BPS = 3_333;
     /// @notice ... and only if the job pays at least this much per accepted task (tiny self-paid jobs do not count).
     uint256 public constant CREDITED_PAYMENT = 1e17;
+    /// @dev unlockCompleted's `usedBps` for an acceptance with no promptness to record (a candidate had no window).
+    uint256 internal constant NO_PROMPTNESS = type(uint256).max;
     /// @dev What each of a task's first FAIL_DECLINES invalid-inputs refusals bets from its stake (its share of the
     ///      bond; every task stake covers it: MIN_TASK_STAKE >= DECLINE_BET).
     uint256 internal constant DECLINE_BET = POSTER_BOND / FAIL_DECLINES;
@@ -120,10 +122,11 @@ abstract contract JobRegistryBase is Ownable {
     struct ReplicaRecord {
         address node;
         ReplicaStatus status;
-        uint64 deadline;
+        uint48 deadline; // seconds (uint48 reaches past the year 8,000,000; the view widens it to uint64)
         bool sharesTrace;
         bool sharesCid;
         bool credited; // its acceptance counts toward the node's reputation (JobRegistry._drawSolver)
+        uint16 usedBps; // promptness: share of its window used before its result (_checkOnTime), recorded on acceptance
         bytes32 commitOrRoot;
         bytes32 finalHash;
         bytes32 resultCid;

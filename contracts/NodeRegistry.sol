@@ -380,10 +380,15 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     }
 
     /// @inheritdoc INodeRegistry
-    function unlockCompleted(address node, uint256 amount, bool credited) external onlyProtocol {
+    function unlockCompleted(address node, uint256 amount, bool credited, uint256 usedBps) external onlyProtocol {
         _unlock(node, amount);
         NodeRecord storage n = _nodes[node];
         if (credited) ++n.tasksCompleted;
+        if (usedBps <= BPS) {
+            // INVARIANT: the average stays within 0..BPS (a convex combination of values in it).
+            n.usedWindowBps =
+                uint16((uint256(n.usedWindowBps) * (PROMPTNESS_SMOOTHING - 1) + usedBps) / PROMPTNESS_SMOOTHING);
+        }
         // Accepted work counts as liveness; the weight (out of probation) grows on the node's next heartbeat, so
         // the task path does not pay for two tree updates.
         n.lastSeen = uint64(block.timestamp);
@@ -401,14 +406,6 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         _syncWeight(node);
         emit StakeSlashed(node, to, amount);
         token.safeTransfer(to, amount);
-    }
-
-    /// @inheritdoc INodeRegistry
-    function recordPromptness(address node, uint256 usedBps) external onlyProtocol {
-        NodeRecord storage n = _nodes[node];
-        if (usedBps > BPS) usedBps = BPS;
-        // INVARIANT: the average stays within 0..BPS (a convex combination of values in it).
-        n.usedWindowBps = uint16((uint256(n.usedWindowBps) * (PROMPTNESS_SMOOTHING - 1) + usedBps) / PROMPTNESS_SMOOTHING);
     }
 
     /// @inheritdoc INodeRegistry

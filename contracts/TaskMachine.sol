@@ -81,7 +81,7 @@ contract TaskMachine is JobRegistryBase {
         if (_allAtLeastCommitted(taskId, job.replication)) {
             uint64 deadline = uint64(block.timestamp) + job.revealWindow;
             for (uint8 s = 0; s < job.replication; ++s) {
-                _replicas[taskId][s].deadline = deadline;
+                _replicas[taskId][s].deadline = uint48(deadline);
             }
             emit IJobRegistry.RevealOpened(taskId, deadline);
         }
@@ -158,7 +158,7 @@ contract TaskMachine is JobRegistryBase {
             _recordResult(taskId, s, partner, root, finalHash, resultCid);
         } else if (o.deadline == 0) {
             uint64 deadline = uint64(block.timestamp) + revealWindow;
-            o.deadline = deadline;
+            o.deadline = uint48(deadline);
             emit IJobRegistry.RevealOpened(taskId, deadline);
         }
     }
@@ -326,7 +326,9 @@ contract TaskMachine is JobRegistryBase {
         // (committed only while no result is public) gets the job's declared work to land, whoever fabricates.
         uint256 notBefore = deadline - window + job.resultFloor;
         if (block.timestamp < notBefore) revert ResultTooEarly(taskId, slot, notBefore);
-        registry.recordPromptness(msg.sender, ((block.timestamp + window - deadline) * BPS) / window);
+        // Promptness is recorded when the result is accepted (NodeRegistry.unlockCompleted), not here: one registry
+        // call per replica instead of two, and only work that was accepted counts (issue 23, lifecycle gas).
+        _replicas[taskId][slot].usedBps = uint16(((block.timestamp + window - deadline) * BPS) / window); // <= BPS
     }
 
     function _checkTrace(
@@ -430,14 +432,15 @@ contract TaskMachine is JobRegistryBase {
         if (candidate != address(0)) {
             // The game left the winning challenger's task stake locked for the registry to release. A candidate
             // reports nothing (it re-executed from inputs it obtained): its result finds every input available.
-            registry.unlockCompleted(candidate, job.stakePerReplica, false); // not drawn: its pay is the slashed stake
+            // not drawn: no reputation (its pay is the slashed stake) and no promptness (it had no window)
+            registry.unlockCompleted(candidate, job.stakePerReplica, false, NO_PROMPTNESS);
         } else {
             uint256 verdict = type(uint32).max;
             for (uint8 s = 0; s < job.replication; ++s) {
                 ReplicaRecord storage r = _replicas[taskId][s];
                 if (r.status != ReplicaStatus.Revealed || _traceOf(taskId, s).finalHash != finalHash) continue;
                 _setReplicaStatus(taskId, r, ReplicaStatus.Accepted);
-                registry.unlockCompleted(r.node, job.stakePerReplica, r.credited);
+                registry.unlockCompleted(r.node, job.stakePerReplica, r.credited, r.usedBps);
                 verdict &= _reportedBy(taskId, s, r.node);
             }
             if (verdict != 0) _inputVerdict[taskId] = uint32(verdict);

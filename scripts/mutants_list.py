@@ -92,8 +92,8 @@ CONTRACTS = [
     Mutant(
         "c-reputation-open-class-ignored", "a draw counts as open whatever share of the weight its classes hold",
         "contracts/JobRegistry.sol",
-        "                credited = eligibleBps >= OPEN_CLASS_BPS && job.paymentPerTask >= CREDITED_PAYMENT",
-        "                credited = eligibleBps >= 0 && job.paymentPerTask >= CREDITED_PAYMENT",
+        "                credited = eligibleBps >= OPEN_CLASS_BPS && job.paysCredit && node != job.submitter;",
+        "                credited = job.paysCredit && node != job.submitter;",
         Forge("tests/forge/Reputation.t.sol", fuzz_runs=64),
     ),
     Mutant(

@@ -63,13 +63,11 @@ interface INodeRegistry {
     function slash(address node, uint256 amount, address to) external;
     /// @notice unlock(node, amount) for an accepted task, refreshing the node's liveness; the task counts toward its
     ///         reputation only if `credited` (issue 23, reputation that cannot be bought: JobRegistry credits work
-    ///         drawn from an open class and paid by another poster). Protocol only.
-    function unlockCompleted(address node, uint256 amount, bool credited) external;
+    ///         drawn from an open class and paid by another poster), and `usedBps` (the share of its window the
+    ///         node used before its result, 0..BPS; above BPS: none) enters its promptness average. Protocol only.
+    function unlockCompleted(address node, uint256 amount, bool credited, uint256 usedBps) external;
     /// @notice Counts a missed deadline (protocol only).
     function recordLate(address node) external;
-    /// @notice Moves `node`'s promptness average towards `usedBps`, the share of its execution window it used before
-    ///         committing (protocol only; weighed at the node's next weight update).
-    function recordPromptness(address node, uint256 usedBps) external;
     /// @notice Counts a dispute outcome (protocol only).
     function recordDispute(address node, bool won) external;
 

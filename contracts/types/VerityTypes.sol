@@ -132,6 +132,7 @@ struct Job {
     uint8 region; // PostJobParams.region: the replicas' draws read only this region's classes (0 = any)
     uint32 minBandwidthMbps; // PostJobParams.minBandwidthMbps (0 = any)
     uint16 lateSlashBps; // JobRegistry.lateSlashBps when posted: a later owner change never reaches this job's nodes
+    bool paysCredit; // paymentPerTask >= CREDITED_PAYMENT: its accepted tasks may count toward reputation
     bytes32 manifestCid;
     bytes32 manifestHash;
     bytes32 roundInput;

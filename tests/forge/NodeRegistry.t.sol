@@ -208,7 +208,7 @@ contract NodeRegistryTest is Fixture {
     function test_record_updatesReputationAndWeight_succeeds() public {
         (uint256 w0,) = lens.weightsOf(alice);
         vm.startPrank(proto);
-        registry.unlockCompleted(alice, 0, true);
+        registry.unlockCompleted(alice, 0, true, type(uint256).max);
         registry.recordLate(alice);
         registry.recordDispute(alice, true);
         registry.recordDispute(alice, false);

@@ -18,7 +18,7 @@ contract ProbationTest is Fixture {
     function _record(address node, uint256 completed, uint256 late, uint256 lost) internal {
         vm.startPrank(proto);
         for (uint256 i = 0; i < completed; ++i) {
-            registry.unlockCompleted(node, 0, true);
+            registry.unlockCompleted(node, 0, true, type(uint256).max);
         }
         for (uint256 i = 0; i < late; ++i) {
             registry.recordLate(node);
