@@ -107,6 +107,34 @@ def test_list_show_watch_and_cancel_an_unassigned_job_succeeds(net, verity):
     assert "no job 99 on this deployment" in one_line_error(verity("job", "show", "99"))
 
 
+def test_cancel_closes_the_verification_pot_and_reclaim_refunds_it_after_the_grace_succeeds(net, verity):
+    """Issue 24: a cancelled job's verification pot stayed in VerificationFees (1.2 VRT in the trial) and no command
+    returned it. `job cancel` now closes it and says when it can be refunded; `job reclaim` refunds it then."""
+    job_id = net.post(**TINY, replication=1)
+    c = net.client()
+    sub = net.client(SUBMITTER)  # funded as `verity job submit` does after posting (fund_pot_web3)
+    pot = 12 * 10**17  # the trial's 1.2 VRT
+    sub.transact(sub.token.functions.approve(sub.fees.address, pot))
+    sub.transact(sub.fees.functions.fund(job_id, pot, 10**17, 2, 1_000))
+    assert c.call(c.fees.functions.potOf(job_id))[0] == pot
+    done = verity("job", "cancel", str(job_id), "--account", str(SUBMITTER))
+    assert done.exit_code == 0, done.stderr
+    out = " ".join(done.stdout.split())
+    assert f"verification pot: {pot / 1e18:g} VRT left, refundable from" in out
+    assert f"`verity job reclaim {job_id} --account {SUBMITTER}`" in out
+    early = verity("job", "reclaim", str(job_id), "--account", str(SUBMITTER))
+    assert early.exit_code == 0, early.stderr  # the pot's wait is news, not an error
+    assert "refundable from" in early.stdout
+    warp(net, c.call(c.fees.functions.refundableAt(job_id)) - c.now() + 1)
+    before = balance(c, SUBMITTER_ADDR)
+    paid = verity("job", "reclaim", str(job_id), "--account", str(SUBMITTER))
+    assert paid.exit_code == 0, paid.stderr
+    assert f"refunded the verification pot: {pot / 1e18:g} VRT to {SUBMITTER_ADDR}" in " ".join(paid.stdout.split())
+    assert balance(c, SUBMITTER_ADDR) - before == pot
+    again = one_line_error(verity("job", "reclaim", str(job_id), "--account", str(SUBMITTER)))
+    assert f"cannot reclaim job {job_id}: it is cancelled" in again  # nothing left: the escrow refusal stands
+
+
 def test_cancel_waits_for_a_starved_slot_and_offline_late_replicas_show_succeeds(net, verity):
     owner, c = net.client(0), net.client()
     apply_parameter(owner, owner.jobs, owner.jobs.functions.setAssignmentTimeout(120))  # through the Timelock

@@ -124,12 +124,17 @@ def watch(job_id: JobId, plot_to: Plot = None,
         fail(VerityError(f"job {job_id} still active after {timeout:.0f} s"))
 
 
-def _escrow_action(action: str, job_id: int, account, key_file) -> tuple:
+def _hint(account: int | None, key_file: Path | None) -> str:
+    """How this command was signed, to repeat in a follow-up command it prints."""
+    return f"--account {account}" if account is not None else f"--key-file {key_file}"
+
+
+def _escrow_action(action: str, job_id: int, account, key_file, c=None) -> tuple:
     """Send cancelJob / reclaimEscrow as the submitter; a revert becomes a one-line reason."""
     from verity.chain import TxFailed
     from verity.jobadvice import refusal
 
-    c = _chain(account, key_file, sign=True)
+    c = c or _chain(account, key_file, sign=True)
     r = reader(job_id, c)
     amount = r.escrow()
     before = c.call(c.token.functions.balanceOf(c.address))
@@ -143,24 +148,45 @@ def _escrow_action(action: str, job_id: int, account, key_file) -> tuple:
 
 @app.command()
 def cancel(job_id: JobId, account: Account = None, key_file: KeyFile = None) -> None:
-    """Cancel an active job and refund its escrow: allowed before any assignment, or once a slot stayed empty past the assignment timeout (`job show` says when)."""
+    """Cancel an active job and refund its escrow: allowed before any assignment, or once a slot stayed empty past the assignment timeout (`job show` says when). Its verification pot is closed with it and refunded by `job reclaim` after the fee claim grace."""
+    from verity.jobpot import settle_pot
+
     try:
-        who, amount, before, after = _escrow_action("cancel", job_id, account, key_file)
+        c = _chain(account, key_file, sign=True)
+        who, amount, before, after = _escrow_action("cancel", job_id, account, key_file, c)
     except VerityError as exc:
         fail(exc)
     console.print(f"[green]cancelled[/green] job {job_id}: refunded {amount / 1e18:g} VRT to {who} "
                   f"(balance {before / 1e18:,.2f} → {after / 1e18:,.2f} VRT)")
+    line = settle_pot(c, job_id, _hint(account, key_file))
+    if line:
+        console.print(line, markup=False)
 
 
 @app.command()
 def reclaim(job_id: JobId, account: Account = None, key_file: KeyFile = None) -> None:
-    """Take back the unspent escrow of a completed job (payments of replaced or slashed replicas)."""
+    """Take back the unspent escrow of a completed job (payments of replaced or slashed replicas), and the rest of an ended job's verification pot once its fee claim grace is over."""
+    from verity.jobpot import settle_pot
+
     try:
-        who, amount, before, after = _escrow_action("reclaim", job_id, account, key_file)
+        c = _chain(account, key_file, sign=True)
     except VerityError as exc:
         fail(exc)
-    console.print(f"[green]reclaimed[/green] {amount / 1e18:g} VRT of job {job_id} to {who} "
-                  f"(balance {before / 1e18:,.2f} → {after / 1e18:,.2f} VRT)")
+    refused = None
+    try:
+        who, amount, before, after = _escrow_action("reclaim", job_id, account, key_file, c)
+        console.print(f"[green]reclaimed[/green] {amount / 1e18:g} VRT of job {job_id} to {who} "
+                      f"(balance {before / 1e18:,.2f} → {after / 1e18:,.2f} VRT)")
+    except VerityError as exc:
+        refused = exc
+    try:
+        line = settle_pot(c, job_id, _hint(account, key_file))
+    except VerityError as exc:
+        line = f"verification pot: {exc}"
+    if line:
+        console.print(line, markup=False)
+    if refused is not None and line is None:
+        fail(refused)
 
 
 def _vocab(r) -> str | None:
