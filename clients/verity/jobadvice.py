@@ -176,6 +176,12 @@ def advice(rep) -> list[str]:
             lines.append(f"cannot cancel now: {rule.why}")
     elif rep.status == "completed" and rep.escrow:
         lines.append(f"`verity job reclaim {rep.job_id} {hint}` returns {escrow} of unspent escrow")
+    if rep.status != "active" and getattr(rep, "pot", 0):
+        when = ("now" if rep.pot_refundable_at and rep.now >= rep.pot_refundable_at
+                else f"in {rep.pot_refundable_at - rep.now} s" if rep.pot_refundable_at
+                else "after the fee claim grace it starts")
+        lines.append(f"`verity job reclaim {rep.job_id} {hint}` returns {rep.pot / 1e18:g} VRT left in the "
+                     f"verification pot ({when})")
     return lines
 
 

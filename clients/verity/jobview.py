@@ -69,6 +69,8 @@ class JobReport:
     assignment_timeout: int = 0
     chain_id: int | None = None
     cancel: CancelRule | None = None
+    pot: int = 0                     # wei left in an ended job's verification pot (verity.jobpot)
+    pot_refundable_at: int = 0       # when `refund` can pay it (0: the pot is not closed yet)
 
 
 class JobReader:
@@ -194,6 +196,12 @@ class JobReader:
                         replication=int(job.replication), ever_assigned=bool(job.everAssigned),
                         assignment_timeout=c.call(c.jobs.functions.assignmentTimeout()),
                         chain_id=c.deployments.chain_id)
+        if rep.status != "active":
+            from verity.jobpot import pot_of
+
+            pot = pot_of(c, self.job_id)
+            if pot is not None:
+                rep.pot, rep.pot_refundable_at = pot.balance, pot.refundable_at
         rep.tasks = self.tasks(job)
         waiting = [t for t in rep.tasks if t.status in WAITING and t.round == rep.current_round]
         if waiting and rep.status == "active":

@@ -122,6 +122,9 @@ def test_cancel_closes_the_verification_pot_and_reclaim_refunds_it_after_the_gra
     out = " ".join(done.stdout.split())
     assert f"verification pot: {pot / 1e18:g} VRT left, refundable from" in out
     assert f"`verity job reclaim {job_id} --account {SUBMITTER}`" in out
+    shown = verity("job", "show", str(job_id))
+    assert shown.exit_code == 0, shown.stderr
+    assert f"returns {pot / 1e18:g} VRT left in the verification pot (in " in " ".join(shown.stdout.split())
     early = verity("job", "reclaim", str(job_id), "--account", str(SUBMITTER))
     assert early.exit_code == 0, early.stderr  # the pot's wait is news, not an error
     assert "refundable from" in early.stdout

@@ -125,6 +125,20 @@ def test_advice_completed_job_with_escrow_says_reclaim_succeeds():
     assert lines == ["`verity job reclaim 3 --key-file FILE` returns 4 VRT of unspent escrow"]
 
 
+def test_advice_ended_job_with_a_pot_says_reclaim_returns_it_succeeds():
+    """Issue 24: an ended job's verification pot is the submitter's once the fee claim grace is over."""
+    rep = report([], status="cancelled", submitter=B)
+    rep.pot, rep.now = 12 * 10**17, 1_000
+    assert advice(rep) == ["`verity job reclaim 3 --key-file FILE` returns 1.2 VRT left in the verification pot "
+                           "(after the fee claim grace it starts)"]
+    rep.pot_refundable_at = 1_300
+    assert advice(rep)[-1].endswith("(in 300 s)")
+    rep.now = 1_300
+    assert advice(rep)[-1].endswith("(now)")
+    rep.status = "active"
+    assert not any("verification pot" in line for line in advice(rep))
+
+
 def test_table_numbers_rounds_from_one_and_keeps_replaced_replicas_succeeds():
     row = TaskRow(7, 1, 0, "train", "accepted", [ReplicaRow(0, B, "late", fined=10**18, current=False),
                                                   ReplicaRow(0, C, "accepted")])
