@@ -44,13 +44,13 @@ def settle_pot(c, job_id: int, hint: str) -> str | None:
     if not pot.closed_at:
         c.transact(c.fees.functions.close(job_id))
         pot = pot_of(c, job_id)
+    if str(job.submitter).lower() != c.address.lower():
+        return None  # only the submitter is refunded: the caller's own refusal (NotSubmitter) says so
     amount = f"{pot.balance / 1e18:g} VRT"
     wait = pot.refundable_at - c.now()
     if wait > 0:
         at = time.strftime("%H:%M:%S", time.localtime(time.time() + wait))
         return (f"verification pot: {amount} left, refundable from {at} (in {wait} s: fees earned before the job "
                 f"ended can be claimed until then): `verity job reclaim {job_id} {hint}`")
-    if str(job.submitter).lower() != c.address.lower():
-        return f"verification pot: {amount} left, refundable now by the submitter {job.submitter}"
     c.transact(c.fees.functions.refund(job_id))
     return f"refunded the verification pot: {amount} to {c.address}"

@@ -158,7 +158,10 @@ def cancel(job_id: JobId, account: Account = None, key_file: KeyFile = None) -> 
         fail(exc)
     console.print(f"[green]cancelled[/green] job {job_id}: refunded {amount / 1e18:g} VRT to {who} "
                   f"(balance {before / 1e18:,.2f} → {after / 1e18:,.2f} VRT)")
-    line = settle_pot(c, job_id, _hint(account, key_file))
+    try:
+        line = settle_pot(c, job_id, _hint(account, key_file))
+    except VerityError as exc:  # the job is cancelled either way: say what is left to do with its pot
+        line = f"verification pot: {exc}; `verity job reclaim {job_id} {_hint(account, key_file)}` tries again"
     if line:
         console.print(line, markup=False)
 
