@@ -232,10 +232,10 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         _run();
     }
 
-    /// @notice A drawn replica declines its slot early, unslashed; `invalidInputs` counts towards failing the job
-    ///         (TaskMachine.decline).
-    function decline(uint256 taskId, bool invalidInputs) external {
-        (taskId, invalidInputs);
+    /// @notice A drawn replica declines its slot early, unslashed; `invalidInputs` counts towards failing the job;
+    ///         `reason` is the node's own short ASCII note, emitted for the poster to read (TaskMachine.decline).
+    function decline(uint256 taskId, bool invalidInputs, bytes32 reason) external {
+        (taskId, invalidInputs, reason);
         _run();
     }
 

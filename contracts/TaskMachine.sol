@@ -92,8 +92,10 @@ contract TaskMachine is JobRegistryBase {
     ///         being reported late and slashed for a window it never accepted (issue 9). Unslashed, not counted late;
     ///         the node is never drawn for this task again and the slot is drawn again. `invalidInputs`: the node
     ///         found the poster's inputs unusable; when FAIL_DECLINES distinct nodes said so of one task and none of
-    ///         its replicas committed (a commit shows the inputs were usable), the job is failed (_failJob).
-    function decline(uint256 taskId, bool invalidInputs) external onlyDelegated {
+    ///         its replicas committed (a commit shows the inputs were usable), the job is failed (_failJob). `reason`:
+    ///         the node's short ASCII note (`time 181/116 s`), emitted so the poster sees why (issue 24); unchecked
+    ///         and never read on-chain.
+    function decline(uint256 taskId, bool invalidInputs, bytes32 reason) external onlyDelegated {
         Task storage t = _activeTask(taskId);
         Job storage job = _jobs[t.jobId];
         uint8 slot = _slotOf(taskId, msg.sender, ReplicaStatus.Assigned, job.replication);
@@ -105,7 +107,7 @@ contract TaskMachine is JobRegistryBase {
         _setReplicaStatus(taskId, r, ReplicaStatus.Voided);
         r.deadline = 0;
         _ban(taskId, msg.sender);
-        emit IJobRegistry.ReplicaDeclined(taskId, msg.sender, slot);
+        emit IJobRegistry.ReplicaDeclined(taskId, msg.sender, slot, reason);
         // INVARIANT (issue 23): a refusal that may share the poster's bond bets as much of its own stake: released
         // when the job fails for invalid inputs or ends unfinished, burned when the task is completed from the inputs
         // it refused (_settleDecliners). Sybil decliners cannot fail an honest job for free.

@@ -47,8 +47,9 @@ class ProfileUnsupported(VerityError, RuntimeError):
 class CapacityExceeded(VerityError, RuntimeError):
     """This node cannot do a task in the memory it has or the window the job gives (not the poster's fault)."""
 
-    def __init__(self, what: str, reason: str):
+    def __init__(self, what: str, reason: str, note: str = ""):
         self.what, self.reason = what, reason
+        self.note = note or "cannot do the work"  # the decline's on-chain note: `time 181/116 s`, `memory 9700/4096 MB`
         super().__init__(f"{what}: {reason}")
 
 

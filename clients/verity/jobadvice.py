@@ -82,15 +82,25 @@ def task_reason(row, now: int, nodes: NodeFacts, replication: int, stake_vrt: fl
                    f"device, memory, profile and {stake_vrt:g} VRT free stake{off}")
         else:
             why = f"no eligible node: the {len(nodes.eligible)} eligible node(s) hold or were banned from this task"
-        return "; ".join([since, why, *drawn])
+        return "; ".join([since, why, *drawn, *declined_notes(row, names)])
     if row.status == "assigned":
         parts = [p for r in current if (p := _replica_wait(row, r, now, nodes, replication, names))]
-        return "; ".join(parts) or "all replicas in; waiting for the task to settle"
+        return "; ".join([*parts, *declined_notes(row, names)]) or "all replicas in; waiting for the task to settle"
     if row.status == "revealed":
         return _revealed_reason(row, now, names)
     if row.status == "contested":
         return f"in dispute {row.dispute}".strip()
     return ""
+
+
+def declined_notes(row, names: dict | None = None, most: int = 3) -> list[str]:
+    """`declined by solver-1: time 181/116 s` for each node that declined the task (their own notes, from the
+    ReplicaDeclined events), the last `most` of them, and how many more."""
+    gone = [r for r in row.replicas if r.status == "declined"]
+    out = [f"declined by {short(r.node, names)}: {r.note or 'no reason given'}" for r in gone[-most:]]
+    if len(gone) > most:
+        out.insert(0, f"{len(gone) - most} more decline(s)")
+    return out
 
 
 def _revealed_reason(row, now: int, names) -> str:

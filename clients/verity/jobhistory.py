@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from verity.chain.protocol import DisputeOutcome, ReplicaStatus
+from verity.chain.protocol import DisputeOutcome, ReplicaStatus, read_decline_note
 
 
 @dataclass
@@ -19,6 +19,7 @@ class ReplicaRow:
     deadline: int = 0    # commit/submit/reveal deadline (unix s), 0 = none
     fined: int = 0       # wei burned or slashed from this holder on this task
     current: bool = True
+    note: str = ""       # a decliner's own note from its ReplicaDeclined event (`time 181/116 s`)
 
 
 class JobHistory:
@@ -29,7 +30,8 @@ class JobHistory:
         self._dispute_task: dict[int, int] = {}                           # dispute id -> task id
         self._assigned: dict[int, list[tuple[int, str]]] = defaultdict(list)  # task id -> [(slot, node)]
         self._fines: dict[tuple[int, str], int] = defaultdict(int)        # (task, node) -> wei
-        self._marks: dict[tuple[int, str], str] = {}                      # (task, node) -> late / slashed
+        self._marks: dict[tuple[int, str], str] = {}                      # (task, node) -> late / slashed / declined
+        self._notes: dict[tuple[int, str], str] = {}                      # (task, node) -> the decliner's note
         self._slashes: dict[str, list] = defaultdict(list)                # tx -> [(node, amount)]
         self._resolved: dict[str, int] = {}                               # tx -> task id
 
@@ -58,6 +60,9 @@ class JobHistory:
         elif ev.name == "ReplicaLate":
             self._fines[(tid, a["node"])] += a["slashed"]
             self._marks[(tid, a["node"])] = "late"
+        elif ev.name == "ReplicaDeclined":
+            self._marks[(tid, a["node"])] = "declined"
+            self._notes[(tid, a["node"])] = read_decline_note(a.get("reason", b""))
         elif ev.name == "DisputeOpened":
             self._disputes[tid].setdefault(a["disputeId"], "open")
             self._dispute_task[a["disputeId"]] = tid
@@ -86,8 +91,15 @@ class JobHistory:
                 held = held[:-1]
             for node in held:
                 rows.append(ReplicaRow(slot, node, self._marks.get((tid, node), "replaced"),
-                                       fined=self._fines.get((tid, node), 0), current=False))
+                                       fined=self._fines.get((tid, node), 0), current=False,
+                                       note=self._notes.get((tid, node), "")))
             status = ReplicaStatus(r.status).name.lower()
             fined = self._fines.get((tid, r.node), 0) if status in ("late", "slashed") else 0
-            rows.append(ReplicaRow(slot, r.node, status, int(r.deadline), fined))
+            declined = status == "voided" and self._marks.get((tid, r.node)) == "declined"
+            rows.append(ReplicaRow(slot, r.node, "declined" if declined else status, int(r.deadline), fined,
+                                   note=self._notes.get((tid, r.node), "") if declined else ""))
         return rows
+
+    def declines(self, tid: int) -> dict[str, str]:
+        """node -> its note, for every node that declined task `tid`."""
+        return {node: self._notes[(t, node)] for (t, node), mark in self._marks.items() if t == tid and mark == "declined"}

@@ -44,7 +44,8 @@ interface IJobRegistry {
     event ReplicaLate(uint256 indexed taskId, address indexed node, uint8 slot, uint256 slashed);
     /// @notice A drawn replica declined its slot within the decline grace (inputs it cannot use, work it cannot do
     ///         in time); its stake was released unslashed, it is not drawn for this task again, the slot is redrawn.
-    event ReplicaDeclined(uint256 indexed taskId, address indexed node, uint8 slot);
+    ///         `reason`: the node's own short ASCII note (`time 181/116 s`, `memory 9700/4096 MB`), unchecked.
+    event ReplicaDeclined(uint256 indexed taskId, address indexed node, uint8 slot, bytes32 reason);
     /// @notice A committed replica whose partner slot stayed empty past the assignment timeout left the task; its
     ///         stake was released unslashed and its slot is drawn again.
     event ReplicaWithdrawn(uint256 indexed taskId, address indexed node, uint8 slot);

@@ -29,7 +29,7 @@ contract BansTest is Fixture {
             }
             seen[i] = node;
             vm.prank(node);
-            jobs.decline(1, false);
+            jobs.decline(1, false, bytes32(0));
             assertTrue(views.isBanned(1, node), "banned");
         }
         assertEq(uint8(_status(1)), uint8(TaskStatus.Open), "still waiting for an eligible node");

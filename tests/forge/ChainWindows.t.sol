@@ -106,7 +106,7 @@ contract ChainWindowsTest is Fixture {
             vm.roll(block.number + k);
             vm.warp(assignedAt + 12 * k);
             vm.prank(node);
-            jobs.decline(taskId, false);
+            jobs.decline(taskId, false, bytes32(0));
             ++landed;
             vmx.revertToState(snap);
         }
@@ -115,6 +115,6 @@ contract ChainWindowsTest is Fixture {
         vm.warp(assignedAt + 12 * 5);
         vm.prank(node);
         vm.expectRevert(abi.encodeWithSelector(DeclineTooLate.selector, taskId, 0, assignedAt + 48));
-        jobs.decline(taskId, false);
+        jobs.decline(taskId, false, bytes32(0));
     }
 }

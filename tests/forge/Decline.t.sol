@@ -29,9 +29,9 @@ contract DeclineTest is Fixture {
         uint256 stakeBefore = registry.getNode(node).stake;
         vm.warp(block.timestamp + _grace());
         vm.expectEmit(true, true, false, true, address(jobs));
-        emit IJobRegistry.ReplicaDeclined(1, node, 0);
+        emit IJobRegistry.ReplicaDeclined(1, node, 0, "time 181/116 s");
         vm.prank(node);
-        jobs.decline(1, false);
+        jobs.decline(1, false, "time 181/116 s"); // the node's note reaches the poster in the event (issue 24)
         assertEq(registry.freeStake(node), freeBefore + views.getJob(1).stakePerReplica, "stake released");
         assertEq(registry.getNode(node).stake, stakeBefore, "not slashed");
         assertEq(lens.reputationOf(node).tasksLate, 0, "not counted late");
@@ -53,7 +53,7 @@ contract DeclineTest is Fixture {
         vm.warp(graceEnd + 1);
         vm.expectRevert(abi.encodeWithSelector(DeclineTooLate.selector, 1, uint8(1), graceEnd));
         vm.prank(node);
-        jobs.decline(1, false);
+        jobs.decline(1, false, bytes32(0));
     }
 
     /// @dev A committed replica made its choice: it cannot walk out of the reveal by declining.
@@ -62,12 +62,12 @@ contract DeclineTest is Fixture {
         _commit(1, node, _honest(INPUT, 4));
         vm.expectRevert(abi.encodeWithSelector(NotReplica.selector, 1, node, ReplicaStatus.Assigned));
         vm.prank(node);
-        jobs.decline(1, false);
+        jobs.decline(1, false, bytes32(0));
     }
 
     function test_decline_byStranger_reverts() public {
         vm.expectRevert(abi.encodeWithSelector(NotReplica.selector, 1, address(0xBAD), ReplicaStatus.Assigned));
         vm.prank(address(0xBAD));
-        jobs.decline(1, false);
+        jobs.decline(1, false, bytes32(0));
     }
 }

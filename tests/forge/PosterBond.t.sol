@@ -21,7 +21,7 @@ contract PosterBondTest is Fixture {
     function _declineSlot(uint256 taskId, uint8 slot, bool invalid) internal returns (address node) {
         node = _replica(taskId, slot).node;
         vm.prank(node);
-        jobs.decline(taskId, invalid);
+        jobs.decline(taskId, invalid, bytes32(0));
         if (views.getJob(1).status == JobStatus.Active) _draw(taskId);
     }
 
@@ -39,7 +39,7 @@ contract PosterBondTest is Fixture {
         assertEq(uint8(views.getJob(1).status), uint8(JobStatus.Active), "two refusals are not proof");
         address c = _replica(1, 0).node;
         vm.prank(c);
-        jobs.decline(1, true);
+        jobs.decline(1, true, bytes32(0));
         // Issue 23: the node drawn into slot 1 may still find the inputs usable.
         assertEq(uint8(views.getJob(1).status), uint8(JobStatus.Active), "a drawn node still holds a slot");
         address d = _replica(1, 1).node;
@@ -49,7 +49,7 @@ contract PosterBondTest is Fixture {
         vm.expectEmit(true, true, false, true, address(jobs));
         emit IJobRegistry.JobFailed(1, 1, escrowed - 3 * share);
         vm.prank(d);
-        jobs.decline(1, true);
+        jobs.decline(1, true, bytes32(0));
         assertEq(uint8(views.getJob(1).status), uint8(JobStatus.Failed), "failed: every drawn node refused");
         assertEq(uint8(_status(1)), uint8(TaskStatus.Cancelled), "its tasks ended");
         assertEq(_paidSince(a), share, "decliner a paid");
@@ -93,7 +93,7 @@ contract PosterBondTest is Fixture {
         uint256 stake = registry.getNode(_replica(1, 0).node).stake;
         address refuser = _replica(1, 0).node;
         vm.prank(refuser);
-        jobs.decline(1, true);
+        jobs.decline(1, true, bytes32(0));
         vm.warp(block.timestamp + jobs.assignmentTimeout() + 1); // slot 0 empty past the timeout: starved
         vm.prank(submitter);
         jobs.cancelJob(1);
@@ -154,13 +154,13 @@ contract PosterBondTest is Fixture {
         // Three honest nodes drawn into slot 1 decline for invalid inputs: the job does not fail (a replica committed).
         for (uint256 i = 0; i < 3; ++i) {
             vm.prank(_replica(taskId, 1).node);
-            jobs.decline(taskId, true);
+            jobs.decline(taskId, true, bytes32(0));
             _draw(taskId);
         }
         assertEq(uint8(views.getJob(1).status), uint8(JobStatus.Active), "committed partner: no failure (by design)");
         // The slot-1 holder declines too; the task starves (no one else is drawn quickly enough) and the sybil leaves.
         vm.prank(_replica(taskId, 1).node);
-        jobs.decline(taskId, true);
+        jobs.decline(taskId, true, bytes32(0));
         vm.warp(block.timestamp + jobs.assignmentTimeout() + 1);
         vm.prank(sybil);
         jobs.withdrawCommitted(taskId);
@@ -171,7 +171,7 @@ contract PosterBondTest is Fixture {
         for (uint8 s = 0; s < 2; ++s) {
             if (_replica(taskId, s).status != ReplicaStatus.Assigned) continue;
             vm.prank(_replica(taskId, s).node);
-            jobs.decline(taskId, true);
+            jobs.decline(taskId, true, bytes32(0));
             ++declines;
             if (views.getJob(1).status != JobStatus.Active) break;
         }

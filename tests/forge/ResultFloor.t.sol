@@ -87,7 +87,7 @@ contract ResultFloorTest is Fixture {
         _commit(taskId, a, fake);
         vm.warp(assignedAt + 10);
         vm.prank(_replica(taskId, 1).node);
-        jobs.decline(taskId, false);
+        jobs.decline(taskId, false, bytes32(0));
         _draw(taskId);
         uint256 again = _replica(taskId, 1).deadline - views.getJob(views.getTask(taskId).jobId).executionWindow;
         assertEq(again, assignedAt + 10, "slot 1 drawn again 10 s later");

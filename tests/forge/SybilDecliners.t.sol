@@ -57,7 +57,7 @@ contract SybilDeclinersTest is Fixture {
 
     function _refuse(uint256 taskId, uint8 s) internal {
         vm.prank(_replica(taskId, s).node);
-        jobs.decline(taskId, true);
+        jobs.decline(taskId, true, bytes32(0));
     }
 
     /// @dev One honest job against the sybils; true when it failed. The state is rolled back afterwards.

@@ -30,9 +30,10 @@ def _assert_portable_matches(result: dict) -> None:
     assert p["ok"] is True and p["reason"] is None and set(p) == {"ok", "reason", "tasks"}
     assert set(p["tasks"]) == set(ARCHES)
     for arch, t in p["tasks"].items():
-        assert set(t) == {"root", "matches", "ms_per_step"}
+        assert set(t) == {"root", "matches", "ms_per_step", "cal_ms_per_step"}
         assert re.fullmatch(r"[0-9a-f]{64}", t["root"]) and t["root"] == want[arch]["root"], arch
         assert t["matches"] is True and isinstance(t["ms_per_step"], float) and t["ms_per_step"] > 0
+        assert t["cal_ms_per_step"] > 0  # the family's larger task, timed for the node's estimates
 
 
 def test_nodeDoctor_portableJson_rootsMatchVectorsThenCached_succeeds(tmp_path):

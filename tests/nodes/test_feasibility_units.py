@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from verity.engine.estimate import estimate_step_flops, estimate_task_memory
+from verity.engine.estimate import StepSpeed, estimate_step_flops, estimate_task_memory, fit_speed
 from verity.engine.reference import build_manifest
 from verity.errors import CapacityExceeded, ManifestInvalid
 from verity.node.feasibility import MIB, SAFETY, check_declared_window, check_task_fits, doctor_speeds
@@ -62,25 +62,89 @@ def test_module_task_fits_a_node_too_small_for_the_whole_model_succeeds():
 def test_task_too_slow_for_the_time_left_is_declined_as_capacity_fails():
     m = build_manifest("mlp", steps_per_round=400)
     flops = estimate_step_flops(m, 0)
-    speed = flops / 10.0  # 10 ms per step: 4 s of training
+    speed = {"mlp": StepSpeed(2.0, flops / 8.0)}  # 2 ms overhead + 8 ms of FLOPs per step: 4 s of training
     ok = check_task_fits(m, 0, execution_window=120, seconds_left=4 * SAFETY + 0.1, memory_mb=1 << 20,
                          speeds={m.determinism: speed})
     assert ok.seconds == pytest.approx(4.0)
-    with pytest.raises(CapacityExceeded, match="4 s of training"):
+    with pytest.raises(CapacityExceeded, match="4 s of training") as err:
         check_task_fits(m, 0, execution_window=120, seconds_left=4 * SAFETY - 0.1, memory_mb=1 << 20,
                         speeds={m.determinism: speed})
-    # no measurement for the job's profile: only memory is checked
+    assert err.value.note == "time 6/5 s"  # the decline's on-chain note: needed (with margin) / left
+    # no measurement for the job's profile, or none for its family: only memory is checked
     assert check_task_fits(m, 0, execution_window=120, seconds_left=1, memory_mb=1 << 20,
                            speeds={"portable-f32": speed}).seconds is None
+    assert check_task_fits(m, 0, execution_window=120, seconds_left=1, memory_mb=1 << 20,
+                           speeds={m.determinism: {"gpt": speed["mlp"]}}).seconds is None
 
 
-def test_doctor_speeds_take_the_slowest_reference_task_of_each_served_profile_succeeds():
-    from verity.engine.reference import reference_manifest
+def test_work_already_queued_on_the_node_counts_against_a_new_slot_fails():
+    """A busy node took short slots it could not start behind two long tasks and was fined twice (issue 24): the
+    running and queued work's expected seconds come first."""
+    m = build_manifest("mlp", steps_per_round=400)
+    speed = {"mlp": StepSpeed(0.0, estimate_step_flops(m, 0) / 10.0)}  # 4 s of training
+    check_task_fits(m, 0, execution_window=120, seconds_left=30, memory_mb=1 << 20, speeds={m.determinism: speed})
+    with pytest.raises(CapacityExceeded, match="after 25 s of work already running or queued here") as err:
+        check_task_fits(m, 0, execution_window=120, seconds_left=30, memory_mb=1 << 20,
+                        speeds={m.determinism: speed}, backlog_s=25.0)
+    assert err.value.note == "time 31/30 s"
 
-    tasks = {a: SimpleNamespace(ms_per_step=ms) for a, ms in (("mlp", 1.0), ("cnn", 2.0), ("gpt", 4.0))}
+
+def test_memory_refusal_carries_its_numbers_in_the_note_fails():
+    m = build_manifest("mlp")
+    need_mb = -(-estimate_task_memory(m, 0) // MIB)
+    with pytest.raises(CapacityExceeded) as err:
+        check_task_fits(m, 0, execution_window=120, seconds_left=90, memory_mb=need_mb - 1, speeds=None)
+    assert err.value.note == f"memory {need_mb}/{need_mb - 1} MB"
+
+
+def test_work_pool_backlog_counts_running_and_queued_estimates_succeeds():
+    import threading
+
+    from verity.node.work import WorkPool
+
+    pool, gate = WorkPool(long_threads=1), threading.Event()
+    try:
+        pool.poll("a", gate.wait, what="a", estimate_s=100.0)
+        pool.poll("b", lambda: None, what="b", estimate_s=40.0)    # queued behind a (one long thread)
+        pool.poll("u", lambda: None, what="u", urgent=True, estimate_s=999.0)  # the urgent lane is not training
+        pool.poll("c", lambda: None, what="c")                      # no estimate: counts nothing
+        for _ in range(200):
+            if pool._jobs["a"].started:
+                break
+            threading.Event().wait(0.01)
+        started = pool._jobs["a"].started
+        assert pool.backlog_seconds(now=started + 30.0) == pytest.approx(70.0 + 40.0)
+        assert pool.backlog_seconds(now=started + 500.0) == pytest.approx(40.0)  # overran: nothing left of a
+    finally:
+        gate.set()
+        pool.close(1.0)
+
+
+def test_doctor_speeds_fit_each_family_from_its_two_timed_tasks_succeeds():
+    from verity.engine.reference import calibration_manifest, reference_manifest
+
+    tasks = {a: SimpleNamespace(ms_per_step=ms, cal_ms_per_step=cal)
+             for a, ms, cal in (("mlp", 1.0, 21.0), ("cnn", 2.0, 12.0), ("gpt", 4.0, 0.0))}
     checks = {"cpu-f32-strict": SimpleNamespace(ok=True, tasks=tasks),
               "portable-f32": SimpleNamespace(ok=False, tasks=tasks)}
     speeds = doctor_speeds(checks)
     assert set(speeds) == {"cpu-f32-strict"}
-    rates = [estimate_step_flops(reference_manifest("cpu-f32-strict", a), 0) / t.ms_per_step for a, t in tasks.items()]
-    assert speeds["cpu-f32-strict"] == min(rates)
+    fam = speeds["cpu-f32-strict"]
+    for arch in ("mlp", "cnn"):
+        f0 = estimate_step_flops(reference_manifest("cpu-f32-strict", arch), 0)
+        f1 = estimate_step_flops(calibration_manifest("cpu-f32-strict", arch), 0)
+        t = tasks[arch]
+        assert fam[arch].step_ms(f0) == pytest.approx(t.ms_per_step)       # the line passes through both points
+        assert fam[arch].step_ms(f1) == pytest.approx(t.cal_ms_per_step)
+    # no calibration timing (an older cache): the reference task's own rate, no overhead
+    g0 = estimate_step_flops(reference_manifest("cpu-f32-strict", "gpt"), 0)
+    assert fam["gpt"] == StepSpeed(0.0, g0 / 4.0)
+
+
+def test_fit_speed_never_returns_a_negative_overhead_or_rate_succeeds():
+    assert fit_speed((100, 5.0), (1000, 14.0)) == StepSpeed(pytest.approx(4.0), pytest.approx(100.0))
+    # noise: the large task no slower than the small one per FLOP -> its own rate, no overhead
+    assert fit_speed((100, 5.0), (1000, 4.0)) == StepSpeed(0.0, 250.0)
+    assert fit_speed((100, 0.1), (1000, 50.0)) == StepSpeed(0.0, 20.0)   # a line through them would start below 0
+    with pytest.raises(ValueError):
+        fit_speed((100, 5.0), (1000, 0.0))

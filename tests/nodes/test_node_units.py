@@ -155,13 +155,14 @@ class _Handler:
     kinds = ("solve",)
 
     def __init__(self, exc):
-        self.exc, self.calls, self.declined = exc, 0, []
+        self.exc, self.calls, self.declined, self.notes = exc, 0, [], []
 
     def on_event(self, snap, ev):
         pass
 
-    def decline(self, item, why, invalid_inputs=True):  # SolverRole.decline sends JobRegistry.decline
+    def decline(self, item, why, invalid_inputs=True, note=""):  # SolverRole.decline sends JobRegistry.decline
         self.declined.append((item.task_id, why, invalid_inputs))
+        self.notes.append(note)
 
     def advance(self, snap, item):
         self.calls += 1
@@ -194,6 +195,7 @@ def test_loop_abandons_an_item_with_bad_inputs_at_once_and_retries_others_a_boun
     assert snap.items["task:1:0"].data["abandoned"].startswith("declined: ManifestInvalid")
     # the slot is given back, as the poster's invalid inputs
     assert bad.declined == [(1, "ManifestInvalid: manifest field 'model': not an object", True)]
+    assert bad.notes == ["invalid manifest: model"]
 
     snap2 = Snapshot()
     snap2.items["task:2:0"] = _item()
@@ -227,10 +229,11 @@ def test_loop_declines_work_it_cannot_do_without_blaming_the_poster(tmp_path):
 
     snap = Snapshot()
     snap.items["task:1:0"] = _item()
-    big = _Handler(CapacityExceeded("task 1", "needs 9000 MB, this node has 512"))
+    big = _Handler(CapacityExceeded("task 1", "needs 9000 MB, this node has 512", note="memory 9000/512 MB"))
     _loop(tmp_path, _Cursor(fail=False), big, snap).tick()
     assert snap.items["task:1:0"].phase == Phase.LOST and big.calls == 1  # permanent: not retried
     assert big.declined == [(1, "CapacityExceeded: task 1: needs 9000 MB, this node has 512", False)]
+    assert big.notes == ["memory 9000/512 MB"]  # the numbers go on-chain with the decline
 
 
 @pytest.mark.parametrize("on_chain, phase, fresh", [

@@ -101,9 +101,11 @@ def test_decline_sends_the_call_and_survives_a_refusal(caplog):
     ctx = _Ctx(TaskStatus.ASSIGNED, 0)
     item = WorkItem(key="task:1:0", kind="solve", phase=Phase.ASSIGNED, task_id=1, slot=0)
     SolverRole(ctx).decline(item, "ShardInvalid: bad header")
-    assert ctx.chain.calls == [("decline", (1, True))]  # the poster's inputs: counts towards failing the job
-    SolverRole(ctx).decline(item, "CapacityExceeded: 9 GB needed", invalid_inputs=False)
-    assert ctx.chain.calls[-1] == ("decline", (1, False))  # our own limits never count against the poster
+    # the poster's inputs: counts towards failing the job; the note (32 ASCII bytes) is the start of `why`
+    assert ctx.chain.calls == [("decline", (1, True, b"ShardInvalid: bad header".ljust(32, b"\0")))]
+    SolverRole(ctx).decline(item, "CapacityExceeded: 9 GB needed", invalid_inputs=False, note="memory 9700/4096 MB")
+    # our own limits never count against the poster; the note says why in numbers
+    assert ctx.chain.calls[-1] == ("decline", (1, False, b"memory 9700/4096 MB".ljust(32, b"\0")))
     ctx.chain = _RefusingChain()
     with caplog.at_level("ERROR", logger="verity.node"):
         SolverRole(ctx).decline(item, "ShardInvalid: bad header")  # past the grace: logged, never raised

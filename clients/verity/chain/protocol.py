@@ -247,6 +247,21 @@ def decline_grace(window: int) -> int:
     return int(window) * DECLINE_GRACE_BPS // BPS
 
 
+DECLINE_NOTE_BYTES = 32  # TaskMachine.decline's `reason`: a bytes32 the node fills with a short ASCII note
+
+
+def decline_note(text: str) -> bytes:
+    """`decline(taskId, invalidInputs, reason)`'s reason: `text` as printable ASCII, cut to 32 bytes, zero-padded."""
+    raw = "".join(ch if " " <= ch <= "~" else "?" for ch in str(text)).encode("ascii")[:DECLINE_NOTE_BYTES]
+    return raw.ljust(DECLINE_NOTE_BYTES, b"\0")
+
+
+def read_decline_note(reason: bytes) -> str:
+    """A ReplicaDeclined event's reason as text: the node wrote it and nothing checks it, so anything but printable
+    ASCII reads as '?' and trailing zero bytes are dropped."""
+    return "".join(chr(b) if 0x20 <= b <= 0x7E else "?" for b in bytes(reason).rstrip(b"\0"))
+
+
 def escrow_for(payment: int, replication: int, shards: int, rounds: int) -> int:
     """A job's escrow: every replica of every task (shards TRAIN + 1 AGGREGATE per round) paid once, plus the
     poster bond (returned with the unspent escrow unless the job is failed for invalid inputs)."""

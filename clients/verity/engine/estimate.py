@@ -37,6 +37,7 @@ two float64 GEMMs: on hardware where float64 is slower, scale accordingly.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from verity.engine.checkpoint import optimizer_keys
 from verity.engine.determinism import is_portable
@@ -168,3 +169,44 @@ def estimate_step_flops(manifest: Manifest, index: int) -> int:
         if weight is not None and weight in trained:
             total += f
     return manifest.batch_size * total
+
+
+# ------------------------------------------------------------------ time, from a node's own measurements
+@dataclass(frozen=True)
+class StepSpeed:
+    """One family's step time on one machine under one profile: `overhead_ms` per step whatever its size (op
+    dispatch, sampling, the portable ops' fixed costs) plus FLOPs at `flops_per_ms`. Fitted by `fit_speed` from the
+    doctor's two timed tasks of the family (engine/reference.py: the reference task and a larger calibration task).
+    """
+    overhead_ms: float
+    flops_per_ms: float
+
+    def step_ms(self, flops: float) -> float:
+        return self.overhead_ms + flops / self.flops_per_ms
+
+    def to_json(self) -> dict:
+        return {"overhead_ms": round(self.overhead_ms, 3), "flops_per_ms": round(self.flops_per_ms)}
+
+
+def fit_speed(small: tuple[float, float], large: tuple[float, float]) -> StepSpeed:
+    """The line through (FLOPs, ms per step) of a small and a large task of one family; when timing noise makes the
+    large task no slower per extra FLOP (a non-positive slope), its own rate with no overhead (conservative)."""
+    (f0, ms0), (f1, ms1) = small, large
+    if f1 <= 0 or ms1 <= 0:
+        raise ValueError(f"a calibration point needs positive FLOPs and time, got ({f1}, {ms1})")
+    if f1 > f0 and ms1 > ms0:
+        rate = (f1 - f0) / (ms1 - ms0)
+        overhead = ms0 - f0 / rate
+        if overhead >= 0:
+            return StepSpeed(overhead, rate)
+    return StepSpeed(0.0, f1 / ms1)
+
+
+def estimate_task_seconds(manifest: Manifest, index: int, speeds: dict[str, StepSpeed]) -> float | None:
+    """Seconds of training for shard task `index` at `speeds` (arch -> StepSpeed: one profile's, from the doctor),
+    or None when the family has no measurement. steps x (overhead + FLOPs / rate); checked against measured runs by
+    scripts/bench_estimate.py."""
+    speed = speeds.get(manifest.model.arch)
+    if speed is None:
+        return None
+    return manifest.steps_per_round * speed.step_ms(estimate_step_flops(manifest, index)) / 1000.0

@@ -107,6 +107,81 @@ def run_reference(profile: str, arch: str, workdir: Path) -> tuple[str, float]:
     return r.root.hex(), round(1000.0 * r.timings["train"] / m.steps_per_round, 3)   # the step loop alone
 
 
+# ------------------------------------------------------------------ speed calibration (timing only, no vectors)
+# arch: (model config, data section, batch size) of a task ~10-100x the reference's FLOPs per step. With the
+# reference task it gives two points per family, so a node's time estimate is overhead + FLOPs / rate for that family
+# (engine/estimate.StepSpeed) instead of the slowest tiny task's rate (24x too pessimistic for a user's default GPT).
+CAL_VOCAB = 64
+CALIBRATION = {
+    "mlp": ({"arch": "mlp", "config": {"in_features": 784, "hidden": [512, 512], "out_features": 10}},
+            {"task": "classification", "x_shape": [784], "x_dtype": "float32", "num_classes": 10}, 64),
+    "cnn": ({"arch": "cnn", "config": {"in_channels": 1, "height": 28, "width": 28, "channels": [16, 32],
+                                       "num_classes": 10}},
+            {"task": "classification", "x_shape": [1, 28, 28], "x_dtype": "float32", "num_classes": 10}, 32),
+    "gpt": ({"arch": "gpt", "config": {"vocab_size": CAL_VOCAB, "block_size": 64, "n_layer": 4, "n_head": 4,
+                                       "n_embd": 128}},
+            {"task": "lm", "x_shape": [64], "x_dtype": "int64", "y_shape": [64], "vocab_size": CAL_VOCAB}, 8),
+}
+CAL_SAMPLES = 256
+CAL_WARMUP, CAL_STEPS = 2, 5
+
+
+def calibration_manifest(profile: str, arch: str) -> Manifest:
+    """The timing task of `arch` under `profile` (CALIBRATION): never compared with vectors, only timed."""
+    model, data, batch = CALIBRATION[arch]
+    device = get_profile(profile).device
+    extra = {"hardware": {"device_class": device, "min_memory_mb": 1024}} if device not in ("cpu", ANY_DEVICE) else {}
+    return build_manifest(arch, model=model, data=data, batch_size=batch, determinism=profile,
+                          shards=[{"cid": CID, "samples": CAL_SAMPLES}], steps_per_round=CAL_STEPS,
+                          checkpoint_interval=1, **extra)
+
+
+def calibration_shard(manifest: Manifest) -> Shard:
+    """Random inputs of the calibration task's shapes from an explicit generator (their values do not change the
+    time)."""
+    from verity.engine.data import ShardMeta, shard_bytes
+
+    g, d = torch.Generator().manual_seed(0), manifest.data
+    if d.task == "lm":
+        x = torch.randint(CAL_VOCAB, (CAL_SAMPLES, *d.x_shape), generator=g)
+        y = torch.randint(CAL_VOCAB, (CAL_SAMPLES, *d.y_shape), generator=g)
+        vocab = "".join(chr(0x30 + i) for i in range(CAL_VOCAB))
+        meta = ShardMeta(task="lm", samples=CAL_SAMPLES, x_dtype="int64", x_shape=list(d.x_shape),
+                         y_shape=list(d.y_shape), vocab=vocab)
+    else:
+        x = torch.rand(CAL_SAMPLES, *d.x_shape, generator=g)
+        y = torch.randint(d.num_classes, (CAL_SAMPLES,), generator=g)
+        meta = ShardMeta(task="classification", samples=CAL_SAMPLES, x_dtype="float32", x_shape=list(d.x_shape),
+                         num_classes=d.num_classes)
+    return load_shard(shard_bytes(x, y, meta), manifest.data, samples=CAL_SAMPLES)
+
+
+def time_calibration(profile: str, arch: str) -> float:
+    """Milliseconds per training step of the calibration task of `arch` under `profile`: the median of CAL_STEPS
+    steps after CAL_WARMUP (the caller pins the profile, as for run_reference)."""
+    import time
+
+    from verity.engine.determinism import apply_profile
+    from verity.engine.trainer import Trainer
+
+    m = calibration_manifest(profile, arch)
+    device = apply_profile(m.determinism).device
+    trainer = Trainer(m, calibration_shard(m), TASK, device)
+    trainer.load(initial_state(m))
+    for _ in range(CAL_WARMUP):
+        trainer.train_step()
+    times = []
+    for _ in range(CAL_STEPS):  # the median step: one step slowed by another process does not move it
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        trainer.train_step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return round(1000.0 * sorted(times)[CAL_STEPS // 2], 3)
+
+
 # ------------------------------------------------------------------ vector files
 HEX_ROOT = re.compile(r"[0-9a-f]{64}")
 

@@ -32,14 +32,14 @@ from verity.chain.protocol import PROFILE_BITS
 from verity.engine import reference
 from verity.engine.determinism import (CUBLAS_WORKSPACE, PROFILES, check_environment, deterministic,
                                        environment_fingerprint, get_profile)
-from verity.engine.reference import ARCHES, read_vectors, run_reference
+from verity.engine.reference import ARCHES, read_vectors, run_reference, time_calibration
 from verity.errors import ProfileUnsupported, VerityError
 
 log = logging.getLogger("verity.node.doctor")
 
 ENGINE_DIR = Path(reference.__file__).resolve().parent
 DEFAULT_VECTORS = Path(verity.__file__).resolve().parents[2] / "tests" / "vectors"  # the repository's
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: each task also carries its family's calibration timing (cal_ms_per_step)
 
 
 class UnknownProfile(VerityError, ValueError):
@@ -65,6 +65,7 @@ class TaskCheck:
     root: str
     matches: bool
     ms_per_step: float
+    cal_ms_per_step: float = 0.0  # the family's larger calibration task (reference.CALIBRATION), timed only; 0 = none
 
 
 @dataclass
@@ -78,20 +79,21 @@ class ProfileCheck:
 
     def to_json(self) -> dict:
         return {"ok": self.ok, "reason": self.reason,
-                "tasks": {a: {"root": t.root, "matches": t.matches, "ms_per_step": t.ms_per_step}
-                          for a, t in self.tasks.items()}}
+                "tasks": {a: {"root": t.root, "matches": t.matches, "ms_per_step": t.ms_per_step,
+                              "cal_ms_per_step": t.cal_ms_per_step} for a, t in self.tasks.items()}}
 
     @classmethod
     def from_json(cls, profile: str, doc: dict, cached: bool = False) -> "ProfileCheck":
-        tasks = {a: TaskCheck(str(t["root"]), bool(t["matches"]), float(t["ms_per_step"]))
-                 for a, t in doc["tasks"].items()}
+        tasks = {a: TaskCheck(str(t["root"]), bool(t["matches"]), float(t["ms_per_step"]),
+                              float(t.get("cal_ms_per_step", 0.0))) for a, t in doc["tasks"].items()}
         return cls(profile, bool(doc["ok"]), tasks, doc.get("reason"), cached)
 
 
 # ------------------------------------------------------------------ comparison
-def compare(profile: str, vectors: dict, roots: dict[str, tuple[str, float]]) -> ProfileCheck:
-    """The verdict for `roots` (arch -> (root hex, ms per step)) against a profile's vector document."""
-    tasks = {arch: TaskCheck(root, root == vectors["tasks"][arch]["root"], ms) for arch, (root, ms) in roots.items()}
+def compare(profile: str, vectors: dict, roots: dict[str, tuple]) -> ProfileCheck:
+    """The verdict for `roots` (arch -> (root hex, ms per step[, calibration ms per step])) against a profile's
+    vector document."""
+    tasks = {arch: TaskCheck(r[0], r[0] == vectors["tasks"][arch]["root"], *r[1:]) for arch, r in roots.items()}
     differ = [a for a in ARCHES if a not in tasks or not tasks[a].matches]
     if not differ:
         return ProfileCheck(profile, True, tasks)
@@ -220,7 +222,7 @@ def check_profile(profile: str, vectors_dir: Path = DEFAULT_VECTORS, *, threads:
             for arch in ARCHES:
                 if on_task is not None:
                     on_task(profile, arch)
-                roots[arch] = run_reference(profile, arch, Path(tmp))
+                roots[arch] = (*run_reference(profile, arch, Path(tmp)), time_calibration(profile, arch))
         result = compare(profile, vectors, roots)
         if cache is not None:
             cache.put(key, result.to_json())
@@ -246,7 +248,8 @@ def run_doctor(profiles: list[str] | None = None, vectors_dir: Path = DEFAULT_VE
 
 
 def report(checks: dict[str, ProfileCheck]) -> dict:
-    """The doctor's JSON: {"profiles": {P: {"ok", "reason", "tasks": {arch: {"root", "matches", "ms_per_step"}}}}}."""
+    """The doctor's JSON: {"profiles": {P: {"ok", "reason", "tasks": {arch: {"root", "matches", "ms_per_step",
+    "cal_ms_per_step"}}}}} (the last: the family's calibration task, engine/reference.CALIBRATION, timed only)."""
     return {"profiles": {name: c.to_json() for name, c in checks.items()}}
 
 

@@ -10,9 +10,10 @@ task that does not fit is declined unslashed instead of being trained, missed an
    invalid inputs (three such refusals fail the job and take the poster's bond).
 2. **memory** — `estimate_task_memory(manifest, index)` (engine/estimate.py: parameters, gradients and optimizer
    state of the task's modules, activations, data, snapshots) must fit in the memory this node declared.
-3. **time** — `estimate_step_flops(manifest, index)` × steps at this node's measured speed (the doctor's reference
-   tasks under the job's profile: FLOPs per millisecond, the slowest of the three), times SAFETY, must fit before
-   the slot's deadline.
+3. **time** — steps × (overhead + `estimate_step_flops(manifest, index)` / rate) at this node's measured speed for
+   the job's family under its profile (the doctor times a reference and a larger calibration task of each family:
+   engine/estimate.StepSpeed), times SAFETY, after the work already running or queued on this node (its backlog),
+   must fit before the slot's deadline. scripts/bench_estimate.py checks the estimate against measured runs.
 
 2 and 3 are this node's limits, not the poster's: `CapacityExceeded`, declined without blame. A module task
 needs memory only for its own modules, so a node too small for the whole model still takes module tasks.
@@ -24,6 +25,7 @@ import math
 from dataclasses import dataclass
 
 from verity.chain.protocol import BPS, DECLINE_GRACE_BPS
+from verity.engine.estimate import StepSpeed, fit_speed
 from verity.errors import CapacityExceeded, ManifestInvalid
 
 log = logging.getLogger("verity.node.solver")
@@ -38,20 +40,26 @@ class Fit:
     seconds: float | None  # None: this node has no speed measurement for the job's profile
 
 
-def doctor_speeds(checks: dict) -> dict[str, float]:
-    """FLOPs per millisecond per served profile, from the doctor's reference tasks (the slowest task: a
-    conservative speed). `checks`: verity.node.doctor.run_doctor's result."""
+def doctor_speeds(checks: dict) -> dict[str, dict[str, StepSpeed]]:
+    """profile -> arch -> StepSpeed for each served profile, each family fitted from the doctor's two timed tasks of
+    it (its reference task and its calibration task: engine/estimate.fit_speed). A family without a calibration
+    timing (an older cache) gets its reference task's own rate, no overhead. `checks`: run_doctor's result."""
     from verity.engine.estimate import estimate_step_flops
-    from verity.engine.reference import reference_manifest
+    from verity.engine.reference import calibration_manifest, reference_manifest
 
-    speeds: dict[str, float] = {}
+    speeds: dict[str, dict[str, StepSpeed]] = {}
     for profile, check in checks.items():
         if not check.ok:
             continue
-        rates = [estimate_step_flops(reference_manifest(profile, arch), 0) / t.ms_per_step
-                 for arch, t in check.tasks.items() if t.ms_per_step > 0]
-        if rates:
-            speeds[profile] = min(rates)
+        fitted = {}
+        for arch, t in check.tasks.items():
+            if t.ms_per_step <= 0:
+                continue
+            small = (estimate_step_flops(reference_manifest(profile, arch), 0), t.ms_per_step)
+            large = (estimate_step_flops(calibration_manifest(profile, arch), 0), t.cal_ms_per_step)
+            fitted[arch] = fit_speed(small, large) if t.cal_ms_per_step > 0 else fit_speed((0, 0), small)
+        if fitted:
+            speeds[profile] = fitted
     return speeds
 
 
@@ -69,10 +77,11 @@ def check_declared_window(manifest, execution_window: int) -> None:
 
 
 def check_task_fits(manifest, index: int, *, execution_window: int, seconds_left: float, memory_mb: int,
-                    speeds: dict[str, float] | None, aggregate: bool = False) -> Fit:
+                    speeds: dict | None, aggregate: bool = False, backlog_s: float = 0.0) -> Fit:
     """Raise ManifestInvalid (the poster's window contradicts its manifest) or CapacityExceeded (this node cannot
-    hold or finish the task in time); return the estimates otherwise."""
-    from verity.engine.estimate import estimate_step_flops, estimate_task_memory
+    hold or finish the task in time, after `backlog_s` seconds of work it already runs or queued); return the
+    estimates otherwise. `speeds`: doctor_speeds' result (profile -> arch -> StepSpeed)."""
+    from verity.engine.estimate import estimate_task_memory, estimate_task_seconds
 
     check_declared_window(manifest, execution_window)
     if aggregate:  # merging: every final, the round input and the output in float32, and a float64 stack
@@ -83,12 +92,16 @@ def check_task_fits(manifest, index: int, *, execution_window: int, seconds_left
         need = estimate_task_memory(manifest, index)
     if need > memory_mb * MIB:
         raise CapacityExceeded(f"task {index}", f"needs about {need / MIB:,.0f} MB (engine/estimate.py), "
-                                                f"this node declared {memory_mb:,} MB")
+                                                f"this node declared {memory_mb:,} MB",
+                               note=f"memory {math.ceil(need / MIB)}/{memory_mb} MB")
     seconds = None
-    speed = (speeds or {}).get(manifest.determinism)
-    if speed and not aggregate:
-        seconds = estimate_step_flops(manifest, index) / speed * manifest.steps_per_round / 1000
-        if seconds * SAFETY > seconds_left:
-            raise CapacityExceeded(f"task {index}", f"about {seconds:,.0f} s of training at this node's measured "
-                                                    f"speed (x{SAFETY} margin), {seconds_left:,.0f} s left in the window")
+    family = (speeds or {}).get(manifest.determinism)
+    if family and not aggregate:
+        seconds = estimate_task_seconds(manifest, index, family)
+    if seconds is not None and seconds * SAFETY + backlog_s > seconds_left:
+        queued = f" after {backlog_s:,.0f} s of work already running or queued here" if backlog_s >= 1 else ""
+        raise CapacityExceeded(f"task {index}", f"about {seconds:,.0f} s of training at this node's measured "
+                                                f"speed (x{SAFETY} margin){queued}, {seconds_left:,.0f} s left in "
+                                                "the window",
+                               note=f"time {math.ceil(seconds * SAFETY + backlog_s)}/{int(seconds_left)} s")
     return Fit(need, seconds)

@@ -20,7 +20,7 @@ from typing import Protocol
 
 import requests
 
-from verity.errors import CapacityExceeded, ProfileUnsupported, VerityError
+from verity.errors import CapacityExceeded, ManifestInvalid, ProfileUnsupported, VerityError
 from verity.node.phases import TERMINAL, Phase
 from verity.node.snapshot import Snapshot, SnapshotStore, WorkItem
 from verity.node.work import WorkPool
@@ -150,9 +150,19 @@ class NodeLoop:
             # a ValueError is the poster's inputs (manifest, shard, hash); an unsupported profile, work this node
             # cannot hold or retries that ran out are ours, and must not count towards failing the poster's job
             invalid = permanent and isinstance(exc, ValueError) and getattr(exc, "invalid_inputs", True)
-            handler.decline(item, f"{type(exc).__name__}: {exc}", invalid_inputs=invalid)
+            handler.decline(item, f"{type(exc).__name__}: {exc}", invalid_inputs=invalid, note=decline_note_of(exc))
         if giving_up:
             self.snap.abandon(item, f"{'declined: ' if declined else ''}{type(exc).__name__}: {exc}")
+
+
+def decline_note_of(exc: Exception) -> str:
+    """The short note a decline puts on-chain (32 ASCII bytes): the numbers of a capacity refusal, the manifest field
+    of an invalid job, else the error's kind."""
+    if isinstance(exc, CapacityExceeded):
+        return exc.note
+    if isinstance(exc, ManifestInvalid):
+        return f"invalid manifest: {exc.field}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 # the chain's or the IPFS node's endpoint does not answer (NodeUnreachable and ChainUnreachable are ConnectionErrors)

@@ -118,16 +118,18 @@ class SolverRole:
         rep = reps[slot]
         return str(rep.node).lower() == self.ctx.me.lower() and ReplicaStatus(rep.status) == ReplicaStatus.ASSIGNED
 
-    def decline(self, item: WorkItem, why: str, invalid_inputs: bool = True) -> None:
+    def decline(self, item: WorkItem, why: str, invalid_inputs: bool = True, note: str = "") -> None:
         """Give the slot back (JobRegistry.decline: unslashed within the first quarter of the execution window,
         never drawn for this task again) when this node cannot use the job's inputs (`invalid_inputs`: the
         poster's fault; FAIL_DECLINES such refusals of one task fail the job) or cannot do the work (False); past
-        the grace the contract refuses and the slot is freed only when reported late."""
+        the grace the contract refuses and the slot is freed only when reported late. `note` (default: the start of
+        `why`) goes on-chain in the ReplicaDeclined event, where `job show` and `job watch` show it to the poster."""
         from verity.chain import TxFailed
+        from verity.chain.protocol import decline_note
 
         c = self.ctx.chain
         try:
-            c.transact(c.jobs.functions.decline(item.task_id, bool(invalid_inputs)))
+            c.transact(c.jobs.functions.decline(item.task_id, bool(invalid_inputs), decline_note(note or why)))
             log.error("declined task %d slot %s (%s): %s", item.task_id, item.slot,
                       "invalid inputs" if invalid_inputs else "cannot do the work", why)
         except TxFailed as exc:
@@ -162,9 +164,11 @@ class SolverRole:
         if memory_mb is None:
             check_declared_window(m, window)
             return {}
+        backlog = ctx.work.backlog_seconds() if hasattr(ctx.work, "backlog_seconds") else 0.0
         fit = check_task_fits(m, int(task.index), execution_window=window,
                               seconds_left=max(0, int(rep.deadline) - ctx.chain.now()), memory_mb=memory_mb,
-                              speeds=getattr(ctx, "speeds", None), aggregate=TaskKind(task.kind) == TaskKind.AGGREGATE)
+                              speeds=getattr(ctx, "speeds", None), aggregate=TaskKind(task.kind) == TaskKind.AGGREGATE,
+                              backlog_s=backlog)
         log.info("task %d fits: about %.0f MB%s", task_id,
                  fit.memory_bytes / (1 << 20), f", {fit.seconds:.0f} s of training" if fit.seconds else "")
         return {"memory_mb": round(fit.memory_bytes / (1 << 20)), "seconds": fit.seconds}
@@ -221,7 +225,8 @@ class SolverRole:
                     item.data["fit"] = self._fits(item.task_id, task, rep)
                 # nothing is published before our commitment is final: a copier finds no bundle to commit
                 res = ctx.work.poll(item.key, lambda: compute_result(ctx, item.task_id, task, publish=False),
-                                    what=f"training task {item.task_id}")
+                                    what=f"training task {item.task_id}",
+                                    estimate_s=(item.data["fit"] or {}).get("seconds"))
             except CidNotFound as exc:
                 self._unreachable(item, task, rep, exc)
             if res is None:

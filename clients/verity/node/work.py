@@ -39,6 +39,7 @@ class Job:
     lane: str
     done: threading.Event = field(default_factory=threading.Event)
     started: float = 0.0
+    estimate_s: float = 0.0  # expected seconds of work (0 = unknown): what a new slot would wait behind
     result: Any = None
     error: BaseException | None = None
 
@@ -57,9 +58,11 @@ class WorkPool:
                     t.start()
                     self._threads.append(t)
 
-    def poll(self, key: str, fn: Callable[[], Any], *, what: str, urgent: bool = False) -> Any:
+    def poll(self, key: str, fn: Callable[[], Any], *, what: str, urgent: bool = False,
+             estimate_s: float | None = None) -> Any:
         """`fn()`'s result once it finished (its exception re-raised here); None while it is
-        queued or running. The first call for `key` submits it."""
+        queued or running. The first call for `key` submits it; `estimate_s`, its expected seconds, counts in
+        `backlog_seconds` until it finishes."""
         if self.inline:
             return fn()
         job = self._jobs.get(key)
@@ -67,7 +70,7 @@ class WorkPool:
             lane = "urgent" if urgent else "long"
             if self.stopping.is_set() or self._queues[lane].qsize() >= MAX_QUEUED:
                 return None
-            job = self._jobs[key] = Job(key, what, fn, lane)
+            job = self._jobs[key] = Job(key, what, fn, lane, estimate_s=float(estimate_s or 0.0))
             self._queues[lane].put(job)
             log.info("%s: started in the background (%s lane)", what, lane)
             return None
@@ -78,6 +81,17 @@ class WorkPool:
             raise job.error
         log.info("%s: finished in %.1f s", job.what, time.monotonic() - job.started)
         return job.result
+
+    def backlog_seconds(self, now: float | None = None) -> float:
+        """Expected seconds of long-lane work still to do (running jobs: their estimate less the time they ran;
+        queued ones: all of it): a new task starts only behind it. The node's cores are shared by its lanes, so the
+        work adds up whatever the number of threads. Jobs posted without an estimate count nothing."""
+        now = time.monotonic() if now is None else now
+        left = 0.0
+        for job in list(self._jobs.values()):
+            if job.lane == "long" and not job.done.is_set() and job.estimate_s:
+                left += max(0.0, job.estimate_s - (now - job.started if job.started else 0.0))
+        return left
 
     def busy(self, key: str) -> bool:
         return key in self._jobs

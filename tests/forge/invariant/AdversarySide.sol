@@ -95,7 +95,7 @@ abstract contract AdversarySide is HonestSide {
         uint256 graceEnd =
             uint256(r.deadline) - job.executionWindow + (uint256(job.executionWindow) * jobs.DECLINE_GRACE_BPS()) / BPS;
         vm.prank(r.node);
-        try jobs.decline(taskId, invalid) {
+        try jobs.decline(taskId, invalid, bytes32(0)) {
             ++ghostAdvDeclines;
             if (block.timestamp > graceEnd) _rule("a decline past the grace was accepted");
             if (invalid) _noteInvalidDecline(taskId, r.node);
@@ -141,7 +141,7 @@ abstract contract AdversarySide is HonestSide {
 
     function _advDeclineNow(uint256 taskId, address node, bool invalid) internal {
         vm.prank(node);
-        try jobs.decline(taskId, invalid) {
+        try jobs.decline(taskId, invalid, bytes32(0)) {
             ++ghostAdvDeclines;
             if (invalid) _noteInvalidDecline(taskId, node);
         } catch {}

@@ -100,7 +100,7 @@ abstract contract HandlerBase is HandlerAudit {
         if (!poison && window >= workSeconds[node]) return false;
         if (sabotage == 3) return true;
         vm.prank(node);
-        try jobs.decline(taskId, poison) {
+        try jobs.decline(taskId, poison, bytes32(0)) {
             ++_honestActions;
             if (poison) {
                 ++ghostInvalidDeclines;
