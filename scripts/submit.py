@@ -19,10 +19,10 @@ from pathlib import Path
 import click
 
 from verity.errors import VerityError
-from verity.submit import JobSpec, PotNotFunded, check_funds, check_windows, plan_job, upload_job
-from verity.submit_modules import HELP as PARALLEL_HELP
-from verity.submit_network import HELP as NETWORK_HELP
-from verity.submit_options import HELP as OPTION_HELP, BadJobSpec, check_writable, parse_model_config, verification_fee_of
+from verity.submit.prepare import JobSpec, PotNotFunded, check_funds, check_windows, plan_job, upload_job
+from verity.submit.modules import HELP as PARALLEL_HELP
+from verity.submit.network import HELP as NETWORK_HELP
+from verity.submit.options import HELP as OPTION_HELP, BadJobSpec, check_writable, parse_model_config, verification_fee_of
 
 HELP = {**OPTION_HELP, **PARALLEL_HELP, **NETWORK_HELP}
 
@@ -188,7 +188,7 @@ def cli(network, model, model_config, dataset, shards, rounds, steps, k, replica
             pot, unfunded = 0, exc
         funded = prepared.pot_status(pot, unfunded is not None)
         click.echo(f"posted job {job_id}: {escrow / 1e18:g} VRT in escrow, {funded}, tx {receipt.txn_hash}")
-        from verity.submit_wait import job_record, write_record
+        from verity.submit.wait import job_record, write_record
 
         write_record(out, {**job_record(job_id, prepared, sender.address), "verification_pot": pot})
         if unfunded is not None:
@@ -201,7 +201,7 @@ def _wait(rpc_url: str, job_id: int, timeout: float) -> None:
     from verity.chain.client import connect_chain
     from verity.cli.common import settings
     from verity.storage import Storage
-    from verity.submit_wait import follow
+    from verity.submit.wait import follow
 
     s = settings()
     try:

@@ -212,7 +212,7 @@ def _submit(directory: Path, rpc_url: str, args: list[str]) -> int:
 def _watch(chain, job_id: int, timeout: float = 600.0):
     from verity.cli.common import settings
     from verity.cli.job import render
-    from verity.jobview import JobReader
+    from verity.job.view import JobReader
     from verity.storage import Storage
 
     reader = JobReader(chain, Storage.from_settings(settings()), job_id)
@@ -249,7 +249,7 @@ def _modules_summary(chain, job_id: int) -> None:
     from verity import demo_modules
     from verity.cli.common import settings
     from verity.demo_report import ledger
-    from verity.jobview import JobReader
+    from verity.job.view import JobReader
     from verity.storage import Storage
 
     manifest = JobReader(chain, Storage.from_settings(settings()), job_id).manifest

@@ -191,7 +191,7 @@ def test_escrow_for_matches_job_registry_succeeds(system):
     for args in ((10**18, 1, 1, 1), (3 * 10**18, 2, 4, 3), (7, 2, 32, 256)):
         assert system.jobs.escrowFor(*args) == escrow_for(*args)
     assert system.jobs.POSTER_BOND() == POSTER_BOND and system.jobs.FAIL_DECLINES() == FAIL_DECLINES
-    assert system.jobs.DECLINE_GRACE_BPS() == DECLINE_GRACE_BPS  # node/feasibility.py and submit_modules.py use it
+    assert system.jobs.DECLINE_GRACE_BPS() == DECLINE_GRACE_BPS  # node/feasibility.py and submit/modules.py use it
 
 
 @pytest.mark.integration

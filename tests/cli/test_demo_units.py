@@ -50,7 +50,7 @@ def test_the_modules_memory_table_compares_each_module_task_with_the_whole_model
     from verity import demo_modules
     from verity.engine.estimate import estimate_task_memory
     from verity.engine.manifest import load_manifest
-    from verity.submit import JobSpec, plan_job
+    from verity.submit.prepare import JobSpec, plan_job
 
     m = load_manifest(plan_job(JobSpec(modules=demo_modules.MODULES, shards=4)).manifest_bytes)
     console = Console(record=True, width=200)

@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from verity.chain.client import TxFailed
-from verity.submit import (FeeTerms, JobSpec, PotNotFunded, check_funds, fund_pot_web3, plan_job,
+from verity.submit.prepare import (FeeTerms, JobSpec, PotNotFunded, check_funds, fund_pot_web3, plan_job,
                            verification_pot)
-from verity.submit_options import BadJobSpec, fee_rate_bps, to_wei, validate_spec, verification_fee_of
+from verity.submit.options import BadJobSpec, fee_rate_bps, to_wei, validate_spec, verification_fee_of
 
 VRT = 10**18
 SMALL = dict(shards=2, rounds=1, steps=10, k=10)  # 3 tasks: two TRAIN and the round's AGGREGATE
@@ -178,14 +178,14 @@ def test_verity_job_submit_unfunded_pot_exits_1_with_the_posted_job_id_fails(mon
     """The CLI's branch for a pot that failed after postJob: the job line, the record, one error line, exit 1.
     The chain and IPFS are stand-ins (unit test); tests/cli/test_submit_fees_devnet.py funds a real pot."""
     import verity.chain.client
-    import verity.submit
+    import verity.submit.prepare
     from verity.cli import app
 
     chain = _FakeChain(fail_on="fund")
     monkeypatch.setattr(verity.chain.client, "connect_chain", lambda url, key: chain)
-    monkeypatch.setattr(verity.submit, "fees_address_web3", lambda c, p: c.fees.address)
-    monkeypatch.setattr(verity.submit, "upload_job", lambda p, storage: p)
-    monkeypatch.setattr(verity.submit, "post_job_web3", lambda c, p: 7)
+    monkeypatch.setattr(verity.submit.prepare, "fees_address_web3", lambda c, p: c.fees.address)
+    monkeypatch.setattr(verity.submit.prepare, "upload_job", lambda p, storage: p)
+    monkeypatch.setattr(verity.submit.prepare, "post_job_web3", lambda c, p: 7)
     env = {**os.environ, "VERITY_RPC_URL": "http://127.0.0.1:1", "VERITY_STATE_DIR": str(tmp_path / "state"),
            "VERITY_DEVNET_DIR": str(tmp_path / "devnet"), "COLUMNS": "400", "NO_COLOR": "1"}
     out = tmp_path / "job.json"

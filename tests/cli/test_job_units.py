@@ -7,10 +7,10 @@ import io
 import pytest
 from rich.console import Console
 
-from verity.jobadvice import NodeFacts, advice, cancel_rule, countdown, task_reason
-from verity.jobplot import figure
-from verity.jobtable import clock, render
-from verity.jobview import JobReport, ReplicaRow, RoundMetric, TaskRow
+from verity.job.advice import NodeFacts, advice, cancel_rule, countdown, task_reason
+from verity.job.plot import figure
+from verity.job.table import clock, render
+from verity.job.view import JobReport, ReplicaRow, RoundMetric, TaskRow
 
 A, B, C = "0x" + "aa" * 20, "0x" + "bb" * 20, "0x" + "cc" * 20
 ZERO = "0x" + "00" * 20
@@ -162,7 +162,7 @@ def test_plot_without_data_says_no_data_yet_succeeds():
 
 
 def test_plot_numbers_rounds_as_the_table_succeeds():
-    from verity.jobplot import CheckpointLoss
+    from verity.job.plot import CheckpointLoss
 
     rep = report([], metrics=[RoundMetric(0, 2.0, 0.5), RoundMetric(1, 1.0, 0.7)])
     cps = [CheckpointLoss(0, 0, 0.0, 2.3), CheckpointLoss(0, 0, 0.5, 2.1), CheckpointLoss(0, 0, 1.0, 2.05),
@@ -179,7 +179,7 @@ def test_plot_numbers_rounds_as_the_table_succeeds():
 
 
 def test_plot_samples_at_most_the_cap_of_checkpoints_per_task_succeeds():
-    from verity.jobplot import _picks
+    from verity.job.plot import _picks
 
     assert _picks(2, 8) == [0, 1, 2]
     assert _picks(100, 4) == [0, 25, 50, 75, 100]
@@ -198,7 +198,7 @@ def test_history_keeps_replaced_late_and_slashed_replicas_with_their_fines_succe
     from types import SimpleNamespace as NS
 
     from verity.chain.events import DecodedEvent
-    from verity.jobhistory import JobHistory
+    from verity.job.history import JobHistory
 
     game, jobs = "0x" + "99" * 20, "0x" + "98" * 20
     D = "0x" + "dd" * 20

@@ -13,7 +13,7 @@ import torch
 from verity.engine.checkpoint import checkpoint_bytes, initial_state
 from verity.engine.manifest import load_manifest
 from verity.engine.models import build_model
-from verity.jobview import RoundMetric
+from verity.job.view import RoundMetric
 from verity.model_card import CardFacts, write_model_card
 
 CID = "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG"

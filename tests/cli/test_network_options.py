@@ -1,4 +1,4 @@
-"""Submit options of a job's network requirements (submit_network.py): `--region` and `--min-bandwidth-mbps` land in
+"""Submit options of a job's network requirements (submit/network.py): `--region` and `--min-bandwidth-mbps` land in
 the manifest (left out of its bytes when unset, so earlier manifests keep their CIDs) and from there in the postJob
 parameters; each bad value names the option a user typed, before anything is uploaded or spent."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from verity.chain.protocol import MAX_BANDWIDTH_FLOOR_MBPS, REGION_ASIA, REGION_EUROPE, REGIONS, job_mismatches
 from verity.engine.manifest import load_manifest, manifest_bytes
 from verity.errors import ManifestInvalid
-from verity.submit import JobSpec, plan_job
-from verity.submit_options import BadJobSpec
+from verity.submit.prepare import JobSpec, plan_job
+from verity.submit.options import BadJobSpec
 
 
 def test_region_and_bandwidth_land_in_the_manifest_and_the_job_succeeds():

@@ -1,4 +1,4 @@
-"""Submit options of module-parallel jobs, the outer optimizer and the declared per-step budget (submit_modules.py):
+"""Submit options of module-parallel jobs, the outer optimizer and the declared per-step budget (submit/modules.py):
 each bad value names the option a user typed, before anything is uploaded or spent; good values land in the
 manifest the nodes validate."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 import pytest
 
 from verity.engine.manifest import load_manifest
-from verity.submit import JobSpec, plan_job
-from verity.submit_modules import execution_window_for, parse_modules, parse_plan
-from verity.submit_options import BadJobSpec
+from verity.submit.prepare import JobSpec, plan_job
+from verity.submit.modules import execution_window_for, parse_modules, parse_plan
+from verity.submit.options import BadJobSpec
 
 MODULES = "body=layers.0.;head=layers.1."
 

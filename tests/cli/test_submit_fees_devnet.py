@@ -14,7 +14,7 @@ from eth_account import Account
 
 from verity.chain.client import devnet_key
 from verity.devnet.deploy import REPO, tool_env
-from verity.submit import JobSpec, PotNotFunded, fund_pot_web3, plan_job
+from verity.submit.prepare import JobSpec, PotNotFunded, fund_pot_web3, plan_job
 
 pytestmark = pytest.mark.integration
 SUBMITTER, APE_SUBMITTER = 9, 8

@@ -18,7 +18,7 @@ from verity.chain.protocol import JobStatus
 from verity.chain.views import read
 from verity.devnet.ticker import rpc_call
 from verity.storage import Storage
-from verity.submit import JobSpec, post_job_web3, prepare_job
+from verity.submit.prepare import JobSpec, post_job_web3, prepare_job
 
 from node_clock import WindowSkipper
 from node_zygote import NodeLauncher
@@ -206,7 +206,7 @@ def conserved(c: ChainClient) -> tuple[int, int, int]:
 
 def post_raw(net: Net, manifest: bytes, initial_hash: bytes, **spec) -> int:
     """Post a job whose manifest bytes are given as-is (to test what nodes do with bad ones)."""
-    from verity.submit import PreparedJob
+    from verity.submit.prepare import PreparedJob
 
     storage = net.storage()
     prepared = PreparedJob({}, manifest, storage.put_bytes(manifest), initial_hash, None, JobSpec(**spec))

@@ -29,7 +29,7 @@ from verity.node.verifier import VerifierRole, watch_key
 from verity.storage import cid_of_bytes
 from verity.storage.client import canonical_json
 from verity.storage.errors import CidNotFound, InvalidJson, NodeUnreachable
-from verity.submit import JobSpec, plan_job
+from verity.submit.prepare import JobSpec, plan_job
 
 ME, SOLVER = "0x" + "ab" * 20, "0x" + "cd" * 20
 ZERO = b"\0" * 32

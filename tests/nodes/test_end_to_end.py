@@ -9,7 +9,7 @@ import pytest
 from verity.chain.protocol import DisputeOutcome
 from verity.chain.views import read
 from verity.devnet.deploy import ape_run
-from verity.jobview import JobReader
+from verity.job.view import JobReader
 
 from node_builders import conserved
 

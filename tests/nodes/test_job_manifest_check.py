@@ -7,7 +7,7 @@ import pytest
 
 from verity.chain.protocol import job_mismatches
 from verity.engine.manifest import load_manifest
-from verity.submit import JobSpec, plan_job
+from verity.submit.prepare import JobSpec, plan_job
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_submitted_profile_is_in_the_manifest_and_the_job_succeeds(profile, bit,
 
 
 def test_unknown_profile_refused_before_anything_is_built():
-    from verity.submit_options import BadJobSpec
+    from verity.submit.options import BadJobSpec
 
     with pytest.raises(BadJobSpec, match="--profile: 'gpu-fast' is not one of"):
         plan_job(JobSpec(shards=2, profile="gpu-fast"))
@@ -59,6 +59,6 @@ def test_unknown_profile_refused_before_anything_is_built():
 
 def test_submit_profile_names_are_the_engine_profiles():
     from verity.engine.determinism import PROFILES
-    from verity.submit_options import PROFILE_NAMES
+    from verity.submit.options import PROFILE_NAMES
 
     assert PROFILE_NAMES == tuple(PROFILES)

@@ -10,7 +10,7 @@ from verity.chain.protocol import TaskStatus
 from verity.chain.views import read
 from verity.cid import digest_to_cid
 from verity.engine.checkpoint import checkpoint_cap, initial_state, load_checkpoint
-from verity.jobview import JobReader
+from verity.job.view import JobReader
 
 from node_builders import conserved
 

@@ -28,7 +28,7 @@ from verity.node.snapshot import Snapshot, WorkItem
 from verity.node.verifier import VerifierRole, watch_key
 from verity.storage import cid_of_bytes
 from verity.storage.errors import CidNotFound, NodeUnreachable
-from verity.submit import JobSpec, plan_job
+from verity.submit.prepare import JobSpec, plan_job
 
 ME, SOLVER, OTHER = "0x" + "ab" * 20, "0x" + "cd" * 20, "0x" + "ef" * 20
 ZERO = "0x" + "00" * 20

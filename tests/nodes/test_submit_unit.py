@@ -17,8 +17,8 @@ from verity.engine import datasets
 from verity.engine.checkpoint import initial_state
 from verity.engine.manifest import load_manifest
 from verity.storage import cid_of_bytes
-from verity.submit import BadJobSpec, JobSpec, check_funds, plan_job, prepare_job, upload_job
-from verity import submit_options as opts
+from verity.submit.prepare import BadJobSpec, JobSpec, check_funds, plan_job, prepare_job, upload_job
+from verity.submit import options as opts
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -224,7 +224,7 @@ def test_windows_below_the_chains_minimum_name_the_option_fails():
     """On a 12-second chain (JobRegistry.blockSeconds 12) an execution window under 16 blocks and a challenge window
     under 3 blocks are refused before anything is spent, naming the flag and the chain's minimum; on the devnet the
     same job passes, and a window left at 0 takes the registry's default."""
-    from verity.submit import check_windows
+    from verity.submit.prepare import check_windows
 
     from dataclasses import replace
 
@@ -242,7 +242,7 @@ def test_result_floor_defaults_with_a_verification_pot():
     """Issue 23: a job with a verification pot holds every result for its fee checks: 4 s plus the work (declared, or
     estimated at 10 GFLOP/s), at least 3 blocks, at most half the execution window; none without a pot; an explicit
     floor is kept."""
-    from verity.submit_modules import result_floor_for
+    from verity.submit.modules import result_floor_for
 
     pot = dict(shards=1, rounds=1, steps=10, k=10, verification_fee=0.1)
     assert result_floor_for(JobSpec(shards=1, rounds=1, steps=10, k=10)) == 0
@@ -257,7 +257,7 @@ def test_result_floor_defaults_with_a_verification_pot():
 
 
 def test_result_floor_above_half_the_window_names_the_option_fails():
-    from verity.submit import check_windows
+    from verity.submit.prepare import check_windows
 
     with pytest.raises(BadJobSpec, match=r"--result-floor: 31 s is more than half the execution window \(60 s\)"):
         opts.validate_spec(JobSpec(shards=1, execution_window=60, result_floor=31))

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from verity import submit_options as opts
+from verity.submit import options as opts
 from verity.errors import VerityError
 
 app = typer.Typer(no_args_is_help=True, help="Dataset shards and the job manifest schema.")

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from verity.cli.common import console, fail, settings
 from verity.errors import VerityError
-from verity.jobtable import render  # noqa: F401  (demo.py and scripts/submit.py import it from here)
+from verity.job.table import render  # noqa: F401  (demo.py and scripts/submit.py import it from here)
 
 app = typer.Typer(no_args_is_help=True, help="List, inspect, follow, cancel and download jobs.")
 JobId = Annotated[int, typer.Argument(help="on-chain job id")]
@@ -49,13 +49,13 @@ def _chain(account: int | None = None, key_file: Path | None = None, sign: bool 
 
 
 def reader(job_id: int, chain=None):
-    from verity.jobview import JobReader
+    from verity.job.view import JobReader
 
     return JobReader(chain or _chain(), _storage(), job_id)
 
 
 def _plot(r, rep, out: Path) -> None:
-    from verity.jobplot import checkpoint_losses, plot
+    from verity.job.plot import checkpoint_losses, plot
 
     what = plot(rep, out, checkpoint_losses(r, rep) if rep.metrics else [])
     console.print(f"wrote {out} ({what})")
@@ -67,7 +67,7 @@ def list_jobs(status: Annotated[Optional[StatusFilter], typer.Option(help="only 
               last: Annotated[int, typer.Option(min=1, help="look at the newest N jobs")] = 20) -> None:
     """The newest jobs on this deployment: status, round, size, escrow left, submitter, age."""
     from verity.chain.views import JobStatus, read
-    from verity.jobadvice import countdown, signer_hint
+    from verity.job.advice import countdown, signer_hint
 
     try:
         c = _chain()
@@ -108,8 +108,8 @@ def watch(job_id: JobId, plot_to: Plot = None,
           timeout: Annotated[float, typer.Option(min=0, help="give up after this many seconds (exit 1, with advice)")] = 3600.0,
           interval: Annotated[float, typer.Option(min=0.2, help="seconds between refreshes (≥ 0.2)")] = 1.0) -> None:
     """Live table until the job completes or is cancelled; on timeout, says what it waits for."""
-    from verity.jobtable import follow_live
-    from verity.jobview import advice
+    from verity.job.table import follow_live
+    from verity.job.view import advice
 
     try:
         r = reader(job_id)
@@ -132,7 +132,7 @@ def _hint(account: int | None, key_file: Path | None) -> str:
 def _escrow_action(action: str, job_id: int, account, key_file, c=None) -> tuple:
     """Send cancelJob / reclaimEscrow as the submitter; a revert becomes a one-line reason."""
     from verity.chain import TxFailed
-    from verity.jobadvice import refusal
+    from verity.job.advice import refusal
 
     c = c or _chain(account, key_file, sign=True)
     r = reader(job_id, c)
@@ -149,7 +149,7 @@ def _escrow_action(action: str, job_id: int, account, key_file, c=None) -> tuple
 @app.command()
 def cancel(job_id: JobId, account: Account = None, key_file: KeyFile = None) -> None:
     """Cancel an active job and refund its escrow: allowed before any assignment, or once a slot stayed empty past the assignment timeout (`job show` says when). Its verification pot is closed with it and refunded by `job reclaim` after the fee claim grace."""
-    from verity.jobpot import settle_pot
+    from verity.job.pot import settle_pot
 
     try:
         c = _chain(account, key_file, sign=True)
@@ -169,7 +169,7 @@ def cancel(job_id: JobId, account: Account = None, key_file: KeyFile = None) -> 
 @app.command()
 def reclaim(job_id: JobId, account: Account = None, key_file: KeyFile = None) -> None:
     """Take back the unspent escrow of a completed job (payments of replaced or slashed replicas), and the rest of an ended job's verification pot once its fee claim grace is over."""
-    from verity.jobpot import settle_pot
+    from verity.job.pot import settle_pot
 
     try:
         c = _chain(account, key_file, sign=True)

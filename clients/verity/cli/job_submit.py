@@ -14,9 +14,9 @@ from typing import Annotated, Optional
 import typer
 
 from verity.errors import VerityError
-from verity.submit_modules import HELP as PARALLEL_HELP
-from verity.submit_network import HELP as NETWORK_HELP
-from verity.submit_options import HELP as OPTION_HELP, BadJobSpec, JobSpec
+from verity.submit.modules import HELP as PARALLEL_HELP
+from verity.submit.network import HELP as NETWORK_HELP
+from verity.submit.options import HELP as OPTION_HELP, BadJobSpec, JobSpec
 
 HELP = {**OPTION_HELP, **PARALLEL_HELP, **NETWORK_HELP}
 
@@ -95,10 +95,10 @@ def submit(
     from verity.chain.client import connect_chain
     from verity.cli.common import console, settings
     from verity.storage import Storage
-    from verity.submit import (PotNotFunded, check_funds, fees_address_web3, fund_pot_web3, plan_job, post_job_web3,
+    from verity.submit.prepare import (PotNotFunded, check_funds, fees_address_web3, fund_pot_web3, plan_job, post_job_web3,
                                upload_job)
-    from verity.submit_options import check_writable, parse_model_config, verification_fee_of
-    from verity.submit_wait import follow, job_record, write_record
+    from verity.submit.options import check_writable, parse_model_config, verification_fee_of
+    from verity.submit.wait import follow, job_record, write_record
 
     s = settings()
     try:

@@ -27,11 +27,11 @@ from verity.engine.checkpoint import initial_state
 from verity.engine.manifest import Manifest, load_manifest
 from verity.errors import ManifestInvalid, VerityError
 from verity.storage import Storage, cid_of_bytes
-from verity.submit_data import load_job_data
-from verity.submit_modules import (OPTION_OF, add_parallel, execution_window_for, result_floor_for,
+from verity.submit.data import load_job_data
+from verity.submit.modules import (OPTION_OF, add_parallel, execution_window_for, result_floor_for,
                                    smallest_task_mb)
-from verity.submit_network import OPTION_OF as NETWORK_OPTION_OF, add_network
-from verity.submit_options import (BadJobSpec, JobSpec, fee_rate_bps, to_wei,
+from verity.submit.network import OPTION_OF as NETWORK_OPTION_OF, add_network
+from verity.submit.options import (BadJobSpec, JobSpec, fee_rate_bps, to_wei,
                                    validate_spec)
 
 TOKEN = 10**18

@@ -14,7 +14,7 @@ from verity.engine import datasets
 from verity.engine.data import MAX_SHARD_BYTES, MAX_SHARD_ELEMENTS, ShardMeta, load_shard
 from verity.engine.tensorfile import read_safetensors
 from verity.errors import ShardInvalid, VerityError
-from verity.submit_options import SHARDS, BadJobSpec
+from verity.submit.options import SHARDS, BadJobSpec
 
 INDEX = "index.json"
 

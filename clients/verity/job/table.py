@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from verity.jobadvice import WAITING, advice, countdown, short
+from verity.job.advice import WAITING, advice, countdown, short
 
 MAX_REASONS = 8
 

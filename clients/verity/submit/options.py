@@ -82,13 +82,13 @@ class JobSpec:
     verification_fee: float | None = None   # VRT per matching blind check
     checks_per_task: int = CHECKS_PER_TASK  # most paid checks per task, 1..8
     fee_sample_rate: float = FEE_SAMPLE_RATE  # fraction of verifiers sampled per task, (0, 1]
-    # module-parallel training, the outer optimizer and the declared per-step budget (submit_modules.py)
+    # module-parallel training, the outer optimizer and the declared per-step budget (submit/modules.py)
     modules: str = ""                   # 'name=prefix,prefix;name=prefix'
     module_plan: str = ""               # 'a;b;a,b' per shard ('' = round-robin)
     outer_lr: float = 0.0               # 0 = plain aggregation
     outer_momentum: float = 0.9
     step_budget_ms: int = 0             # 0 = undeclared
-    # network requirements of the replica draws (submit_network.py)
+    # network requirements of the replica draws (submit/network.py)
     region: str = ""                    # a name of protocol.REGIONS; '' = any region
     min_bandwidth_mbps: int = 0         # 0 = any
 
@@ -218,9 +218,9 @@ def validate_spec(spec: JobSpec) -> None:
     if len(spec.name) > 128:
         raise BadJobSpec("name", f"{len(spec.name)} characters; at most 128")
     validate_fees(spec)
-    from verity.submit_modules import validate_parallel  # its module imports this one
+    from verity.submit.modules import validate_parallel  # its module imports this one
     validate_parallel(spec)
-    from verity.submit_network import validate_network
+    from verity.submit.network import validate_network
     validate_network(spec)
 
 

@@ -13,7 +13,7 @@ import math
 import re
 
 from verity.chain.protocol import BPS, DECLINE_GRACE_BPS, min_windows
-from verity.submit_options import BadJobSpec, MIN_EXECUTION_WINDOW
+from verity.submit.options import BadJobSpec, MIN_EXECUTION_WINDOW
 
 _NAME = re.compile(r"^[a-z0-9_-]{1,64}$")
 

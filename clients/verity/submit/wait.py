@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from verity.errors import VerityError
-from verity.submit import PreparedJob
+from verity.submit.prepare import PreparedJob
 
 
 class JobNotDone(VerityError):
@@ -30,8 +30,8 @@ def follow(chain, storage, job_id: int, timeout: float, state_dir: Path, interva
     """Live task table until the job completes; then the final model, verified against the
     on-chain hash, saved under `<state dir>/jobs/<id>/`. Otherwise raises JobNotDone below
     the last table, which shows `jobview.advice` (what the job waits for, how to cancel it)."""
-    from verity.jobtable import follow_live
-    from verity.jobview import JobReader
+    from verity.job.table import follow_live
+    from verity.job.view import JobReader
 
     reader = JobReader(chain, storage, job_id)
     rep = follow_live(reader, timeout, interval)

@@ -21,7 +21,7 @@ OPTION_OF = {"hardware.region": "region", "hardware.min_bandwidth_mbps": "min_ba
 
 def validate_network(spec) -> None:
     """The options alone (before any data is loaded)."""
-    from verity.submit_options import BadJobSpec
+    from verity.submit.options import BadJobSpec
 
     if spec.region and spec.region not in REGIONS:
         raise BadJobSpec("region", f"{spec.region!r} is not a region ({', '.join(REGIONS)})")

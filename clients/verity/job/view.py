@@ -3,7 +3,7 @@ the tables of `verity job show/watch`, `ape run submit --wait` and the demo.
 
 Replica history comes from events (a slot drawn again overwrites its on-chain record), so replaced,
 late and slashed holders stay visible with what they were fined. `advice(report)` says what a
-waiting job waits for and when its submitter may cancel it (`verity.jobadvice`)."""
+waiting job waits for and when its submitter may cancel it (`verity.job.advice`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -14,8 +14,8 @@ from verity.chain.protocol import ROLE_SOLVER, JobStatus, TaskKind, TaskStatus
 from verity.chain.views import read
 from verity.cid import digest_to_cid
 from verity.errors import VerityError
-from verity.jobhistory import JobHistory, ReplicaRow
-from verity.jobadvice import WAITING, CancelRule, NodeFacts, advice, cancel_rule, task_reason
+from verity.job.history import JobHistory, ReplicaRow
+from verity.job.advice import WAITING, CancelRule, NodeFacts, advice, cancel_rule, task_reason
 
 __all__ = ["JobReader", "JobReport", "TaskRow", "ReplicaRow", "RoundMetric", "advice", "JobNotFound"]
 MAX_NODES_SCANNED = 128  # eligibility is explained from at most this many registered nodes
@@ -69,7 +69,7 @@ class JobReport:
     assignment_timeout: int = 0
     chain_id: int | None = None
     cancel: CancelRule | None = None
-    pot: int = 0                     # wei left in an ended job's verification pot (verity.jobpot)
+    pot: int = 0                     # wei left in an ended job's verification pot (verity.job.pot)
     pot_refundable_at: int = 0       # when `refund` can pay it (0: the pot is not closed yet)
 
 
@@ -197,7 +197,7 @@ class JobReader:
                         assignment_timeout=c.call(c.jobs.functions.assignmentTimeout()),
                         chain_id=c.deployments.chain_id)
         if rep.status != "active":
-            from verity.jobpot import pot_of
+            from verity.job.pot import pot_of
 
             pot = pot_of(c, self.job_id)
             if pot is not None:
