@@ -14,12 +14,15 @@ verification pot (--verification-fee, --checks-per-task, --fee-sample-rate; --no
 skips it); if that fails the job stays posted, unfunded, and the command exits 1 saying how to fund it.
 """
 import os
+import sys
 from pathlib import Path
 
 import click
 
 from verity.errors import VerityError
-from verity.submit.prepare import JobSpec, PotNotFunded, check_funds, check_windows, plan_job, upload_job
+from verity.submit.fit import network_fit, registered_nodes
+from verity.submit.prepare import JobSpec, PotNotFunded, check_funds, check_windows, plan_job, summary, upload_job
+from verity.submit.wait import still_running
 from verity.submit.modules import HELP as PARALLEL_HELP
 from verity.submit.network import HELP as NETWORK_HELP
 from verity.submit.options import HELP as OPTION_HELP, BadJobSpec, check_writable, parse_model_config, verification_fee_of
@@ -62,13 +65,13 @@ def _sender(alias: str | None, test_account: int):
 
 
 def _contracts(chain_id: int, provider, fees: bool):
-    """Token, JobEscrow, JobRegistry and (with a verification pot, else None) VerificationFees of the deployment
-    recorded for this chain, which must hold their code."""
+    """Token, JobEscrow, JobRegistry, NodeRegistry and (with a verification pot, else None) VerificationFees of the
+    deployment recorded for this chain, which must hold their code."""
     from ape import Contract
 
     from verity.chain.deployments import load_deployments
 
-    names = ("VerityToken", "JobEscrow", "JobRegistry")
+    names = ("VerityToken", "JobEscrow", "JobRegistry", "NodeRegistry")
     dep = load_deployments(chain_id)
     for name in names:
         if not provider.get_code(dep.contracts[name].address):
@@ -119,6 +122,8 @@ def _fund_pot(fees, token, job_id: int, prepared, sender) -> int:
 @click.option("--eval-fraction", default=D.eval_fraction, show_default=True, help=HELP["eval_fraction"])
 @click.option("--block", default=D.block, show_default=True, help=HELP["block"])
 @click.option("--challenge-window", default=D.challenge_window, show_default=True, help=HELP["challenge_window"])
+@click.option("--execution-window", default=D.execution_window, show_default=True, type=click.IntRange(min=0),
+              help=HELP["execution_window"])
 @click.option("--result-floor", default=None, type=int, help=HELP["result_floor"])
 @click.option("--name", default=D.name, help=HELP["name"])
 @click.option("--profile", default=D.profile, show_default=True, help=HELP["profile"])
@@ -138,10 +143,13 @@ def _fund_pot(fees, token, job_id: int, prepared, sender) -> int:
 @click.option("--wait/--no-wait", default=False, help=HELP["wait"])
 @click.option("--timeout", default=1800.0, show_default=True, type=click.FloatRange(min=0), help=HELP["timeout"])
 @click.option("--out", type=click.Path(path_type=Path), default=None, help=HELP["out"])
+@click.option("--yes", "-y", is_flag=True, default=False, help=HELP["yes"])
+@click.option("--dry-run", is_flag=True, default=False, help=HELP["dry_run"])
 def cli(network, model, model_config, dataset, shards, rounds, steps, k, replication, payment, stake, aggregation,
-        trim, batch_size, optimizer, lr, seed, eval_fraction, block, challenge_window, result_floor, name,
-        profile, verification_fee, checks_per_task, fee_sample_rate, no_verification_fee, modules, module_plan, outer_lr,
-        outer_momentum, step_budget_ms, region, min_bandwidth_mbps, alias, test_account, wait, timeout, out):
+        trim, batch_size, optimizer, lr, seed, eval_fraction, block, challenge_window, execution_window, result_floor,
+        name, profile, verification_fee, checks_per_task, fee_sample_rate, no_verification_fee, modules, module_plan,
+        outer_lr, outer_momentum, step_budget_ms, region, min_bandwidth_mbps, alias, test_account, wait, timeout, out,
+        yes, dry_run):
     """Post a training job (shards and manifest to IPFS, escrow on-chain)."""
     from verity.cli.common import settings
     from verity.storage import Storage
@@ -152,7 +160,7 @@ def cli(network, model, model_config, dataset, shards, rounds, steps, k, replica
                        rounds=rounds, steps=steps, k=k, replication=replication, payment=payment, stake=stake,
                        aggregation=aggregation, trim=trim, batch_size=batch_size, optimizer=optimizer, lr=lr,
                        seed=seed, eval_fraction=eval_fraction, block=block, challenge_window=challenge_window,
-                       result_floor=result_floor, name=name, profile=profile, verification_fee=verification_fee_of(payment, verification_fee, no_verification_fee),
+                       execution_window=execution_window, result_floor=result_floor, name=name, profile=profile, verification_fee=verification_fee_of(payment, verification_fee, no_verification_fee),
                        checks_per_task=checks_per_task, fee_sample_rate=fee_sample_rate, modules=modules,
                        module_plan=module_plan, outer_lr=outer_lr, outer_momentum=outer_momentum,
                        step_budget_ms=step_budget_ms, region=region, min_bandwidth_mbps=min_bandwidth_mbps)
@@ -169,9 +177,20 @@ def cli(network, model, model_config, dataset, shards, rounds, steps, k, replica
         provider_settings = {"host": rpc_url, "manage_process": False}
     with networks.parse_network_choice(network, provider_settings=provider_settings) as provider:
         try:
-            token, escrow_contract, jobs, fees = _contracts(provider.chain_id, provider, prepared.pot() > 0)
+            token, escrow_contract, jobs, registry, fees = _contracts(provider.chain_id, provider, prepared.pot() > 0)
             check_funds(token.balanceOf(sender.address), prepared, sender.address)
-            check_windows(prepared, jobs.blockSeconds(), jobs.defaultExecutionWindow())  # this chain's minimums
+            check_windows(prepared, jobs.blockSeconds(), jobs.defaultExecutionWindow(),  # this chain's minimums
+                          jobs.defaultRevealWindow())
+            params = prepared.post_params()
+            network_fit_ = network_fit(registered_nodes(registry.nodeCount(), registry.nodeList, registry.getNode),
+                                       prepared.fit, int(params.profileBit), int(params.deviceClass))
+            for line in summary(prepared, network_fit_):
+                click.echo(line)
+            if dry_run:
+                click.echo("dry run: nothing uploaded, nothing spent")
+                return
+            if not yes and sys.stdin.isatty() and not click.confirm("post this job?", default=True):
+                raise click.ClickException("not posted: nothing uploaded, nothing spent")
             upload_job(prepared, Storage.from_settings(settings()))
         except VerityError as exc:
             raise click.ClickException(str(exc)) from None
@@ -208,4 +227,6 @@ def _wait(rpc_url: str, job_id: int, timeout: float) -> None:
         path = follow(connect_chain(rpc_url), Storage.from_settings(s), job_id, timeout, s.state_dir)
     except VerityError as exc:
         raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        raise click.ClickException(still_running(job_id)) from None
     click.echo(f"final model verified against the on-chain hash, saved to {path}")

@@ -228,3 +228,39 @@ def test_history_keeps_replaced_late_and_slashed_replicas_with_their_fines_succe
     h.feed([ev("DisputeOpened", taskId=10, disputeId=5, challenger=B, defender=D),
             ev("DisputeAbandoned", taskId=10, disputeId=5, epoch=1)])
     assert h.disputes[10] == "#2 challenger wins, #5 abandoned (stale)"
+
+
+def test_declines_show_the_nodes_own_notes_in_the_task_reason_succeeds():
+    """Issue 24: every node declined a user's GPT job ("about 181 s of training … 116 s left") and `job watch` said
+    only "no eligible node" for 10 minutes. The decline's on-chain note now reaches the reason line."""
+    from verity.chain.events import DecodedEvent
+    from verity.chain.protocol import decline_note
+    from verity.job.history import JobHistory
+    from types import SimpleNamespace as NS
+
+    def ev(name, **args):
+        return DecodedEvent("", name, args, 0, 0, "0x01")
+
+    h = JobHistory(4, "0x" + "99" * 20)
+    h.feed([ev("TaskCreated", taskId=10, jobId=4, round=0, index=0),
+            ev("TaskAssigned", taskId=10, node=B, slot=0, deadline=5),
+            ev("ReplicaDeclined", taskId=10, node=B, slot=0, reason=decline_note("time 181/116 s")),
+            ev("TaskAssigned", taskId=10, node=C, slot=0, deadline=9),
+            ev("ReplicaDeclined", taskId=10, node=C, slot=0, reason=decline_note("memory 9700/4096 MB\x07\xff"))])
+    rows = h.replicas(10, [NS(node=C, status=7, deadline=0)])  # the slot's record: C, Voided
+    assert [(r.node, r.status, r.note, r.current) for r in rows] == [
+        (B, "declined", "time 181/116 s", False), (C, "declined", "memory 9700/4096 MB??", True)]
+    assert h.declines(10) == {B: "time 181/116 s", C: "memory 9700/4096 MB??"}  # non-ASCII bytes read as '?'
+    row = TaskRow(10, 0, 0, "train", "open", rows, open_since=NOW - 30)
+    reason = task_reason(row, NOW, NodeFacts(registered=2, eligible=[B, C], banned={10: [B, C]}), 2)
+    assert reason.endswith("declined by 0xbbbbbb…: time 181/116 s; declined by 0xcccccc…: memory 9700/4096 MB??")
+    assert "no eligible node: the 2 eligible node(s) hold or were banned from this task" in reason
+
+
+def test_decline_note_is_32_printable_ascii_bytes_succeeds():
+    from verity.chain.protocol import decline_note, read_decline_note
+
+    assert decline_note("time 181/116 s") == b"time 181/116 s" + b"\0" * 18
+    long = decline_note("ManifestInvalid: manifest field 'model.config.n_embd': must be a multiple of n_head")
+    assert len(long) == 32 and read_decline_note(long) == "ManifestInvalid: manifest field "
+    assert read_decline_note(decline_note("naïve\n")) == "na?ve?" and read_decline_note(b"\0" * 32) == ""

@@ -187,3 +187,36 @@ def test_verity_job_submit_wait_times_out_with_advice_fails(off_port_devnet, tmp
     assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     assert "posted job" in proc.stdout and "cancel" in proc.stdout, proc.stdout
     assert proc.stderr.strip().splitlines()[-1].endswith("still active after 2 s (--timeout)"), proc.stderr
+
+
+def test_verity_job_submit_dry_run_prints_cost_fit_and_time_and_spends_nothing_succeeds(off_port_devnet, tmp_path):
+    """Issue 24: before anything is uploaded or spent, the cost, the largest task's fit and a rough time to finish."""
+    before = off_port_devnet.spent_state()
+    proc = _verity("job", "submit", "--shards", "2", "--rounds", "1", "--steps", "10", "-k", "10", "--account",
+                   str(SUBMITTER), "--dry-run", env=off_port_devnet.env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith("cost: 7 VRT escrow (6 VRT of payments for 3 tasks x 2 replicas, 1 VRT poster bond")
+    assert lines[1].startswith("fit: largest task: about ") and "posted with the chain's default execution window" in lines[1]
+    assert lines[2].startswith("warning: no registered solver serves portable-f32")  # this devnet runs no node
+    assert lines[3].startswith("expected: about ") and lines[-1] == "dry run: nothing uploaded, nothing spent"
+    assert "uploaded" not in proc.stdout.replace("nothing uploaded", "") and off_port_devnet.spent_state() == before
+
+
+def test_verity_job_submit_window_too_short_for_the_task_is_refused_with_the_numbers_fails(off_port_devnet, tmp_path):
+    """A window the job's own largest task cannot fit is refused before anything is spent, naming the flag and the
+    window that fits; without the flag the same job is posted with that window (said out loud)."""
+    big = ["--model-config", '{"in_features": 64, "hidden": [1024, 1024], "out_features": 10}', "--steps", "3000",
+           "-k", "100", "--shards", "1", "--rounds", "1", "--account", str(SUBMITTER)]
+    before = off_port_devnet.spent_state()
+    proc = _verity("job", "submit", *big, "--execution-window", "60", env=off_port_devnet.env, cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout, proc.stdout
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("error: --execution-window: 60 s is too short: largest task: about "), last
+    needed = int(last.rsplit("--execution-window ", 1)[1].split()[0])
+    assert needed > 60 and off_port_devnet.spent_state() == before
+    chosen = _verity("job", "submit", *big, "--dry-run", env=off_port_devnet.env, cwd=tmp_path)
+    assert chosen.returncode == 0, chosen.stdout
+    assert needed > 120  # the devnet registry's default execution window: too short, so the job gets its own
+    assert f"execution window {needed} s (the chain's default 120 s is too short" in chosen.stdout
+    assert f"posted with an execution window of {needed:,} s" in chosen.stdout

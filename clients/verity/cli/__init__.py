@@ -1,13 +1,25 @@
 """The `verity` command: one typer sub-app per noun, joined here."""
-from typing import Annotated
+import os
+import signal
+import sys
 
-import typer
 
-from verity.cli.data import app as data_app
-from verity.cli.devnet import app as devnet_app
-from verity.cli.job import app as job_app
-from verity.cli.job_submit import submit
-from verity.cli.node import app as node_app
+def _interrupted_early(signum, frame) -> None:  # Ctrl-C while the command still imports: a line, no traceback
+    sys.stderr.write("interrupted\n")
+    os._exit(130)
+
+
+signal.signal(signal.SIGINT, _interrupted_early)  # run() hands Ctrl-C back to Python before the command starts
+
+from typing import Annotated  # noqa: E402 — after the handler: the imports below load torch, web3 and typer
+
+import typer  # noqa: E402
+
+from verity.cli.data import app as data_app  # noqa: E402
+from verity.cli.devnet import app as devnet_app  # noqa: E402
+from verity.cli.job import app as job_app  # noqa: E402
+from verity.cli.job_submit import submit  # noqa: E402
+from verity.cli.node import app as node_app  # noqa: E402
 
 app = typer.Typer(no_args_is_help=True, help="Verity: verifiable ML training.")
 
@@ -47,11 +59,9 @@ def demo(keep: bool = typer.Option(False, help="leave the devnet and nodes runni
 def run() -> None:
     """The `verity` entry point: an unexpected exception is one line, not a traceback
     (VERITY_DEBUG=1 shows it); deliberate errors already exit with their own line."""
-    import os
-    import sys
-
     from verity.cli.common import err_console
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # from here a Ctrl-C is KeyboardInterrupt, said below
     try:
         app()
     except KeyboardInterrupt:

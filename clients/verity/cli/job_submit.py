@@ -49,6 +49,17 @@ def signer_key(account: int | None, key_file: Path | None, devnet_accounts: int)
     return devnet_key(index)
 
 
+def confirm_post(yes: bool) -> None:
+    """Ask a terminal before anything is uploaded or spent; --yes, or no terminal (a script, a pipe, CI), goes on."""
+    import sys
+
+    if yes or not sys.stdin.isatty():
+        return
+    if not typer.confirm("post this job?", default=True):
+        typer.echo("not posted: nothing uploaded, nothing spent")
+        raise typer.Exit(1)
+
+
 def submit(
     model: Annotated[str, _opt("model")] = D.model,
     model_config: Annotated[Optional[str], _opt("model_config")] = None,
@@ -69,6 +80,7 @@ def submit(
     eval_fraction: Annotated[float, _opt("eval_fraction")] = D.eval_fraction,
     block: Annotated[int, _opt("block")] = D.block,
     challenge_window: Annotated[int, _opt("challenge_window")] = D.challenge_window,
+    execution_window: Annotated[int, _opt("execution_window", min=0)] = D.execution_window,
     result_floor: Annotated[Optional[int], _opt("result_floor", "--result-floor")] = None,
     name: Annotated[str, _opt("name")] = D.name,
     profile: Annotated[str, _opt("profile")] = D.profile,
@@ -90,15 +102,17 @@ def submit(
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help=HELP["wait"])] = False,
     timeout: Annotated[float, _opt("timeout", min=0)] = 1800.0,
     out: Annotated[Optional[Path], _opt("out")] = None,
+    yes: Annotated[bool, _opt("yes", "--yes", "-y")] = False,
+    dry_run: Annotated[bool, _opt("dry_run", "--dry-run")] = False,
 ) -> None:
     """Post a training job: shards and manifest to IPFS, escrow on-chain (no ape needed)."""
     from verity.chain.client import connect_chain
     from verity.cli.common import console, settings
     from verity.storage import Storage
-    from verity.submit.prepare import (PotNotFunded, check_funds, fees_address_web3, fund_pot_web3, plan_job, post_job_web3,
-                               upload_job)
+    from verity.submit.prepare import (PotNotFunded, check_funds, check_windows, fees_address_web3, fund_pot_web3,
+                                       network_fit_web3, plan_job, post_job_web3, summary, upload_job)
     from verity.submit.options import check_writable, parse_model_config, verification_fee_of
-    from verity.submit.wait import follow, job_record, write_record
+    from verity.submit.wait import follow, job_record, still_running, write_record
 
     s = settings()
     try:
@@ -107,6 +121,7 @@ def submit(
                        rounds=rounds, steps=steps, k=k, replication=replication, payment=payment, stake=stake,
                        aggregation=aggregation, trim=trim, batch_size=batch_size, optimizer=optimizer, lr=lr,
                        seed=seed, eval_fraction=eval_fraction, block=block, challenge_window=challenge_window,
+                       execution_window=execution_window,
                        result_floor=result_floor, name=name, profile=profile, verification_fee=verification_fee_of(payment, verification_fee, no_verification_fee),
                        checks_per_task=checks_per_task, fee_sample_rate=fee_sample_rate, modules=modules,
                        module_plan=module_plan, outer_lr=outer_lr, outer_momentum=outer_momentum,
@@ -116,6 +131,15 @@ def submit(
             prepared = plan_job(spec)
         check_funds(chain.call(chain.token.functions.balanceOf(chain.address)), prepared, chain.address)
         fees_address_web3(chain, prepared)
+        c = chain
+        check_windows(prepared, c.call(c.jobs.functions.blockSeconds()), c.call(c.jobs.functions.defaultExecutionWindow()),
+                      c.call(c.jobs.functions.defaultRevealWindow()))
+        for line in summary(prepared, network_fit_web3(chain, prepared)):
+            typer.echo(line)
+        if dry_run:
+            typer.echo("dry run: nothing uploaded, nothing spent")
+            return
+        confirm_post(yes)
         with console.status("uploading shards and manifest…"):
             upload_job(prepared, Storage.from_settings(s))
         typer.echo(f"manifest {prepared.manifest_cid} ({len(prepared.manifest_bytes)} bytes), "
@@ -132,7 +156,11 @@ def submit(
         if unfunded is not None:
             raise unfunded
         if wait:
-            path = follow(chain, Storage.from_settings(s), job_id, timeout, s.state_dir)
+            try:
+                path = follow(chain, Storage.from_settings(s), job_id, timeout, s.state_dir)
+            except KeyboardInterrupt:
+                typer.echo(still_running(job_id), err=True)
+                raise typer.Exit(130) from None
             typer.echo(f"final model verified against the on-chain hash, saved to {path}")
     except VerityError as exc:
         _error(exc)

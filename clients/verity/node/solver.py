@@ -170,7 +170,7 @@ class SolverRole:
                               speeds=getattr(ctx, "speeds", None), aggregate=TaskKind(task.kind) == TaskKind.AGGREGATE,
                               backlog_s=backlog)
         log.info("task %d fits: about %.0f MB%s", task_id,
-                 fit.memory_bytes / (1 << 20), f", {fit.seconds:.0f} s of training" if fit.seconds else "")
+                 fit.memory_bytes / (1 << 20), f", {fit.seconds:.1f} s of training" if fit.seconds else "")
         return {"memory_mb": round(fit.memory_bytes / (1 << 20)), "seconds": fit.seconds}
 
     def _unreachable(self, item: WorkItem, task, rep, exc: CidNotFound) -> None:

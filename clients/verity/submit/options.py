@@ -146,6 +146,11 @@ HELP = {
                        "(1 = every verifier; stored in basis points)",
     "no_verification_fee": "post the job without a verification pot (verifiers are paid only for catching faults)",
     "wait": "follow the job until the final model is downloaded and verified",
+    "execution_window": "seconds a drawn solver has for a task (default: the chain's, or longer when the job's "
+                        "largest task needs it; a shorter one is refused with the numbers)",
+    "yes": "post without asking (a terminal is asked to confirm the cost and the expected time)",
+    "dry_run": "check the job against the chain and the registered nodes, print its cost, fit and expected time, "
+               "and stop before anything is uploaded or spent",
     "timeout": "--wait gives up after this many seconds",
     "out": "write {job_id, manifest_cid, escrow, …} as JSON to this file",
 }

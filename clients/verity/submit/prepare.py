@@ -20,14 +20,18 @@ from typing import NamedTuple
 from eth_utils import keccak
 from web3.logs import DISCARD
 
-from verity.chain.protocol import (BPS, DEVICE_CPU, DEVICE_CUDA, PROFILE_BITS, PostJobParams, escrow_for, min_windows,
-                                   region_code)
+from verity.chain.protocol import (BPS, DEVICE_CPU, DEVICE_CUDA, POSTER_BOND, PROFILE_BITS, PostJobParams,
+                                   escrow_for, min_windows, region_code)
+from verity.chain.views import read
+from verity.units import duration
 from verity.cid import cid_to_digest
 from verity.engine.checkpoint import initial_state
 from verity.engine.manifest import Manifest, load_manifest
 from verity.errors import ManifestInvalid, VerityError
 from verity.storage import Storage, cid_of_bytes
 from verity.submit.data import load_job_data
+from verity.submit.fit import JobFit, NetworkFit, choose_execution_window, job_fit, min_memory_mb, network_fit, \
+    registered_nodes
 from verity.submit.modules import (OPTION_OF, add_parallel, execution_window_for, result_floor_for,
                                    smallest_task_mb)
 from verity.submit.network import OPTION_OF as NETWORK_OPTION_OF, add_network
@@ -76,6 +80,10 @@ class PreparedJob:
     shard_cids: list[str] = field(default_factory=list)
     blobs: list[bytes] = field(default_factory=list, repr=False)  # to upload: shards, eval, manifest
     block_seconds: int = 1  # the chain's (JobRegistry.blockSeconds), set by check_windows: the automatic result floor
+    fit: JobFit | None = None   # the largest task's estimated time and memory (submit/fit.py)
+    given_window: int = 0       # --execution-window as given (0: chosen by check_windows)
+    window_note: str = ""       # what check_windows chose, when it chose a window longer than the chain's default
+    reveal_grace: int = 60      # the chain's default reveal window: finalize waits it out after the challenge window
 
     def post_params(self) -> PostJobParams:
         """PostJobParams in ABI field order (verity.chain.protocol; contracts/types/VerityTypes.sol).
@@ -221,12 +229,17 @@ def plan_job(spec: JobSpec) -> PreparedJob:
         doc["eval_shard"] = {"cid": eval_cid, "samples": data.eval_meta.samples}
     raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
     manifest, initial_hash = _checked_manifest(raw, spec)
+    fit = job_fit(manifest)
     if manifest.modules is not None:  # draw any node that can hold the smallest module task (the rest decline)
         doc["hardware"]["min_memory_mb"] = smallest_task_mb(manifest)
+    elif min_memory_mb(fit) > manifest.hardware.min_memory_mb:  # draw only nodes that can hold the task
+        doc["hardware"]["min_memory_mb"] = min_memory_mb(fit)
+    if doc["hardware"].get("min_memory_mb", manifest.hardware.min_memory_mb) != manifest.hardware.min_memory_mb:
         raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
         load_manifest(raw)  # still valid; the initial state does not depend on the memory minimum
     blobs = [*data.shards, *([data.eval] if data.eval is not None else []), raw]
-    return PreparedJob(doc, raw, cid_of_bytes(raw), initial_hash, eval_cid, spec, shard_cids, blobs)
+    return PreparedJob(doc, raw, cid_of_bytes(raw), initial_hash, eval_cid, spec, shard_cids, blobs, fit=fit,
+                       given_window=spec.execution_window)
 
 
 def upload_job(prepared: PreparedJob, storage: Storage) -> PreparedJob:
@@ -247,7 +260,8 @@ def prepare_job(spec: JobSpec, storage: Storage) -> PreparedJob:
 def post_job_web3(chain, prepared: PreparedJob) -> int:
     """Approve the escrow to JobEscrow (which pulls it) and post the job with a web3 ChainClient; returns the job id."""
     c = chain
-    check_windows(prepared, c.call(c.jobs.functions.blockSeconds()), c.call(c.jobs.functions.defaultExecutionWindow()))
+    check_windows(prepared, c.call(c.jobs.functions.blockSeconds()), c.call(c.jobs.functions.defaultExecutionWindow()),
+                  c.call(c.jobs.functions.defaultRevealWindow()))
     c.transact(c.token.functions.approve(c.escrow.address, prepared.escrow()))
     receipt = c.transact(c.jobs.functions.postJob(prepared.post_params()))
     for ev in c.jobs.events.JobPosted().process_receipt(receipt, errors=DISCARD):  # other contracts' logs
@@ -255,12 +269,22 @@ def post_job_web3(chain, prepared: PreparedJob) -> int:
     raise VerityError("postJob succeeded but emitted no JobPosted event")
 
 
-def check_windows(prepared: PreparedJob, block_seconds: int, default_execution: int) -> None:
-    """Records the chain's block time on the job (its automatic result floor counts blocks) and refuses, before
+def check_windows(prepared: PreparedJob, block_seconds: int, default_execution: int,
+                  default_reveal: int | None = None) -> None:
+    """Chooses the execution window the job's largest task fits in when none was given (submit/fit.py: the chain's
+    default, or longer when that is too short) and refuses a given one that is too short; records the chain's block
+    time on the job (its automatic result floor counts blocks) and refuses, before
     anything is spent, a window below the chain's minimum (seconds floors and blocks of its block time,
     JobRegistry.blockSeconds: protocol.min_windows) or a result floor above half the execution window (0 takes the
     registry's default, `default_execution`), naming the option that fixes it."""
     prepared.block_seconds = int(block_seconds)
+    if default_reveal is not None:
+        prepared.reveal_grace = int(prepared.spec.reveal_window or default_reveal)
+    if prepared.fit is not None:  # a window the largest task fits in (submit/fit.py), or a refusal with the numbers
+        window, note = choose_execution_window(prepared.fit, prepared.given_window, int(default_execution),
+                                               prepared.spec.step_budget_ms)
+        prepared.spec = replace(prepared.spec, execution_window=window)
+        prepared.window_note = note or prepared.window_note
     params = prepared.post_params()
     execution = int(params.executionWindow) or int(default_execution)
     if int(params.resultFloor) > execution // 2:
@@ -272,6 +296,44 @@ def check_windows(prepared: PreparedJob, block_seconds: int, default_execution: 
         if 0 < int(value) < int(least):
             raise BadJobSpec(option, f"{int(value)} s is below this chain's minimum of {int(least)} s "
                                      f"(--{option.replace('_', '-')} {int(least)} or more)")
+
+
+def network_fit_web3(chain, prepared: PreparedJob) -> NetworkFit:
+    """The registered solvers against the job's largest task (submit/fit.network_fit), read with web3."""
+    reg = chain.registry
+    nodes = registered_nodes(chain.call(reg.functions.nodeCount()), lambda i: chain.call(reg.functions.nodeList(i)),
+                             lambda a: read(chain, reg, "getNode", a))
+    params = prepared.post_params()
+    return network_fit(nodes, prepared.fit, int(params.profileBit), int(params.deviceClass))
+
+
+def summary(prepared: PreparedJob, network: NetworkFit | None = None) -> list[str]:
+    """What the submit commands print before asking to post: the cost, the fit and a rough time to finish."""
+    s, params, fit = prepared.spec, prepared.post_params(), prepared.fit
+    pot = prepared.pot()
+    payments = prepared.escrow() - POSTER_BOND
+    lines = [f"cost: {prepared.escrow() / TOKEN:g} VRT escrow ({payments / TOKEN:g} VRT of payments for "
+             f"{(s.shards + 1) * s.rounds} tasks x {s.replication} replicas, {POSTER_BOND / TOKEN:g} VRT poster bond; "
+             f"what is not spent comes back)" + (f" + {pot / TOKEN:g} VRT verification pot" if pot else "")
+             + ", plus gas"]
+    if fit is not None:
+        window = int(params.executionWindow)
+        lines.append(f"fit: {fit.text()}; posted with "
+                     + (f"an execution window of {window:,} s" if window else "the chain's default execution window"))
+    if prepared.window_note:
+        lines.append(prepared.window_note)
+    if network is not None:
+        lines.append(network.warning(s.profile) or f"network: {network.solvers} registered solver(s) serve {s.profile}"
+                     f", {network.eligible} of them declare enough memory (largest {network.largest_mb:,} MB)")
+    if fit is not None:
+        block = max(1, prepared.block_seconds)
+        # a task: its draw (two-phase: a few blocks), the node's start, training (or the result floor), commit and
+        # reveal, the challenge window, the reveal grace after it, then finalize
+        per_task = (4 * block + 10 + max(fit.task_seconds, prepared.result_floor()) + 3 * block + s.challenge_window
+                    + prepared.reveal_grace + block)
+        lines.append(f"expected: about {duration(round(2 * per_task * s.rounds))} to finish on reference nodes with "
+                     f"no disputes ({s.rounds} round(s), each its shard tasks in parallel, then its AGGREGATE)")
+    return lines
 
 
 def fees_address_web3(chain, prepared: PreparedJob) -> str | None:

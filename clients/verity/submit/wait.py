@@ -42,3 +42,9 @@ def follow(chain, storage, job_id: int, timeout: float, state_dir: Path, interva
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(model)
     return path
+
+
+def still_running(job_id: int) -> str:
+    """What the submit commands say when Ctrl-C stops `--wait`: the job is on-chain and goes on without us."""
+    return (f"stopped following job {job_id}; it keeps running on the network: `verity job watch {job_id}` follows "
+            f"it, `verity job download {job_id}` fetches the model once it completes")
