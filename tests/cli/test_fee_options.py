@@ -180,12 +180,14 @@ def test_verity_job_submit_unfunded_pot_exits_1_with_the_posted_job_id_fails(mon
     import verity.chain.client
     import verity.submit.prepare
     from verity.cli import app
+    from verity.submit.fit import NetworkFit
 
     chain = _FakeChain(fail_on="fund")
     monkeypatch.setattr(verity.chain.client, "connect_chain", lambda url, key: chain)
     monkeypatch.setattr(verity.submit.prepare, "fees_address_web3", lambda c, p: c.fees.address)
     monkeypatch.setattr(verity.submit.prepare, "upload_job", lambda p, storage: p)
     monkeypatch.setattr(verity.submit.prepare, "post_job_web3", lambda c, p: 7)
+    monkeypatch.setattr(verity.submit.prepare, "check_chain_web3", lambda c, p: NetworkFit(1, 4096, 1))
     env = {**os.environ, "VERITY_RPC_URL": "http://127.0.0.1:1", "VERITY_STATE_DIR": str(tmp_path / "state"),
            "VERITY_DEVNET_DIR": str(tmp_path / "devnet"), "COLUMNS": "400", "NO_COLOR": "1"}
     out = tmp_path / "job.json"

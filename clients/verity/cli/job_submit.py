@@ -109,8 +109,8 @@ def submit(
     from verity.chain.client import connect_chain
     from verity.cli.common import console, settings
     from verity.storage import Storage
-    from verity.submit.prepare import (PotNotFunded, check_funds, check_windows, fees_address_web3, fund_pot_web3,
-                                       network_fit_web3, plan_job, post_job_web3, summary, upload_job)
+    from verity.submit.prepare import (PotNotFunded, check_chain_web3, check_funds, fees_address_web3, fund_pot_web3,
+                                       plan_job, post_job_web3, summary, upload_job)
     from verity.submit.options import check_writable, parse_model_config, verification_fee_of
     from verity.submit.wait import follow, job_record, still_running, write_record
 
@@ -131,10 +131,7 @@ def submit(
             prepared = plan_job(spec)
         check_funds(chain.call(chain.token.functions.balanceOf(chain.address)), prepared, chain.address)
         fees_address_web3(chain, prepared)
-        c = chain
-        check_windows(prepared, c.call(c.jobs.functions.blockSeconds()), c.call(c.jobs.functions.defaultExecutionWindow()),
-                      c.call(c.jobs.functions.defaultRevealWindow()))
-        for line in summary(prepared, network_fit_web3(chain, prepared)):
+        for line in summary(prepared, check_chain_web3(chain, prepared)):
             typer.echo(line)
         if dry_run:
             typer.echo("dry run: nothing uploaded, nothing spent")

@@ -81,7 +81,6 @@ class PreparedJob:
     blobs: list[bytes] = field(default_factory=list, repr=False)  # to upload: shards, eval, manifest
     block_seconds: int = 1  # the chain's (JobRegistry.blockSeconds), set by check_windows: the automatic result floor
     fit: JobFit | None = None   # the largest task's estimated time and memory (submit/fit.py)
-    given_window: int = 0       # --execution-window as given (0: chosen by check_windows)
     window_note: str = ""       # what check_windows chose, when it chose a window longer than the chain's default
     reveal_grace: int = 60      # the chain's default reveal window: finalize waits it out after the challenge window
 
@@ -238,8 +237,7 @@ def plan_job(spec: JobSpec) -> PreparedJob:
         raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
         load_manifest(raw)  # still valid; the initial state does not depend on the memory minimum
     blobs = [*data.shards, *([data.eval] if data.eval is not None else []), raw]
-    return PreparedJob(doc, raw, cid_of_bytes(raw), initial_hash, eval_cid, spec, shard_cids, blobs, fit=fit,
-                       given_window=spec.execution_window)
+    return PreparedJob(doc, raw, cid_of_bytes(raw), initial_hash, eval_cid, spec, shard_cids, blobs, fit=fit)
 
 
 def upload_job(prepared: PreparedJob, storage: Storage) -> PreparedJob:
@@ -281,7 +279,7 @@ def check_windows(prepared: PreparedJob, block_seconds: int, default_execution: 
     if default_reveal is not None:
         prepared.reveal_grace = int(prepared.spec.reveal_window or default_reveal)
     if prepared.fit is not None:  # a window the largest task fits in (submit/fit.py), or a refusal with the numbers
-        window, note = choose_execution_window(prepared.fit, prepared.given_window, int(default_execution),
+        window, note = choose_execution_window(prepared.fit, prepared.spec.execution_window, int(default_execution),
                                                prepared.spec.step_budget_ms)
         prepared.spec = replace(prepared.spec, execution_window=window)
         prepared.window_note = note or prepared.window_note
@@ -296,6 +294,15 @@ def check_windows(prepared: PreparedJob, block_seconds: int, default_execution: 
         if 0 < int(value) < int(least):
             raise BadJobSpec(option, f"{int(value)} s is below this chain's minimum of {int(least)} s "
                                      f"(--{option.replace('_', '-')} {int(least)} or more)")
+
+
+def check_chain_web3(chain, prepared: PreparedJob) -> NetworkFit:
+    """Before anything is uploaded or spent: the job's windows against the chain (check_windows) and its largest task
+    against the registered solvers (network_fit), read with web3."""
+    c = chain
+    check_windows(prepared, c.call(c.jobs.functions.blockSeconds()), c.call(c.jobs.functions.defaultExecutionWindow()),
+                  c.call(c.jobs.functions.defaultRevealWindow()))
+    return network_fit_web3(chain, prepared)
 
 
 def network_fit_web3(chain, prepared: PreparedJob) -> NetworkFit:
