@@ -121,6 +121,12 @@ def _fund_pot(fees, token, job_id: int, prepared, sender) -> int:
 @click.option("--seed", default=D.seed, show_default=True, help=HELP["seed"])
 @click.option("--eval-fraction", default=D.eval_fraction, show_default=True, help=HELP["eval_fraction"])
 @click.option("--block", default=D.block, show_default=True, help=HELP["block"])
+@click.option("--features", default=D.features, help=HELP["features"])
+@click.option("--label", default=D.label, help=HELP["label"])
+@click.option("--text-field", default=D.text_field, show_default=True, help=HELP["text_field"])
+@click.option("--image-size", default=D.image_size, show_default=True, help=HELP["image_size"])
+@click.option("--tokenizer", default=D.tokenizer, show_default=True, help=HELP["tokenizer"])
+@click.option("--vocab-size", default=D.vocab_size, show_default=True, help=HELP["vocab_size"])
 @click.option("--challenge-window", default=D.challenge_window, show_default=True, help=HELP["challenge_window"])
 @click.option("--execution-window", default=D.execution_window, show_default=True, type=click.IntRange(min=0),
               help=HELP["execution_window"])
@@ -146,7 +152,8 @@ def _fund_pot(fees, token, job_id: int, prepared, sender) -> int:
 @click.option("--yes", "-y", is_flag=True, default=False, help=HELP["yes"])
 @click.option("--dry-run", is_flag=True, default=False, help=HELP["dry_run"])
 def cli(network, model, model_config, dataset, shards, rounds, steps, k, replication, payment, stake, aggregation,
-        trim, batch_size, optimizer, lr, seed, eval_fraction, block, challenge_window, execution_window, result_floor,
+        trim, batch_size, optimizer, lr, seed, eval_fraction, block, features, label, text_field, image_size, tokenizer,
+        vocab_size, challenge_window, execution_window, result_floor,
         name, profile, verification_fee, checks_per_task, fee_sample_rate, no_verification_fee, modules, module_plan,
         outer_lr, outer_momentum, step_budget_ms, region, min_bandwidth_mbps, alias, test_account, wait, timeout, out,
         yes, dry_run):
@@ -160,7 +167,8 @@ def cli(network, model, model_config, dataset, shards, rounds, steps, k, replica
                        rounds=rounds, steps=steps, k=k, replication=replication, payment=payment, stake=stake,
                        aggregation=aggregation, trim=trim, batch_size=batch_size, optimizer=optimizer, lr=lr,
                        seed=seed, eval_fraction=eval_fraction, block=block, challenge_window=challenge_window,
-                       execution_window=execution_window, result_floor=result_floor, name=name, profile=profile, verification_fee=verification_fee_of(payment, verification_fee, no_verification_fee),
+                       execution_window=execution_window, result_floor=result_floor, features=features, label=label,
+                       text_field=text_field, image_size=image_size, tokenizer=tokenizer, vocab_size=vocab_size, name=name, profile=profile, verification_fee=verification_fee_of(payment, verification_fee, no_verification_fee),
                        checks_per_task=checks_per_task, fee_sample_rate=fee_sample_rate, modules=modules,
                        module_plan=module_plan, outer_lr=outer_lr, outer_momentum=outer_momentum,
                        step_budget_ms=step_budget_ms, region=region, min_bandwidth_mbps=min_bandwidth_mbps)

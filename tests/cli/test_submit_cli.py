@@ -20,7 +20,7 @@ from verity.chain.protocol import POSTER_BOND
 from verity.chain.client import devnet_key
 from verity.chain.deployments import load_deployments
 from verity.chain.views import read
-from verity.cid import cid_to_digest
+from verity.cid import cid_to_digest, digest_to_cid
 from verity.devnet import Anvil, services
 from verity.devnet.deploy import REPO, deploy, tool_env
 from verity.devnet.process import port_is_free
@@ -220,3 +220,46 @@ def test_verity_job_submit_window_too_short_for_the_task_is_refused_with_the_num
     assert needed > 120  # the devnet registry's default execution window: too short, so the job gets its own
     assert f"execution window {needed} s (the chain's default 120 s is too short" in chosen.stdout
     assert f"posted with an execution window of {needed:,} s" in chosen.stdout
+
+
+def test_verity_job_submit_posts_a_csv_table_and_a_bpe_tokenized_jsonl_succeeds(off_port_devnet, tmp_path):
+    """Issue 24, data people have: a CSV by column names and a JSON-lines corpus under a byte-level BPE, posted as a
+    user would; the tokenizer is uploaded with the job and its sha256 is in the manifest."""
+    import hashlib
+
+    net = off_port_devnet
+    common = ["--shards", "2", "--rounds", "1", "--steps", "10", "-k", "10", "--account", str(SUBMITTER), "--yes"]
+    with (tmp_path / "flowers.csv").open("w") as f:
+        f.write("petal,sepal,colour,species\n")
+        f.writelines(f"{i % 3 + 0.1 * (i % 7)},{i % 5},{i % 2},{['iris', 'rose', 'tulip'][i % 3]}\n" for i in range(90))
+    csv_job = _verity("job", "submit", "--dataset", str(tmp_path / "flowers.csv"), "--features", "petal,sepal",
+                      "--label", "species", *common, env=net.env, cwd=tmp_path)
+    assert csv_job.returncode == 0, csv_job.stdout
+    (tmp_path / "notes.jsonl").write_text("\n".join(json.dumps({"text": f"note {i}: the fox jumps over dog {i % 11}"})
+                                                    for i in range(400)))
+    lm_job = _verity("job", "submit", "--model", "gpt", "--dataset", str(tmp_path / "notes.jsonl"), "--tokenizer",
+                     "bpe", "--vocab-size", "300", "--block", "16", *common, env=net.env, cwd=tmp_path)
+    assert lm_job.returncode == 0, lm_job.stdout
+    c = net.client()
+    with Storage(net.record["ipfs_api"], timeout=10, retries=1) as storage:
+        manifests = []
+        for proc in (csv_job, lm_job):
+            job_id = int(proc.stdout.split("posted job ", 1)[1].split(":")[0])
+            cid = digest_to_cid(bytes(read(c, c.jobs, "getJob", job_id).manifestCid))
+            manifests.append(load_manifest(storage.get_bytes(cid)))
+        table, lm = manifests
+        assert table.data.x_shape == [2] and table.data.num_classes == 3 and table.model.config.in_features == 2
+        tokenizer = storage.get_bytes(lm.data.tokenizer_cid)
+    assert lm.data.tokenizer_sha256 == hashlib.sha256(tokenizer).hexdigest()
+    assert lm.data.vocab_size == lm.model.config.vocab_size <= 300 and lm.data.x_shape == [16]
+
+
+def test_verity_job_submit_bad_table_row_names_it_and_spends_nothing_fails(off_port_devnet, tmp_path):
+    (tmp_path / "bad.csv").write_text("a,b,y\n1,2,0\n1,x1,1\n")
+    before = off_port_devnet.spent_state()
+    proc = _verity("job", "submit", "--dataset", str(tmp_path / "bad.csv"), "--shards", "1", "--account",
+                   str(SUBMITTER), env=off_port_devnet.env, cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout, proc.stdout
+    assert proc.stdout.strip().splitlines()[-1] == (f"error: --dataset: {tmp_path / 'bad.csv'}: row 3: column 'b' "
+                                                    "holds 'x1', not a number")
+    assert off_port_devnet.spent_state() == before

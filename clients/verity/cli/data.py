@@ -17,43 +17,50 @@ console = Console()
 
 
 def _fail(e: VerityError) -> None:
-    console.print(f"[red]error:[/red] {e}")
+    from rich.markup import escape
+
+    from verity.submit.data import one_line
+
+    console.print(f"[red]error:[/red] {escape(str(e) if isinstance(e, opts.BadJobSpec) else one_line(e))}")
     raise typer.Exit(1)
 
 
 @app.command()
 def shard(
     out: Annotated[Path, typer.Option("--out", "-o", help="output directory (must be empty or absent); pass it to `verity job submit --dataset`")],
-    source: Annotated[str, typer.Argument(help="'digits' (sklearn, bundled), a .npz / .safetensors with x and y, or a .txt for a char-level LM")] = opts.DATASET,
+    source: Annotated[str, typer.Argument(help="'digits' (sklearn, bundled), a .npz / .safetensors with x and y, a "
+                                               ".csv / .tsv / .parquet table, a .txt or .jsonl corpus, or an image "
+                                               "folder (one sub-directory per class)")] = opts.DATASET,
     shards: Annotated[int, typer.Option("--shards", "-n", help=f"number of shards, 1..{opts.MAX_SHARDS} (the most a job may have)")] = opts.SHARDS,
     eval_fraction: Annotated[float, typer.Option(help=opts.HELP["eval_fraction"])] = opts.EVAL_FRACTION,
     seed: Annotated[int, typer.Option(help="shuffle seed")] = opts.SEED,
     image: Annotated[bool, typer.Option(help="digits as (1, 8, 8) images for the cnn")] = False,
     block: Annotated[int, typer.Option(help=opts.HELP["block"])] = opts.BLOCK,
     stride: Annotated[Optional[int], typer.Option(min=1, help="text: window stride (default: block)")] = None,
+    features: Annotated[str, typer.Option(help=opts.HELP["features"])] = "",
+    label: Annotated[str, typer.Option(help=opts.HELP["label"])] = "",
+    text_field: Annotated[str, typer.Option(help=opts.HELP["text_field"])] = "text",
+    image_size: Annotated[int, typer.Option(help=opts.HELP["image_size"])] = 32,
+    tokenizer: Annotated[str, typer.Option(help=opts.HELP["tokenizer"])] = "char",
+    vocab_size: Annotated[int, typer.Option(help=opts.HELP["vocab_size"])] = 512,
 ) -> None:
-    """Split a local dataset into N shards (+ an eval shard) and write index.json."""
+    """Split a local dataset into N shards (+ an eval shard) and write index.json (and tokenizer.json for a
+    tokenized text). A bad row, line or file is one error line naming it; nothing is written then."""
     from verity.engine import datasets
+    from verity.submit.data import Reading, build_shards, read_source
 
     try:
         for field, value, lo, hi in (("shards", shards, 1, opts.MAX_SHARDS), ("eval_fraction", eval_fraction, 0.0, 0.9),
                                      ("block", block, 1, 4096)):
             if not lo <= value <= hi:
                 raise opts.BadJobSpec(field, f"{value} is not in {lo}..{hi}")
-        vocab = None
-        if source == "digits":
-            x, y = datasets.digits(image=image)
-            task = "classification"
-        elif source.endswith(".txt"):
-            text = Path(source).read_text(encoding="utf-8")
-            x, y, vocab = datasets.char_corpus(text, block, stride)
-            task = "lm"
-        else:
-            x, y = datasets.array_pair(Path(source))
-            task = "classification"
-        built = datasets.make_shards(x, y, task=task, n_shards=shards, eval_fraction=eval_fraction, seed=seed,
-                                     vocab=vocab, source=Path(source).name)
+        reading = Reading(block=block, stride=stride, image=image, features=features, label=label,
+                          text_field=text_field, image_size=image_size, tokenizer=tokenizer, vocab_size=vocab_size)
+        src = read_source(source, reading)
+        built = build_shards(src, shards, eval_fraction=eval_fraction, seed=seed, source=Path(source).name)
         index = datasets.write_shards(out, built)
+        if src.tokens is not None:
+            (out / "tokenizer.json").write_bytes(src.tokens.tokenizer)
     except VerityError as e:
         _fail(e)
     except OSError as e:
@@ -64,6 +71,8 @@ def shard(
         table.add_row(entry["file"], str(entry["samples"]), entry["sha256"][:16] + "…")
     console.print(table)
     console.print(f"manifest data section: {json.dumps(index['data'])}")
+    if src.tokens is not None:
+        console.print(f"wrote {out / 'tokenizer.json'} ({src.tokens.vocab_size} tokens, sha256 {src.tokens.sha256})")
     console.print(f"wrote {out / 'index.json'}")
 
 

@@ -40,11 +40,14 @@ class ShardMeta(BaseModel):
     num_classes: int | None = None
     vocab: str | None = None  # lm: the characters, token id = position
     source: str = Field(default="", max_length=256)
+    vocab_size: int | None = None        # lm with a tokenizer (no `vocab`): its vocabulary size
+    tokenizer_sha256: str | None = None  # lm with a tokenizer: its tokenizer.json's sha256
 
     def spec(self) -> DataSpec:
         """The manifest `data` section this shard satisfies."""
         return DataSpec(task=self.task, x_shape=self.x_shape, x_dtype=self.x_dtype, y_shape=self.y_shape,
-                        num_classes=self.num_classes, vocab_size=len(self.vocab) if self.vocab else None)
+                        num_classes=self.num_classes, vocab_size=len(self.vocab) if self.vocab else self.vocab_size,
+                        tokenizer_sha256=self.tokenizer_sha256)
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,13 @@ class Shard:
 
 def shard_bytes(x: torch.Tensor, y: torch.Tensor, meta: ShardMeta) -> bytes:
     return safetensors_bytes({"x": x.contiguous(), "y": y.contiguous()},
-                             {"format": SHARD_FORMAT, "verity": meta.model_dump_json()})
+                             {"format": SHARD_FORMAT, "verity": meta.model_dump_json(exclude=_unset_tokenizer(meta))})
+
+
+def _unset_tokenizer(meta: ShardMeta) -> set[str]:
+    """The tokenizer fields are written only when set: a character or classification shard keeps the bytes (and the
+    CID) it had before they existed."""
+    return {k for k in ("vocab_size", "tokenizer_sha256") if getattr(meta, k) is None}
 
 
 def shard_cap(spec: DataSpec, samples: int) -> int:
@@ -104,6 +113,10 @@ def load_shard(data: bytes, spec: DataSpec, *, samples: int | None = None, sourc
     for name, t in (("y", y), ("x", x)) if spec.task == "lm" else (("y", y),):
         if t.numel() and (int(t.min()) < 0 or int(t.max()) >= hi):
             raise ShardInvalid(source, f"tensor {name} has ids outside [0, {hi})")
-    if spec.task == "lm" and (meta.vocab is None or len(meta.vocab) != spec.vocab_size):
+    if spec.task == "lm" and spec.tokenizer_sha256 is not None:
+        if meta.tokenizer_sha256 != spec.tokenizer_sha256 or meta.vocab_size != spec.vocab_size or meta.vocab:
+            raise ShardInvalid(source, f"tokenized with {meta.tokenizer_sha256 or 'characters'} ({meta.vocab_size} "
+                                       f"tokens), the manifest says {spec.tokenizer_sha256} ({spec.vocab_size})")
+    elif spec.task == "lm" and (meta.vocab is None or len(meta.vocab) != spec.vocab_size):
         raise ShardInvalid(source, f"vocabulary of {len(meta.vocab or '')} symbols, the manifest says {spec.vocab_size}")
     return Shard(x=x, y=y, meta=meta)

@@ -73,7 +73,7 @@ def char_corpus(text: str, block: int, stride: int | None = None) -> tuple[torch
 
 def make_shards(x: torch.Tensor, y: torch.Tensor, *, task: str, n_shards: int, eval_fraction: float = 0.0,
                 seed: int = 0, vocab: str | None = None, num_classes: int | None = None,
-                source: str = "") -> dict[str, bytes]:
+                source: str = "", vocab_size: int | None = None, tokenizer_sha256: str | None = None) -> dict[str, bytes]:
     """Shuffle with an explicit generator, cut an eval shard, split the rest
     into `n_shards` near-equal shards. Every shard is validated before return."""
     if len(x) != len(y):
@@ -96,7 +96,8 @@ def make_shards(x: torch.Tensor, y: torch.Tensor, *, task: str, n_shards: int, e
     for name, (px, py) in parts.items():
         meta = ShardMeta(task=task, samples=len(px), x_dtype=str(px.dtype).removeprefix("torch."),
                          x_shape=list(px.shape[1:]), y_shape=list(py.shape[1:]),
-                         num_classes=num_classes, vocab=vocab, source=f"{source} {name}"[:256])
+                         num_classes=num_classes, vocab=vocab, source=f"{source} {name}"[:256],
+                         vocab_size=None if vocab else vocab_size, tokenizer_sha256=tokenizer_sha256)
         data = shard_bytes(px, py, meta)
         load_shard(data, meta.spec(), samples=len(px), source=name)  # refuse to emit what we would reject
         out[name] = data

@@ -155,12 +155,18 @@ class DataSpec(_Strict):
     y_dtype: Literal["int64"] = "int64"
     num_classes: int | None = Field(default=None, ge=2, le=65536)  # classification
     vocab_size: int | None = Field(default=None, ge=2, le=65536)   # lm
+    # lm with a `tokenizers` tokenizer (submit/formats.py): its tokenizer.json's sha256, and where it is (absent: the
+    # shards' own character vocabulary)
+    tokenizer_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    tokenizer_cid: Cid | None = None
 
     @model_validator(mode="after")
     def _task_fields(self) -> "DataSpec":
         if self.task == "classification":
             if self.num_classes is None or self.vocab_size is not None or self.y_shape:
                 raise ValueError("classification needs num_classes, no vocab_size, y_shape []")
+            if self.tokenizer_sha256 is not None or self.tokenizer_cid is not None:
+                raise ValueError("a tokenizer belongs to an lm job")
         else:
             if self.vocab_size is None or self.num_classes is not None:
                 raise ValueError("lm needs vocab_size and no num_classes")

@@ -1,5 +1,6 @@
 """The shards of a job, built in memory from `--dataset`: the bundled digits, an (x, y)
-array pair, a text corpus, or a directory written by `verity data shard` (read as-is).
+array pair, a table (CSV, TSV, Parquet), a text corpus (.txt, .jsonl), an image folder (submit/formats.py),
+or a directory written by `verity data shard` (read as-is).
 
 Nothing is uploaded here; every problem is a `BadJobSpec` naming the option.
 """
@@ -25,10 +26,76 @@ class JobData:
     eval: bytes | None
     metas: list[ShardMeta]       # one per shard, then the eval shard's
     source: str                  # a name for the manifest
+    tokenizer: bytes | None = None  # tokenizer.json of a tokenized text job (its sha256 is in every shard's meta)
 
     @property
     def eval_meta(self) -> ShardMeta | None:
         return self.metas[-1] if self.eval is not None else None
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How a source file is read (submit/formats.py); the defaults read what `--dataset` always read."""
+    model: str = "mlp"
+    block: int = 32
+    stride: int | None = None
+    image: bool = False          # digits as (1, 8, 8) images
+    features: str = ""           # tables: comma-separated feature columns ('' = every column but the label)
+    label: str = ""              # tables: the label column ('' = the last)
+    text_field: str = "text"     # .jsonl
+    image_size: int = 32         # image folders
+    tokenizer: str = "char"      # text: char | bpe | a tokenizer.json path
+    vocab_size: int = 512        # --tokenizer bpe
+
+
+@dataclass
+class Source:
+    x: object
+    y: object
+    task: str
+    vocab: str | None = None
+    tokens: object = None        # formats.Tokens of a tokenized text
+
+
+def read_source(dataset: str, r: Reading) -> Source:
+    """(x, y) of `dataset` by its kind: digits, .npz/.safetensors, .csv/.tsv/.parquet, .txt/.jsonl, an image
+    folder (one sub-directory per class)."""
+    from verity.submit import formats
+
+    if dataset == "digits":
+        x, y = datasets.digits(image=r.image or r.model == "cnn")
+        return Source(x, y, "classification")
+    path = Path(dataset)
+    if path.is_dir():
+        got = formats.read_image_folder(path, r.image_size)
+        return Source(got.x, got.y, "classification")
+    if not path.is_file():
+        raise BadJobSpec("dataset", f"{dataset!r} is neither 'digits', a file, an image folder nor a "
+                                    "`verity data shard` directory")
+    suffix = path.suffix.lower()
+    if suffix in (".txt", ".jsonl"):
+        text = formats.text_of(path, r.text_field)
+        tok = formats.tokenizer_bytes(r.tokenizer, text, r.vocab_size)
+        if tok is None:
+            x, y, vocab = datasets.char_corpus(text, r.block, r.stride)
+            return Source(x, y, "lm", vocab=vocab)
+        tokens = formats.tokenize(text, r.block, tok, r.stride)
+        return Source(tokens.x, tokens.y, "lm", tokens=tokens)
+    if suffix in formats.TABLE_SUFFIXES:
+        features = [c.strip() for c in r.features.split(",") if c.strip()] or None
+        got = formats.read_table(path, features, r.label or None)
+        return Source(got.x, got.y, "classification")
+    x, y = datasets.array_pair(path)
+    return Source(x, y, "classification")
+
+
+def build_shards(src: Source, n_shards: int, *, eval_fraction: float, seed: int, source: str) -> dict[str, bytes]:
+    """`make_shards` of a read source, its tokenizer recorded in every shard's metadata."""
+    t = src.tokens
+    return datasets.make_shards(src.x, src.y, task=src.task, n_shards=n_shards, eval_fraction=eval_fraction,
+                                seed=seed, vocab=src.vocab, source=source,
+                                vocab_size=t.vocab_size if t is not None else None,
+                                tokenizer_sha256=t.sha256 if t is not None else None)
 
 
 def shard_meta(name: str, data: bytes, *, check: bool = True) -> ShardMeta:
@@ -42,50 +109,47 @@ def shard_meta(name: str, data: bytes, *, check: bool = True) -> ShardMeta:
 
 
 def load_job_data(dataset: str, shards: int | None, *, model: str, eval_fraction: float, seed: int,
-                  block: int) -> JobData:
+                  block: int, reading: Reading | None = None) -> JobData:
     try:
         path = Path(dataset)
-        if dataset != "digits" and (path.is_dir() or path.name == INDEX):
+        if dataset != "digits" and ((path / INDEX).is_file() or path.name == INDEX):
             return _from_shard_dir(path if path.is_dir() else path.parent, shards)
-        return _build(dataset, shards or SHARDS, model=model, eval_fraction=eval_fraction, seed=seed, block=block)
+        reading = reading or Reading(model=model, block=block)
+        return _build(dataset, shards or SHARDS, eval_fraction=eval_fraction, seed=seed, reading=reading)
     except BadJobSpec:
         raise
     except (VerityError, ValueError) as exc:  # ShardInvalid, pydantic's ValidationError
-        raise BadJobSpec("dataset", _one_line(exc)) from None
+        raise BadJobSpec(_option_for(exc), one_line(exc)) from None
     except OSError as exc:
         raise BadJobSpec("dataset", f"cannot read {exc.filename or dataset}: {exc.strerror}") from None
 
 
-def _one_line(exc: Exception) -> str:
+def _option_for(exc: Exception) -> str:
+    """The option a reading error is about: the tokenizer's own (`--tokenizer`, `--vocab-size`), else --dataset."""
+    where = getattr(exc, "source", "") or ""
+    return {"--tokenizer": "tokenizer", "--vocab-size": "vocab_size"}.get(where, "dataset")
+
+
+def one_line(exc: Exception) -> str:
+    if isinstance(exc, ShardInvalid):  # an input file (its row, line or path named) or a tokenizer option
+        return exc.reason if exc.source.startswith("--") else f"{exc.source}: {exc.reason}"
     return " ".join(str(exc).split("\n")[:2]).strip() if not isinstance(exc, VerityError) else str(exc)
 
 
-def _build(dataset: str, n_shards: int, *, model: str, eval_fraction: float, seed: int, block: int) -> JobData:
-    vocab = None
-    if dataset == "digits":
-        x, y = datasets.digits(image=model == "cnn")
-        task = "classification"
-    else:
-        path = Path(dataset)
-        if not path.is_file():
-            raise BadJobSpec("dataset", f"{dataset!r} is neither 'digits', a file nor a `verity data shard` directory")
-        if path.suffix == ".txt":
-            x, y, vocab = datasets.char_corpus(path.read_text(encoding="utf-8"), block)
-            task = "lm"
-        else:
-            x, y = datasets.array_pair(path)
-            task = "classification"
-    if task == "classification" and len(y):
-        low, high = int(y.min()), int(y.max())
+def _build(dataset: str, n_shards: int, *, eval_fraction: float, seed: int, reading: Reading) -> JobData:
+    src = read_source(dataset, reading)
+    if src.task == "classification" and len(src.y):
+        low, high = int(src.y.min()), int(src.y.max())
         if low < 0:
             raise BadJobSpec("dataset", f"labels must be class ids 0, 1, …; found {low}")
         if high < 1:
             raise BadJobSpec("dataset", f"labels span {high + 1} class; a classifier needs at least 2")
-    built = datasets.make_shards(x, y, task=task, n_shards=n_shards, eval_fraction=eval_fraction, seed=seed,
-                                 vocab=vocab, source=Path(dataset).name)
+    name = Path(dataset).name
+    built = build_shards(src, n_shards, eval_fraction=eval_fraction, seed=seed, source=name)
     names = [f"shard-{i:03d}" for i in range(n_shards)] + (["eval"] if "eval" in built else [])
     metas = [shard_meta(n, built[n], check=False) for n in names]
-    return JobData([built[n] for n in names[:n_shards]], built.get("eval"), metas, Path(dataset).name)
+    tokenizer = src.tokens.tokenizer if src.tokens is not None else None
+    return JobData([built[n] for n in names[:n_shards]], built.get("eval"), metas, name, tokenizer)
 
 
 def _from_shard_dir(directory: Path, shards: int | None) -> JobData:
@@ -114,4 +178,18 @@ def _from_shard_dir(directory: Path, shards: int | None) -> JobData:
     if len(specs) != 1:
         raise BadJobSpec("dataset", f"the shards in {directory} disagree on shape, dtype or classes")
     n = len(entries)
-    return JobData(blobs[:n], blobs[n] if len(blobs) > n else None, metas, directory.name)
+    return JobData(blobs[:n], blobs[n] if len(blobs) > n else None, metas, directory.name,
+                   _shard_dir_tokenizer(directory, metas[0]))
+
+
+def _shard_dir_tokenizer(directory: Path, meta: ShardMeta) -> bytes | None:
+    """The tokenizer.json `verity data shard` wrote beside tokenized shards, checked against their sha256."""
+    if meta.tokenizer_sha256 is None:
+        return None
+    path = directory / "tokenizer.json"
+    if not path.is_file():
+        raise BadJobSpec("dataset", f"the shards in {directory} were tokenized, but it holds no tokenizer.json")
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != meta.tokenizer_sha256:
+        raise BadJobSpec("dataset", f"{path} is not the tokenizer the shards name (sha256 {meta.tokenizer_sha256})")
+    return data

@@ -70,7 +70,14 @@ class JobSpec:
     lr: float = 0.01
     seed: int = SEED
     eval_fraction: float = EVAL_FRACTION
-    block: int = BLOCK                 # text: characters per sample
+    block: int = BLOCK                 # text: tokens (characters, with --tokenizer char) per sample
+    # how a source file is read (submit/formats.py, submit/data.Reading)
+    features: str = ""                 # tables: comma-separated feature columns ('' = every column but the label)
+    label: str = ""                    # tables: the label column ('' = the last)
+    text_field: str = "text"           # .jsonl: the field holding the text
+    image_size: int = 32               # image folders: pixels per side after resizing
+    tokenizer: str = "char"            # text: char | bpe | a tokenizer.json path
+    vocab_size: int = 512              # --tokenizer bpe: vocabulary size
     challenge_window: int = 60         # seconds (optimistic mode)
     execution_window: int = 0          # 0 = the contract's default
     reveal_window: int = 0
@@ -146,6 +153,13 @@ HELP = {
                        "(1 = every verifier; stored in basis points)",
     "no_verification_fee": "post the job without a verification pot (verifiers are paid only for catching faults)",
     "wait": "follow the job until the final model is downloaded and verified",
+    "features": "tables (.csv, .tsv, .parquet): comma-separated feature columns (default: every column but the label)",
+    "label": "tables: the label column, class ids 0, 1, … or names (default: the last column)",
+    "text_field": ".jsonl: the field of each line's object that holds its text",
+    "image_size": "image folders (one sub-directory per class, PNG/JPEG): pixels per side after resizing, 1..512",
+    "tokenizer": "text (.txt, .jsonl): char (token = character), bpe (a byte-level BPE trained on the corpus), "
+                 "or a tokenizer.json file; its sha256 goes into the manifest",
+    "vocab_size": "--tokenizer bpe: vocabulary size, 257..65536",
     "execution_window": "seconds a drawn solver has for a task (default: the chain's, or longer when the job's "
                         "largest task needs it; a shorter one is refused with the numbers)",
     "yes": "post without asking (a terminal is asked to confirm the cost and the expected time)",

@@ -29,7 +29,7 @@ from verity.engine.checkpoint import initial_state
 from verity.engine.manifest import Manifest, load_manifest
 from verity.errors import ManifestInvalid, VerityError
 from verity.storage import Storage, cid_of_bytes
-from verity.submit.data import load_job_data
+from verity.submit.data import Reading, load_job_data
 from verity.submit.fit import JobFit, NetworkFit, choose_execution_window, job_fit, min_memory_mb, network_fit, \
     registered_nodes
 from verity.submit.modules import (OPTION_OF, add_parallel, execution_window_for, result_floor_for,
@@ -205,8 +205,11 @@ def _device(spec: JobSpec) -> str:
 def plan_job(spec: JobSpec) -> PreparedJob:
     """Check every option and build the job in memory; nothing is uploaded, nothing touches the chain."""
     validate_spec(spec)
+    reading = Reading(model=spec.model, block=spec.block, features=spec.features, label=spec.label,
+                      text_field=spec.text_field, image_size=spec.image_size, tokenizer=spec.tokenizer,
+                      vocab_size=spec.vocab_size)
     data = load_job_data(spec.dataset, spec.shards, model=spec.model, eval_fraction=spec.eval_fraction,
-                         seed=spec.seed, block=spec.block)
+                         seed=spec.seed, block=spec.block, reading=reading)
     spec = replace(spec, shards=len(data.shards))
     data_section = data.metas[0].spec().model_dump(mode="json", exclude_none=True)
     model = _default_model(spec, data_section)
@@ -226,6 +229,8 @@ def plan_job(spec: JobSpec) -> PreparedJob:
     add_network(doc, spec)
     if eval_cid:
         doc["eval_shard"] = {"cid": eval_cid, "samples": data.eval_meta.samples}
+    if data.tokenizer is not None:  # uploaded with the job: what turns its token ids back into text
+        doc["data"]["tokenizer_cid"] = cid_of_bytes(data.tokenizer)
     raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
     manifest, initial_hash = _checked_manifest(raw, spec)
     fit = job_fit(manifest)
@@ -236,13 +241,16 @@ def plan_job(spec: JobSpec) -> PreparedJob:
     if doc["hardware"].get("min_memory_mb", manifest.hardware.min_memory_mb) != manifest.hardware.min_memory_mb:
         raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
         load_manifest(raw)  # still valid; the initial state does not depend on the memory minimum
-    blobs = [*data.shards, *([data.eval] if data.eval is not None else []), raw]
+    blobs = [*data.shards, *([data.eval] if data.eval is not None else []), *([data.tokenizer] if data.tokenizer else []),
+             raw]
     return PreparedJob(doc, raw, cid_of_bytes(raw), initial_hash, eval_cid, spec, shard_cids, blobs, fit=fit)
 
 
 def upload_job(prepared: PreparedJob, storage: Storage) -> PreparedJob:
     """Upload shards, eval shard and manifest; each CID must be the one computed locally."""
-    expected = [*prepared.shard_cids, *([prepared.eval_cid] if prepared.eval_cid else []), prepared.manifest_cid]
+    tokenizer = prepared.manifest_doc["data"].get("tokenizer_cid")
+    expected = [*prepared.shard_cids, *([prepared.eval_cid] if prepared.eval_cid else []),
+                *([tokenizer] if tokenizer else []), prepared.manifest_cid]
     for blob, cid in zip(prepared.blobs, expected, strict=True):
         got = storage.put_bytes(blob)
         if got != cid:
