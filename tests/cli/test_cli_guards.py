@@ -90,3 +90,23 @@ def test_loadDeployments_v1FileWithoutEscrowPanel_failsWithRedeployHint(tmp_path
     (tmp_path / "31337.json").write_text(json.dumps(v1))
     with pytest.raises(DeploymentOutdated, match="BlockhashRandomness, JobEscrow, RefereePanel.*redeploy"):
         load_deployments(31337, tmp_path / "31337.json")
+
+
+@pytest.mark.parametrize("delay", [0.3, 1.0, 2.5])
+def test_cli_ctrlC_whileStarting_isOneLineNotTraceback(tmp_path, delay):
+    """Issue 24: Ctrl-C while `verity` still imports torch, web3 and typer (or once the command runs) prints
+    `interrupted` and exits 130, never a traceback; the delays land in the imports and in the command."""
+    import signal
+    import time
+
+    env = {**os.environ, "VERITY_STATE_DIR": str(tmp_path / "state"), "VERITY_DEVNET_DIR": str(tmp_path / "devnet")}
+    env.pop("VERITY_DEBUG", None)
+    proc = subprocess.Popen([sys.executable, "-m", "verity", "data", "schema"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    if proc.returncode == 0:  # finished before the signal: nothing to check
+        pytest.skip("the command ended before Ctrl-C")
+    assert proc.returncode == 130, (proc.returncode, out, err)
+    assert "Traceback" not in out + err and "interrupted" in err, err

@@ -5,7 +5,7 @@ import sys
 
 
 def _interrupted_early(signum, frame) -> None:  # Ctrl-C while the command still imports: a line, no traceback
-    sys.stderr.write("interrupted\n")
+    os.write(2, b"interrupted\n")  # unbuffered: os._exit flushes nothing
     os._exit(130)
 
 
@@ -64,6 +64,10 @@ def run() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # from here a Ctrl-C is KeyboardInterrupt, said below
     try:
         app()
+    except SystemExit as exc:  # typer turns a Ctrl-C inside a command into a silent exit 130: say it
+        if exc.code == 130:
+            err_console.print("interrupted")
+        raise
     except KeyboardInterrupt:
         err_console.print("interrupted")
         sys.exit(130)
