@@ -264,3 +264,29 @@ def test_decline_note_is_32_printable_ascii_bytes_succeeds():
     long = decline_note("ManifestInvalid: manifest field 'model.config.n_embd': must be a multiple of n_head")
     assert len(long) == 32 and read_decline_note(long) == "ManifestInvalid: manifest field "
     assert read_decline_note(decline_note("naïve\n")) == "na?ve?" and read_decline_note(b"\0" * 32) == ""
+
+
+def test_download_fetches_the_jobs_tokenizer_and_checks_its_hash_succeeds():
+    """`job download` writes a tokenized job's tokenizer.json beside the weights, only if it is the one the manifest
+    names (a stand-in reader: the IPFS node may serve anything)."""
+    import hashlib
+    from types import SimpleNamespace as NS
+
+    from verity.cli.job import _tokenizer
+    from verity.errors import VerityError
+
+    good = b'{"model": {"type": "BPE"}}'
+    data = NS(tokenizer_cid="QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG",
+              tokenizer_sha256=hashlib.sha256(good).hexdigest())
+    caps = []
+
+    def reader(served):
+        def get_bytes(cid, max_bytes):
+            caps.append(max_bytes)
+            return served
+        return NS(manifest=NS(data=data), storage=NS(get_bytes=get_bytes))
+
+    assert _tokenizer(reader(good)) == good and caps == [64 << 20]  # a bounded download
+    with pytest.raises(VerityError, match="is not the one the manifest names"):
+        _tokenizer(reader(b'{"model": "other"}'))
+    assert _tokenizer(NS(manifest=NS(data=NS(tokenizer_cid=None)))) is None  # a character or classification job

@@ -205,6 +205,20 @@ def _vocab(r) -> str | None:
     return shard.meta.vocab
 
 
+def _tokenizer(r) -> bytes | None:
+    """The job's tokenizer.json (manifest `data.tokenizer_cid`), checked against `data.tokenizer_sha256`."""
+    import hashlib
+
+    d = r.manifest.data
+    if d.tokenizer_cid is None:
+        return None
+    data = r.storage.get_bytes(d.tokenizer_cid, max_bytes=64 << 20)
+    if hashlib.sha256(data).hexdigest() != d.tokenizer_sha256:
+        raise VerityError(f"the tokenizer at {d.tokenizer_cid} is not the one the manifest names "
+                          f"(sha256 {d.tokenizer_sha256})")
+    return data
+
+
 @app.command()
 def download(job_id: JobId,
              out: Annotated[Path, typer.Option("--out", "-o", help="where to write the weights (safetensors)")] = Path("model.safetensors"),
@@ -227,6 +241,11 @@ def download(job_id: JobId,
             facts = CardFacts(job_id, r.manifest, digest_to_cid(job.manifestCid), "0x" + bytes(job.modelHash).hex(),
                               digest_to_cid(job.modelCid), r.chain.deployments.chain_id, _vocab(r), r.report().metrics)
             written = write_model_card(out, facts)
+        tokenizer = _tokenizer(r)
+        if tokenizer is not None:  # a BPE or supplied tokenizer: what turns the model's token ids back into text
+            path = out.with_name(out.with_suffix("").name + ".tokenizer.json")
+            atomic_write(path, lambda f: f.write(tokenizer))
+            written.append(path)
     except VerityError as exc:
         fail(exc)
     console.print(f"wrote {out} ({len(data)} bytes, hash 0x{bytes(job.modelHash).hex()[:16]}…)")
