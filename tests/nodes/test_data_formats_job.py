@@ -1,6 +1,6 @@
 """Issue 24, data people have, through real nodes: a tabular job from a CSV (features and label by column name) and a
 CNN job on a folder of PNG images (one sub-directory per class, decoded and resized on the submitter's machine),
-posted together with `verity job submit` the way a user would, both trained, verified and paid."""
+posted with `verity job submit` the way a user would, both trained, verified and paid."""
 from __future__ import annotations
 
 import csv
@@ -53,10 +53,12 @@ def test_csv_table_and_image_folder_jobs_train_through_real_nodes_succeeds(net):
     net.wait_registered(3)
     _csv(net.root / "trees.csv")
     _images(net.root / "photos")
+    # one after the other: the test's window skipper warps the chain clock for one job's windows, and with two jobs
+    # in flight it once warped past the other job's reveal deadline (both replicas late; a test artefact)
     table = _submit(net, "--dataset", str(net.root / "trees.csv"), "--features", "height,width", "--label", "kind")
+    net.wait_job(table, timeout=300)
     images = _submit(net, "--model", "cnn", "--dataset", str(net.root / "photos"), "--image-size", "8")
-    for job_id in (table, images):
-        net.wait_job(job_id, timeout=600)
+    net.wait_job(images, timeout=300)
     c = net.client()
     tab = JobReader(c, net.storage(), table)
     assert tab.manifest.data.x_shape == [2] and tab.manifest.data.num_classes == 3
