@@ -143,3 +143,16 @@ def test_character_shards_keep_their_bytes_succeeds():
     for data in (char_shards()["shard-000"], digits_shards()["shard-000"]):
         header = json.loads(data[8:8 + int.from_bytes(data[:8], "little")])["__metadata__"]["verity"]
         assert "tokenizer_sha256" not in header and "vocab_size" not in header
+
+
+def test_a_malformed_csv_line_or_a_decompression_bomb_is_named_fails(tmp_path):
+    from PIL import Image
+
+    (tmp_path / "huge.csv").write_text("a,y\n1,0\n" + "2" * 200_000 + ",1\n")  # a field over csv's size limit
+    with pytest.raises(ShardInvalid, match=r"^shard .*huge.csv: row 3: field larger than field limit"):
+        formats.read_table(tmp_path / "huge.csv")
+    root = _images(tmp_path / "imgs")
+    Image.new("1", (7_000, 7_000)).save(root / "cats" / "bomb.png")  # a few KB on disk, 49 Mpx decoded
+    with pytest.raises(ShardInvalid) as err:
+        formats.read_image_folder(root, size=8)
+    assert err.value.source.endswith("cats/bomb.png") and err.value.reason.startswith("7000x7000 pixels, over 40,000,000")

@@ -31,6 +31,7 @@ MAX_INPUT_BYTES = 2 << 30      # a table, corpus or image folder read whole on t
 MAX_ROWS = 10_000_000
 MAX_IMAGES = 1_000_000
 MAX_IMAGE_SIDE = 512
+MAX_SOURCE_PIXELS = 40_000_000  # an input image larger than this is refused from its header, before it is decoded
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet")
 BPE_SPECIAL = "<|endoftext|>"
@@ -106,7 +107,13 @@ def _csv_rows(path: Path, delimiter: str) -> tuple[list[str], list[list[str]]]:
         except StopIteration:
             raise ShardInvalid(str(path), "empty file: no header row") from None
         rows = []
-        for row in reader:
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as exc:  # a field over csv's size limit, a NUL byte, a broken quote
+                raise ShardInvalid(str(path), f"row {reader.line_num}: {exc}") from None
             if not row:
                 continue
             if len(row) != len(header):
@@ -175,11 +182,16 @@ def read_image_folder(directory: Path, size: int = 32) -> Labelled:
             raise ShardInvalid(str(directory), f"images exceed the input cap of {MAX_INPUT_BYTES:,} bytes")
         try:
             with Image.open(f) as im:
+                if im.width * im.height > MAX_SOURCE_PIXELS:
+                    raise ShardInvalid(str(f), f"{im.width}x{im.height} pixels, over {MAX_SOURCE_PIXELS:,}: "
+                                               "resize it first")
                 im.draft(None, (size, size))  # JPEG: decode near the target size
                 mode = mode or ("L" if im.mode in ("L", "1", "I;16") else "RGB")
                 im = im.convert(mode).resize((size, size), Image.Resampling.BILINEAR)
                 pixels.append(torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8))
-        except (UnidentifiedImageError, OSError, ValueError) as exc:
+        except ShardInvalid:
+            raise
+        except (UnidentifiedImageError, Image.DecompressionBombError, OSError, ValueError) as exc:
             raise ShardInvalid(str(f), f"not a readable image: {exc}") from None
     channels = 1 if mode == "L" else 3
     x = torch.stack(pixels).view(len(files), size, size, channels).permute(0, 3, 1, 2).float() / 255.0
