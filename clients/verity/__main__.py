@@ -1,4 +1,4 @@
 """`python -m verity …` is the `verity` command."""
-from verity.cli import run
+from verity.entry import main
 
-run()
+main()

@@ -1,25 +1,16 @@
-"""The `verity` command: one typer sub-app per noun, joined here."""
+"""The `verity` command: one typer sub-app per noun, joined here (entered through verity.entry)."""
 import os
 import signal
 import sys
+from typing import Annotated
 
+import typer
 
-def _interrupted_early(signum, frame) -> None:  # Ctrl-C while the command still imports: a line, no traceback
-    os.write(2, b"interrupted\n")  # unbuffered: os._exit flushes nothing
-    os._exit(130)
-
-
-signal.signal(signal.SIGINT, _interrupted_early)  # run() hands Ctrl-C back to Python before the command starts
-
-from typing import Annotated  # noqa: E402 — after the handler: the imports below load torch, web3 and typer
-
-import typer  # noqa: E402
-
-from verity.cli.data import app as data_app  # noqa: E402
-from verity.cli.devnet import app as devnet_app  # noqa: E402
-from verity.cli.job import app as job_app  # noqa: E402
-from verity.cli.job_submit import submit  # noqa: E402
-from verity.cli.node import app as node_app  # noqa: E402
+from verity.cli.data import app as data_app
+from verity.cli.devnet import app as devnet_app
+from verity.cli.job import app as job_app
+from verity.cli.job_submit import submit
+from verity.cli.node import app as node_app
 
 app = typer.Typer(no_args_is_help=True, help="Verity: verifiable ML training.")
 

@@ -13,6 +13,7 @@ from verity.submit import options as opts
 from verity.errors import VerityError
 
 app = typer.Typer(no_args_is_help=True, help="Dataset shards and the job manifest schema.")
+D = opts.JobSpec()  # the reading options' defaults, shared with the submit commands
 console = Console()
 
 
@@ -37,12 +38,12 @@ def shard(
     image: Annotated[bool, typer.Option(help="digits as (1, 8, 8) images for the cnn")] = False,
     block: Annotated[int, typer.Option(help=opts.HELP["block"])] = opts.BLOCK,
     stride: Annotated[Optional[int], typer.Option(min=1, help="text: window stride (default: block)")] = None,
-    features: Annotated[str, typer.Option(help=opts.HELP["features"])] = "",
-    label: Annotated[str, typer.Option(help=opts.HELP["label"])] = "",
-    text_field: Annotated[str, typer.Option(help=opts.HELP["text_field"])] = "text",
-    image_size: Annotated[int, typer.Option(help=opts.HELP["image_size"])] = 32,
-    tokenizer: Annotated[str, typer.Option(help=opts.HELP["tokenizer"])] = "char",
-    vocab_size: Annotated[int, typer.Option(help=opts.HELP["vocab_size"])] = 512,
+    features: Annotated[str, typer.Option(help=opts.HELP["features"])] = D.features,
+    label: Annotated[str, typer.Option(help=opts.HELP["label"])] = D.label,
+    text_field: Annotated[str, typer.Option(help=opts.HELP["text_field"])] = D.text_field,
+    image_size: Annotated[int, typer.Option(help=opts.HELP["image_size"])] = D.image_size,
+    tokenizer: Annotated[str, typer.Option(help=opts.HELP["tokenizer"])] = D.tokenizer,
+    vocab_size: Annotated[int, typer.Option(help=opts.HELP["vocab_size"])] = D.vocab_size,
 ) -> None:
     """Split a local dataset into N shards (+ an eval shard) and write index.json (and tokenizer.json for a
     tokenized text). A bad row, line or file is one error line naming it; nothing is written then."""

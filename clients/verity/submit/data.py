@@ -108,13 +108,11 @@ def shard_meta(name: str, data: bytes, *, check: bool = True) -> ShardMeta:
     return meta
 
 
-def load_job_data(dataset: str, shards: int | None, *, model: str, eval_fraction: float, seed: int,
-                  block: int, reading: Reading | None = None) -> JobData:
+def load_job_data(dataset: str, shards: int | None, *, eval_fraction: float, seed: int, reading: Reading) -> JobData:
     try:
         path = Path(dataset)
         if dataset != "digits" and ((path / INDEX).is_file() or path.name == INDEX):
             return _from_shard_dir(path if path.is_dir() else path.parent, shards)
-        reading = reading or Reading(model=model, block=block)
         return _build(dataset, shards or SHARDS, eval_fraction=eval_fraction, seed=seed, reading=reading)
     except BadJobSpec:
         raise

@@ -208,8 +208,7 @@ def plan_job(spec: JobSpec) -> PreparedJob:
     reading = Reading(model=spec.model, block=spec.block, features=spec.features, label=spec.label,
                       text_field=spec.text_field, image_size=spec.image_size, tokenizer=spec.tokenizer,
                       vocab_size=spec.vocab_size)
-    data = load_job_data(spec.dataset, spec.shards, model=spec.model, eval_fraction=spec.eval_fraction,
-                         seed=spec.seed, block=spec.block, reading=reading)
+    data = load_job_data(spec.dataset, spec.shards, eval_fraction=spec.eval_fraction, seed=spec.seed, reading=reading)
     spec = replace(spec, shards=len(data.shards))
     data_section = data.metas[0].spec().model_dump(mode="json", exclude_none=True)
     model = _default_model(spec, data_section)
