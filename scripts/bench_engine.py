@@ -10,11 +10,13 @@ runs the plain loop and the engine (per-step RNG, hashing, a checkpoint every
 k steps written with fsync, and, with --ipfs, each checkpoint uploaded through
 verity.storage from the checkpoint callback), alternating, and reports wall
 time, the ratio engine / plain and peak RSS. Writes bench/out/engine.json.
---profiles instead times Trainer.train_step for an MLP, a CNN and the GPT under
-the native profile and under portable-f32, one thread, and writes
-bench/out/profiles.json: {"mlp"|"cnn"|"gpt": {"native_ms_per_step",
+--profiles instead times Trainer.train_step for each family (an MLP, a CNN, a
+GroupNorm ResNet, the nanoGPT decoder, and the decoder family in Llama and GPT-2
+shapes) under the native profile and under portable-f32, one thread, and writes
+bench/out/profiles.json: {"mlp"|"cnn"|"resnet"|"gpt"|"llama"|"gpt2": {"native_ms_per_step",
 "portable_ms_per_step", "ratio", the same as thread CPU time ("..._cpu_ms_per_step",
-"cpu_ratio"), ...}}.
+"cpu_ratio"), samples or tokens per second of each, the measuring process's peak RSS and
+the nodes' memory estimate of the task, ...}}.
 """
 from __future__ import annotations
 
@@ -228,7 +230,30 @@ def profile_workloads(device: str) -> dict:
                                                                 "n_layer": 4, "n_head": 4, "n_embd": 128}},
                        data=lm_meta.spec().model_dump(mode="json"), shards=[{"cid": CID, "samples": len(tx)}],
                        batch_size=8), shard_bytes(tx, ty, lm_meta))
+    # the decoder family in its two shapes, at the GPT's size: Llama (RoPE, RMSNorm, SwiGLU, 2 kv heads) and GPT-2
+    # (learned positions, LayerNorm, tanh GELU, biases, tied embeddings)
+    decoder = {"vocab_size": len(vocab), "block_size": 64, "n_layer": 4, "n_head": 4, "n_embd": 128}
+    for name, shape in (("llama", {"n_kv_head": 2, "intermediate_size": 344}),
+                        ("gpt2", {"positions": "learned", "norm": "layernorm", "activation": "gelu_tanh", "bias": True,
+                                  "tie_embeddings": True})):
+        out[name] = (dict(common, model={"arch": "decoder", "config": {**decoder, **shape}},
+                          data=lm_meta.spec().model_dump(mode="json"), shards=[{"cid": CID, "samples": len(tx)}],
+                          batch_size=8), shard_bytes(tx, ty, lm_meta))
+    rgb = torch.rand(512, 3, 32, 32, generator=g)
+    rgb_meta = ShardMeta(task="classification", samples=512, x_dtype="float32", x_shape=[3, 32, 32], num_classes=10)
+    out["resnet"] = (dict(common, model={"arch": "resnet", "config": {"in_channels": 3, "height": 32, "width": 32,
+                                                                      "widths": [16, 32, 64], "blocks": 1, "groups": 8,
+                                                                      "num_classes": 10}},
+                          data=rgb_meta.spec().model_dump(mode="json"), shards=[{"cid": CID, "samples": 512}],
+                          batch_size=32), shard_bytes(rgb, y[:512], rgb_meta))
     return out
+
+
+def _per_second(doc: dict, ms: float) -> tuple[str, float]:
+    """Samples (classifiers) or tokens (language models) per second at `ms` per step."""
+    if doc["data"]["task"] == "lm":
+        return "tokens_per_s", round(1000.0 * doc["batch_size"] * doc["data"]["x_shape"][0] / ms, 1)
+    return "samples_per_s", round(1000.0 * doc["batch_size"] / ms, 1)
 
 
 def _ms_per_step(m, shard, device: str, steps: int, warmup: int, threads: int = 1,
@@ -277,7 +302,13 @@ def profile_worker(kind: str, arch: str, device: str, steps: int, threads: int) 
     m = load_manifest(json.dumps(dict(doc, determinism=profile or native, hardware=hw)).encode())
     shard = load_shard(data, m.data)
     wall, cpu = _ms_per_step(m, shard, device, steps, warmup=3, threads=threads, pinned=profile is not None)
-    return {"wall": wall, "cpu": cpu}
+    import resource
+
+    from verity.engine.estimate import estimate_task_memory
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024   # Linux: KiB; the whole process, torch included
+    return {"wall": wall, "cpu": cpu, "peak_rss_mb": round(peak / 2**20, 1),
+            "estimated_task_mb": round(estimate_task_memory(m, 0) / 2**20, 1)}
 
 
 def _run_worker(kind: str, arch: str, args, threads: int = 1) -> dict:
@@ -295,22 +326,32 @@ def bench_profiles(args) -> dict:
     order rotated over the repeats, the fastest of each kept (native and portable side by side in one run)."""
     kinds = list(PROFILE_RUNS) if args.device == "cpu" else ["native", "portable"]
     out = {}
-    for name in profile_workloads(args.device):
+    for name, (doc, _) in profile_workloads(args.device).items():
+        if args.families and name not in args.families.split(","):
+            continue
         wall = {k: [] for k in kinds}
         cpu = {k: [] for k in kinds}
+        peak = {k: 0.0 for k in kinds}
         for rep in range(args.repeats):
             for kind in kinds[rep % len(kinds):] + kinds[:rep % len(kinds)]:
                 r = _run_worker(kind, name, args)
                 wall[kind].append(r["wall"])
                 cpu[kind].append(r["cpu"])
+                peak[kind] = max(peak[kind], r["peak_rss_mb"])
+                estimated = r["estimated_task_mb"]
         best = {k: min(v) for k, v in wall.items()}
         cbest = {k: min(v) for k, v in cpu.items()}
-        doc, _ = profile_workloads(args.device)[name]
         res = {"native_ms_per_step": round(best["native"], 3), "portable_ms_per_step": round(best["portable"], 3),
                "ratio": round(best["portable"] / best["native"], 2),
                "native_cpu_ms_per_step": round(cbest["native"], 3),
                "portable_cpu_ms_per_step": round(cbest["portable"], 3),
-               "cpu_ratio": round(cbest["portable"] / cbest["native"], 2)}
+               "cpu_ratio": round(cbest["portable"] / cbest["native"], 2),
+               "native_" + _per_second(doc, best["native"])[0]: _per_second(doc, best["native"])[1],
+               "portable_" + _per_second(doc, best["portable"])[0]: _per_second(doc, best["portable"])[1],
+               # peak resident memory of the measuring process (torch and the shard included) and the nodes' own
+               # estimate of the task's memory (engine/estimate.py), side by side
+               "native_peak_rss_mb": peak["native"], "portable_peak_rss_mb": peak["portable"],
+               "estimated_task_mb": estimated}
         if "native_fastest" in best:
             res.update({"native_fastest_ms_per_step": round(best["native_fastest"], 3),
                         "ratio_vs_fastest": round(best["portable"] / best["native_fastest"], 2),
@@ -359,6 +400,8 @@ def main() -> int:
     ap.add_argument("--profiles", action="store_true",
                     help="ms/step native vs portable-f32 for mlp, cnn, gpt (one thread); writes bench/out/profiles.json")
     ap.add_argument("--profile-steps", type=int, default=20, help="timed steps per run with --profiles")
+    ap.add_argument("--families", default="", help="with --profiles, only these workloads (comma-separated: "
+                                                   "mlp,cnn,resnet,gpt,llama,gpt2; default all)")
     ap.add_argument("--portable-threads", type=int, default=0,
                     help="with --profiles, also time portable-f32 at this many threads (a separate figure)")
     ap.add_argument("--profile-worker", nargs=2, metavar=("KIND", "ARCH"), help=argparse.SUPPRESS)

@@ -64,6 +64,23 @@ def workloads() -> dict:
                                                               "n_head": 2, "n_embd": 64}}, xt, yt, "lm", 40, 10, 32, voc),
         "gpt 4x128, block 64": ({"arch": "gpt", "config": {"vocab_size": len(voc2), "block_size": 64, "n_layer": 4,
                                                            "n_head": 4, "n_embd": 128}}, xt2, yt2, "lm", 20, 10, 16, voc2),
+        "resnet default (digits)": ({"arch": "resnet", "config": {"in_channels": 1, "height": 8, "width": 8,
+                                                                  "widths": [16, 32], "blocks": 1, "groups": 8,
+                                                                  "num_classes": 10}}, xi, yi, "classification", 40, 10,
+                                    32, None),
+        "resnet 28x28 16-32-64": ({"arch": "resnet", "config": {"in_channels": 1, "height": 28, "width": 28,
+                                                                "widths": [16, 32, 64], "blocks": 1, "groups": 8,
+                                                                "num_classes": 10}},
+                                  torch.rand(1024, 1, 28, 28, generator=g), torch.randint(0, 10, (1024,), generator=g),
+                                  "classification", 20, 10, 16, None),
+        "llama default (own text)": ({"arch": "decoder", "config": {"vocab_size": len(voc), "block_size": 32,
+                                                                    "n_layer": 2, "n_head": 4, "n_kv_head": 2,
+                                                                    "n_embd": 64, "intermediate_size": 176}},
+                                     xt, yt, "lm", 40, 10, 32, voc),
+        "gpt2-shaped 4x128, block 64": ({"arch": "decoder", "config": {
+            "vocab_size": len(voc2), "block_size": 64, "n_layer": 4, "n_head": 4, "n_embd": 128, "positions": "learned",
+            "norm": "layernorm", "activation": "gelu_tanh", "bias": True, "tie_embeddings": True}},
+            xt2, yt2, "lm", 20, 10, 16, voc2),
     }
 
 

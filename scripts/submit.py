@@ -107,6 +107,7 @@ def _fund_pot(fees, token, job_id: int, prepared, sender) -> int:
 @click.option("--model-config", default=None, help=HELP["model_config"])
 @click.option("--dataset", default=D.dataset, show_default=True, help=HELP["dataset"])
 @click.option("--shards", default=None, type=int, help=HELP["shards"])
+@click.option("--init-from", default=D.init_from, help=HELP["init_from"])
 @click.option("--rounds", default=D.rounds, show_default=True, help=HELP["rounds"])
 @click.option("--steps", default=D.steps, show_default=True, help=HELP["steps"])
 @click.option("-k", "--checkpoint-interval", "k", default=D.k, show_default=True, help=HELP["k"])
@@ -151,7 +152,7 @@ def _fund_pot(fees, token, job_id: int, prepared, sender) -> int:
 @click.option("--out", type=click.Path(path_type=Path), default=None, help=HELP["out"])
 @click.option("--yes", "-y", is_flag=True, default=False, help=HELP["yes"])
 @click.option("--dry-run", is_flag=True, default=False, help=HELP["dry_run"])
-def cli(network, model, model_config, dataset, shards, rounds, steps, k, replication, payment, stake, aggregation,
+def cli(network, model, model_config, init_from, dataset, shards, rounds, steps, k, replication, payment, stake, aggregation,
         trim, batch_size, optimizer, lr, seed, eval_fraction, block, features, label, text_field, image_size, tokenizer,
         vocab_size, challenge_window, execution_window, result_floor,
         name, profile, verification_fee, checks_per_task, fee_sample_rate, no_verification_fee, modules, module_plan,
@@ -163,7 +164,8 @@ def cli(network, model, model_config, dataset, shards, rounds, steps, k, replica
 
     try:
         check_writable("out", out)
-        spec = JobSpec(model=model, model_config=parse_model_config(model_config), dataset=dataset, shards=shards,
+        spec = JobSpec(model=model, model_config=parse_model_config(model_config), init_from=init_from,
+                       dataset=dataset, shards=shards,
                        rounds=rounds, steps=steps, k=k, replication=replication, payment=payment, stake=stake,
                        aggregation=aggregation, trim=trim, batch_size=batch_size, optimizer=optimizer, lr=lr,
                        seed=seed, eval_fraction=eval_fraction, block=block, challenge_window=challenge_window,

@@ -11,13 +11,25 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from verity.engine import models
+from verity.engine import decoder, models, resnet
 
 ARCH_SOURCES = {  # what each architecture's forward pass needs from verity.engine.models
     "mlp": ["MLP"],
     "cnn": ["CNN"],
+    "resnet": ["norm_groups", "ConvNorm", "BasicBlock", "ResNet"],   # from verity.engine.resnet
     "gpt": ["CausalSelfAttention", "FeedForward", "Block", "GPT"],
+    # from verity.engine.decoder (its RoPE table in software Decimal arithmetic, as training computed it)
+    "decoder": ["kv_heads", "ffn_size", "_sin_cos", "_to_f32", "rope_table", "_rope_on", "rotate_half", "apply_rope",
+                "repeat_kv", "RMSNorm", "_norm", "DecoderAttention", "DecoderMLP", "DecoderBlock", "Decoder"],
 }
+_DECODER_PREAMBLE = '''from decimal import ROUND_HALF_EVEN, Context, Decimal, localcontext
+from functools import lru_cache
+
+_PREC, _SPLIT = {prec}, {split}
+_PI = Decimal("{pi}")
+
+
+'''
 
 
 @dataclass
@@ -58,7 +70,7 @@ def _example(m, vocab: str | None) -> str:
     c = m.model.config
     if m.model.arch == "mlp":
         return f"torch.zeros(1, {c.in_features})"
-    if m.model.arch == "cnn":
+    if m.model.arch in ("cnn", "resnet"):
         return f"torch.zeros(1, {c.in_channels}, {c.height}, {c.width})"
     return "encode(VOCAB[:4])" if vocab else f"torch.zeros(1, {min(4, c.block_size)}, dtype=torch.long)"
 
@@ -72,8 +84,11 @@ def _forward_only(source: str) -> str:
 def loader_source(f: CardFacts, weights_name: str) -> str:
     m = f.manifest
     arch = m.model.arch
-    classes = "\n\n".join(_forward_only(inspect.getsource(getattr(models, name))) for name in ARCH_SOURCES[arch])
-    text = "" if arch != "gpt" else '''
+    source = {"decoder": decoder, "resnet": resnet}.get(arch, models)
+    classes = "\n\n".join(_forward_only(inspect.getsource(getattr(source, name))) for name in ARCH_SOURCES[arch])
+    if arch == "decoder":
+        classes = _DECODER_PREAMBLE.format(prec=decoder._PREC, split=decoder._SPLIT, pi=decoder._PI) + classes
+    text = "" if arch not in ("gpt", "decoder") else '''
 
 def encode(text: str) -> torch.Tensor:
     """Characters -> a (1, len) batch of token ids."""

@@ -25,6 +25,12 @@ MODELS = {
             {"task": "classification", "x_shape": [1, 8, 8], "x_dtype": "float32", "num_classes": 10}),
     "gpt": ({"arch": "gpt", "config": {"vocab_size": len(VOCAB), "block_size": 16, "n_layer": 1, "n_head": 2, "n_embd": 16}},
             {"task": "lm", "x_shape": [16], "x_dtype": "int64", "y_shape": [16], "vocab_size": len(VOCAB)}),
+    "resnet": ({"arch": "resnet", "config": {"in_channels": 1, "height": 8, "width": 8, "widths": [4, 8], "blocks": 1,
+                                             "groups": 2, "num_classes": 10}},
+               {"task": "classification", "x_shape": [1, 8, 8], "x_dtype": "float32", "num_classes": 10}),
+    "decoder": ({"arch": "decoder", "config": {"vocab_size": len(VOCAB), "block_size": 16, "n_layer": 1, "n_head": 2,
+                                               "n_kv_head": 1, "n_embd": 16}},
+                {"task": "lm", "x_shape": [16], "x_dtype": "int64", "y_shape": [16], "vocab_size": len(VOCAB)}),
 }
 
 
@@ -47,7 +53,7 @@ def written(tmp_path, arch: str):
     return m, state, weights, write_model_card(weights, facts)
 
 
-@pytest.mark.parametrize("arch", ["mlp", "cnn", "gpt"])
+@pytest.mark.parametrize("arch", ["mlp", "cnn", "gpt", "resnet", "decoder"])
 def test_loader_rebuilds_the_model_in_plain_pytorch_succeeds(tmp_path, arch):
     m, state, _, paths = written(tmp_path, arch)
     loader = tmp_path / "model_load.py"
@@ -62,7 +68,8 @@ def test_loader_rebuilds_the_model_in_plain_pytorch_succeeds(tmp_path, arch):
     ours.load_state_dict(state.model_tensors())
     ours.eval()
     g = torch.Generator().manual_seed(0)
-    x = torch.randint(0, len(VOCAB), (2, 16), generator=g) if arch == "gpt" else torch.randn(2, *m.data.x_shape, generator=g)
+    x = torch.randint(0, len(VOCAB), (2, 16), generator=g) if arch in ("gpt", "decoder") \
+        else torch.randn(2, *m.data.x_shape, generator=g)
     with torch.no_grad():
         assert torch.equal(plain(x), ours(x))
     if arch == "gpt":

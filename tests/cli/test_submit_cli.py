@@ -111,6 +111,9 @@ BAD_INPUTS = [  # (args, the option the error must name)
     (["--dataset", "{tmp}/labels.npz"], "--dataset"),  # a label of -1
     (["--out", "{tmp}/a-file/job.json"], "--out"),
     (["--out", "/proc/verity/job.json"], "--out"),
+    (["--init-from", "{tmp}/no-such-model"], "--init-from"),
+    (["--init-from", "{tmp}/labels.npz"], "--init-from"),  # not safetensors: never unpickled, refused by name
+    (["--init-from", "{tmp}", "--model-config", "{}"], "--init-from"),
 ]
 
 

@@ -76,12 +76,14 @@ def test_manifest_bytes_unset_new_fields_left_out():
     assert "modules" not in doc and "module_plan" not in doc and "outer" not in doc["aggregation"]
     assert "step_budget_ms" not in doc["hardware"]
     assert "region" not in doc["hardware"] and "min_bandwidth_mbps" not in doc["hardware"]
+    assert "micro_batches" not in doc
     old = m.model_dump(mode="json")
     for key in ("modules", "module_plan"):
         del old[key]
     del old["aggregation"]["outer"]
     del old["hardware"]["step_budget_ms"]
     del old["hardware"]["region"], old["hardware"]["min_bandwidth_mbps"]  # network requirements (issue 9 item 4)
+    del old["micro_batches"]  # micro-batches of a step (issue 24 item 6)
     assert manifest_bytes(m) == json.dumps(old, sort_keys=True, separators=(",", ":")).encode()
 
 

@@ -58,7 +58,7 @@ def test_portable_traces_identical_across_threads_and_isa(tmp_path):
     assert runs["aten-default"]["capability"] == "DEFAULT" and runs["threads1"]["capability"] != "DEFAULT"
     assert runs["threads2"]["threads"] == 2 and runs["threads1"]["threads"] == 1   # the profile left them alone
     base = runs["threads1"]["tasks"]
-    assert set(base) == {"mlp", "cnn", "gpt"}
+    assert set(base) == {"mlp", "cnn", "gpt", "decoder", "resnet"}
     for arch, t in base.items():
         assert len(t["trace"]) >= 3 and len(set(t["trace"])) == len(t["trace"]), arch   # the state moved
     for name, run in runs.items():

@@ -70,11 +70,14 @@ def test_task_too_slow_for_the_time_left_is_declined_as_capacity_fails():
         check_task_fits(m, 0, execution_window=120, seconds_left=4 * SAFETY - 0.1, memory_mb=1 << 20,
                         speeds={m.determinism: speed})
     assert err.value.note == "time 6/5 s"  # the decline's on-chain note: needed (with margin) / left
-    # no measurement for the job's profile, or none for its family: only memory is checked
+    # no measurement for the job's profile: only memory is checked
     assert check_task_fits(m, 0, execution_window=120, seconds_left=1, memory_mb=1 << 20,
                            speeds={"portable-f32": speed}).seconds is None
-    assert check_task_fits(m, 0, execution_window=120, seconds_left=1, memory_mb=1 << 20,
-                           speeds={m.determinism: {"gpt": speed["mlp"]}}).seconds is None
+    # the profile is served but not this family (no vector recorded for it, or its root differs here): declined
+    with pytest.raises(CapacityExceeded, match="no verified mlp reference under cpu-f32-strict") as err:
+        check_task_fits(m, 0, execution_window=120, seconds_left=1, memory_mb=1 << 20,
+                        speeds={m.determinism: {"gpt": speed["mlp"]}})
+    assert err.value.note == "no mlp vector"
 
 
 def test_work_already_queued_on_the_node_counts_against_a_new_slot_fails():
@@ -123,13 +126,14 @@ def test_work_pool_backlog_counts_running_and_queued_estimates_succeeds():
 def test_doctor_speeds_fit_each_family_from_its_two_timed_tasks_succeeds():
     from verity.engine.reference import calibration_manifest, reference_manifest
 
-    tasks = {a: SimpleNamespace(ms_per_step=ms, cal_ms_per_step=cal)
-             for a, ms, cal in (("mlp", 1.0, 21.0), ("cnn", 2.0, 12.0), ("gpt", 4.0, 0.0))}
+    tasks = {a: SimpleNamespace(ms_per_step=ms, cal_ms_per_step=cal, matches=a != "decoder")
+             for a, ms, cal in (("mlp", 1.0, 21.0), ("cnn", 2.0, 12.0), ("gpt", 4.0, 0.0), ("decoder", 3.0, 9.0))}
     checks = {"cpu-f32-strict": SimpleNamespace(ok=True, tasks=tasks),
               "portable-f32": SimpleNamespace(ok=False, tasks=tasks)}
     speeds = doctor_speeds(checks)
     assert set(speeds) == {"cpu-f32-strict"}
     fam = speeds["cpu-f32-strict"]
+    assert "decoder" not in fam   # its root did not match (or was not recorded): not served under the profile
     for arch in ("mlp", "cnn"):
         f0 = estimate_step_flops(reference_manifest("cpu-f32-strict", arch), 0)
         f1 = estimate_step_flops(calibration_manifest("cpu-f32-strict", arch), 0)

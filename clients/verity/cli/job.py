@@ -205,6 +205,19 @@ def _vocab(r) -> str | None:
     return shard.meta.vocab
 
 
+def _write_hf(r, data: bytes, out: Path) -> None:
+    """`download --format hf`: the verified final model as a transformers model directory."""
+    from verity.engine.checkpoint import load_checkpoint
+    from verity.hf.files import write_hf_dir
+
+    state = load_checkpoint(data, r.manifest, source="final model")
+    vocab = _vocab(r) if r.manifest.data.tokenizer_cid is None else None
+    for p in write_hf_dir(out, r.manifest, state.model_tensors(), _tokenizer(r), vocab):
+        console.print(f"wrote {p}")
+    console.print(f"load it with transformers: AutoModelForCausalLM.from_pretrained({str(out)!r}) "
+                  f"(state hash 0x{state.hash.hex()[:16]}… verified against the chain)")
+
+
 def _tokenizer(r) -> bytes | None:
     """The job's tokenizer.json (manifest `data.tokenizer_cid`), checked against `data.tokenizer_sha256`."""
     import hashlib
@@ -221,19 +234,35 @@ def _tokenizer(r) -> bytes | None:
 
 @app.command()
 def download(job_id: JobId,
-             out: Annotated[Path, typer.Option("--out", "-o", help="where to write the weights (safetensors)")] = Path("model.safetensors"),
-             card: Annotated[bool, typer.Option(help="also write a model card, config and plain-PyTorch loader beside it")] = True) -> None:
+             out: Annotated[Optional[Path], typer.Option("--out", "-o", help="where to write the weights: a safetensors "
+                                                         "file (default model.safetensors), or with --format hf a "
+                                                         "directory (default model-hf)")] = None,
+             card: Annotated[bool, typer.Option(help="also write a model card, config and plain-PyTorch loader beside it")] = True,
+             fmt: Annotated[str, typer.Option("--format", help="verity: the checkpoint as trained, with a model card | "
+                                                             "hf: config.json, model.safetensors and the tokenizer, "
+                                                             "for transformers' AutoModelForCausalLM / AutoTokenizer "
+                                                             "(decoder and gpt models)")] = "verity") -> None:
     """Download the job's final model (verified against the on-chain hash) and its model card."""
     from verity.cid import digest_to_cid
     from verity.engine.tensorfile import atomic_write
     from verity.model_card import CardFacts, write_model_card
 
+    if fmt not in ("verity", "hf"):
+        fail(VerityError(f"--format: {fmt!r} is not verity or hf"))
     try:
         r = reader(job_id)
         job = r.job()
         if not int.from_bytes(bytes(job.modelHash), "big"):
             raise VerityError(f"job {job_id} has no final model yet (status {r.report(metrics=False).status})")
+        if fmt == "hf":
+            from verity.hf.configs import hf_family
+
+            hf_family(r.manifest.model.arch, r.manifest.model.config)  # refuse before downloading anything
         data = r.round_model(int(job.rounds) - 1)
+        if fmt == "hf":
+            _write_hf(r, data, out or Path("model-hf"))
+            return
+        out = out or Path("model.safetensors")
         out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(out, lambda f: f.write(data))
         written = []

@@ -63,6 +63,7 @@ def confirm_post(yes: bool) -> None:
 def submit(
     model: Annotated[str, _opt("model")] = D.model,
     model_config: Annotated[Optional[str], _opt("model_config")] = None,
+    init_from: Annotated[str, _opt("init_from")] = D.init_from,
     dataset: Annotated[str, _opt("dataset")] = D.dataset,
     shards: Annotated[Optional[int], _opt("shards")] = None,
     rounds: Annotated[int, _opt("rounds")] = D.rounds,
@@ -123,7 +124,8 @@ def submit(
     s = settings()
     try:
         check_writable("out", out)
-        spec = JobSpec(model=model, model_config=parse_model_config(model_config), dataset=dataset, shards=shards,
+        spec = JobSpec(model=model, model_config=parse_model_config(model_config), init_from=init_from,
+                       dataset=dataset, shards=shards,
                        rounds=rounds, steps=steps, k=k, replication=replication, payment=payment, stake=stake,
                        aggregation=aggregation, trim=trim, batch_size=batch_size, optimizer=optimizer, lr=lr,
                        seed=seed, eval_fraction=eval_fraction, block=block, challenge_window=challenge_window,

@@ -147,6 +147,9 @@ def run(
                                                                     "drawn by a private per-node lottery")] = 1.0,
     workers: Annotated[int, typer.Option(min=1, max=16, help="training / re-execution jobs run at once (referee and "
                                                           "dispute replays have their own lane)")] = 2,
+    train_processes: Annotated[int, typer.Option(min=1, max=64, help="processes (GPUs on CUDA) one training task may "
+                                                 "spread its micro-batches over; a job uses the most of them that "
+                                                 "divide its micro_batches (same trace with any number)")] = 1,
     max_seconds: Annotated[Optional[float], typer.Option(help="stop after this long (default: run until Ctrl-C)")] = None,
     log_level: Annotated[LogLevel, typer.Option(help="how much the node logs")] = LogLevel.info,
     key_file: KeyFile = None,
@@ -163,7 +166,7 @@ def run(
         if fault and not faults_enabled():
             raise FaultsDisabled()
         cfg = _config(name, account, roles, stake, fault, sample_rate, key_file, memory_mb, region, bandwidth_mbps)
-        cfg.workers = workers
+        cfg.workers, cfg.train_processes = workers, train_processes
     except VerityError as exc:
         fail(exc)
     setup_logging(log_level.value, cfg.state_dir / "node.log", name)

@@ -19,7 +19,11 @@ parameter (sgd: 0, or 1 with momentum; adam/adamw: 2):
                  and more intermediates, else 1); A = elements kept per sample for backward:
                    mlp  in + 2·Σhidden + 2·out + 2·max width
                    cnn  Σ_layers (C_in·9·H_out·W_out + 2·C_out·H_out·W_out) + flattened + 2·classes
+                   resnet  as cnn per convolution, plus 2 normalised copies per GroupNorm and each ReLU's output
+                        (engine/resnet.resnet_activation_stages)
                    gpt  T · (4·C + n_layer · (16·C + 3·n_head·T) + 3·vocab)
+                   decoder  as gpt with the block's 16·C replaced by its real widths: 4·C (norms) + 4·Cq + 2·Ckv
+                        (+ Cq + Ckv with rope) + 2·I (gelu) or 4·I (swiglu); Cq = n_embd, Ckv = n_kv_head·head size
                  counted from the first stage (layer, block, embeddings, head) with a trained parameter: frozen
                  stages before it save nothing for backward (a head-only task keeps only the head's)
     data         the shard on the device: samples · (∏x_shape · 4|8 + ∏y_shape · 8)
@@ -40,6 +44,8 @@ import math
 from dataclasses import dataclass
 
 from verity.engine.checkpoint import optimizer_keys
+from verity.engine.decoder import ffn_size, kv_heads
+from verity.engine.resnet import resnet_activation_stages, resnet_gemms, resnet_stage_order
 from verity.engine.determinism import is_portable
 from verity.engine.manifest import Manifest
 from verity.engine.modules import parameter_shapes, trained_params
@@ -72,9 +78,24 @@ def _activation_stages(manifest: Manifest) -> list[tuple[tuple[str, ...], int]]:
             h, w = (h + 1) // 2, (w + 1) // 2
             out.append(((f"convs.{i}.",), a * 9 * h * w + 2 * b * h * w))
         return out + [(("head.",), chans[-1] * h * w + 2 * c.num_classes)]
+    if spec.arch == "resnet":
+        return resnet_activation_stages(c)
     T, C = manifest.data.x_shape[0], c.n_embd
-    return ([(("wte.", "wpe."), T * 4 * C)] + [((f"h.{i}.",), T * (16 * C + 3 * c.n_head * T)) for i in range(c.n_layer)]
-            + [(("ln_f.", "lm_head."), T * 3 * c.vocab_size)])
+    if spec.arch == "gpt":
+        return ([(("wte.", "wpe."), T * 4 * C)]
+                + [((f"h.{i}.",), T * (16 * C + 3 * c.n_head * T)) for i in range(c.n_layer)]
+                + [(("ln_f.", "lm_head."), T * 3 * c.vocab_size)])
+    if spec.arch == "decoder":
+        # per block: 2 norms in and out (4C), q k v (Cq + 2Ckv), their roped copies, the repeated k v (2Cq),
+        # attention's output (Cq), the MLP (gelu: up and its activation, 2I; swiglu: gate, up, silu, product, 4I),
+        # the scores, their softmax and mask (3 n_head T)
+        cq, ckv, inner = C, kv_heads(c) * (C // c.n_head), ffn_size(c)
+        rope = cq + ckv if c.positions == "rope" else 0
+        block = 4 * C + cq + 2 * ckv + rope + 2 * cq + cq + (4 if c.activation == "swiglu" else 2) * inner
+        return ([(("wte.", "wpe."), T * 4 * C)]
+                + [((f"h.{i}.",), T * (block + 3 * c.n_head * T)) for i in range(c.n_layer)]
+                + [(("ln_f.", "lm_head."), T * 3 * c.vocab_size)])
+    raise ValueError(f"no activation estimate for arch {spec.arch!r}")
 
 
 def _activation_elements(manifest: Manifest, trained: frozenset[str] | None = None) -> int:
@@ -134,14 +155,31 @@ def _gemms(manifest: Manifest) -> list[tuple[str, str | None, int]]:
             h, w = (h + 1) // 2, (w + 1) // 2
             out.append((f"convs.{i}.", f"convs.{i}.weight", 2 * a * 9 * b * h * w))
         return out + [("head.", "head.weight", 2 * chans[-1] * h * w * c.num_classes)]
+    if spec.arch == "resnet":
+        return resnet_gemms(c)
     T, C = manifest.data.x_shape[0], c.n_embd
     out = []
-    for i in range(c.n_layer):
-        s = f"h.{i}."
-        out += [(s, s + "attn.c_attn.weight", 2 * T * C * 3 * C), (s, None, 2 * 2 * T * T * C),
-                (s, s + "attn.c_proj.weight", 2 * T * C * C), (s, s + "mlp.c_fc.weight", 2 * T * C * 4 * C),
-                (s, s + "mlp.c_proj.weight", 2 * T * 4 * C * C)]
-    return out + [("lm_head.", "lm_head.weight", 2 * T * C * c.vocab_size)]
+    if spec.arch == "gpt":
+        for i in range(c.n_layer):
+            s = f"h.{i}."
+            out += [(s, s + "attn.c_attn.weight", 2 * T * C * 3 * C), (s, None, 2 * 2 * T * T * C),
+                    (s, s + "attn.c_proj.weight", 2 * T * C * C), (s, s + "mlp.c_fc.weight", 2 * T * C * 4 * C),
+                    (s, s + "mlp.c_proj.weight", 2 * T * 4 * C * C)]
+        return out + [("lm_head.", "lm_head.weight", 2 * T * C * c.vocab_size)]
+    if spec.arch == "decoder":
+        cq, ckv, inner = C, kv_heads(c) * (C // c.n_head), ffn_size(c)
+        for i in range(c.n_layer):
+            s = f"h.{i}."
+            a, m = s + "attn.", s + "mlp."
+            out += [(s, a + "q_proj.weight", 2 * T * C * cq), (s, a + "k_proj.weight", 2 * T * C * ckv),
+                    (s, a + "v_proj.weight", 2 * T * C * ckv), (s, None, 2 * 2 * T * T * cq),   # scores, @ v
+                    (s, a + "o_proj.weight", 2 * T * cq * C)]
+            if c.activation == "swiglu":
+                out.append((s, m + "gate_proj.weight", 2 * T * C * inner))
+            out += [(s, m + "up_proj.weight", 2 * T * C * inner), (s, m + "down_proj.weight", 2 * T * inner * C)]
+        head = "wte.weight" if c.tie_embeddings else "lm_head.weight"
+        return out + [("lm_head.", head, 2 * T * C * c.vocab_size)]
+    raise ValueError(f"no FLOP estimate for arch {spec.arch!r}")
 
 
 def _stage_order(manifest: Manifest) -> list[str]:
@@ -151,7 +189,11 @@ def _stage_order(manifest: Manifest) -> list[str]:
         return [f"layers.{i}." for i in range(len(c.hidden) + 1)]
     if manifest.model.arch == "cnn":
         return [f"convs.{i}." for i in range(len(c.channels))] + ["head."]
-    return ["wte.", "wpe."] + [f"h.{i}." for i in range(c.n_layer)] + ["ln_f.", "lm_head."]
+    if manifest.model.arch == "resnet":
+        return resnet_stage_order(c)
+    if manifest.model.arch in ("gpt", "decoder"):   # a tied decoder's head weight is wte.weight (stage "wte.")
+        return ["wte.", "wpe."] + [f"h.{i}." for i in range(c.n_layer)] + ["ln_f.", "lm_head."]
+    raise ValueError(f"no stage order for arch {manifest.model.arch!r}")
 
 
 def estimate_step_flops(manifest: Manifest, index: int) -> int:

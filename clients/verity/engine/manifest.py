@@ -12,7 +12,7 @@ import json
 import math
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.functional_validators import AfterValidator
 
 from verity.errors import ManifestInvalid
@@ -196,6 +196,22 @@ class Manifest(_Strict):
     modules: list[Module] | None = Field(default=None, min_length=1, max_length=64)
     module_plan: list[Annotated[list[ModuleName], Field(min_length=1, max_length=64)]] | None = \
         Field(default=None, min_length=1, max_length=1024)
+    # Micro-batches per step (engine/trainer.py, docs/engine.md "Several devices in one node"): the step's batch is
+    # split into this many equal chunks whose gradients are summed in a fixed order, so the work can be spread over
+    # processes or GPUs of one node bit for bit. A power of two dividing batch_size; absent = 1.
+    micro_batches: int | None = Field(default=None, ge=1, le=64)
+
+    @field_validator("micro_batches")
+    @classmethod
+    def _micro_batches_split_the_batch(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is None:
+            return value
+        if value & (value - 1):
+            raise ValueError(f"{value} is not a power of two (the 1/micro_batches loss scale must be exact)")
+        batch = info.data.get("batch_size")
+        if batch is not None and batch % value:
+            raise ValueError(f"{value} does not divide batch_size ({batch})")
+        return value
 
     @property
     def n_checkpoints(self) -> int:
@@ -227,13 +243,27 @@ def _cross_checks(m: Manifest) -> None:
             raise ManifestInvalid("data.x_shape", f"{d.x_shape} != [in_channels, height, width] of the cnn")
         if c.num_classes != d.num_classes:
             raise ManifestInvalid("model.config.num_classes", f"{c.num_classes} != data.num_classes ({d.num_classes})")
-    else:
+    elif m.model.arch == "resnet":
+        from verity.engine.resnet import check_resnet_data
+        if (why := check_resnet_data(c, d)) is not None:
+            raise ManifestInvalid(*why)
+    elif m.model.arch == "gpt":
         if d.task != "lm":
             raise ManifestInvalid("data.task", "gpt needs lm data")
         if d.vocab_size != c.vocab_size:
             raise ManifestInvalid("model.config.vocab_size", f"{c.vocab_size} != data.vocab_size ({d.vocab_size})")
         if d.x_shape[0] > c.block_size:
             raise ManifestInvalid("data.x_shape", f"sequence length {d.x_shape[0]} exceeds block_size {c.block_size}")
+    elif m.model.arch == "decoder":
+        if d.task != "lm":
+            raise ManifestInvalid("data.task", "decoder needs lm data")
+        if d.vocab_size > c.vocab_size:   # a published model's vocabulary may be larger than its tokenizer's ids
+            raise ManifestInvalid("model.config.vocab_size", f"{c.vocab_size} < data.vocab_size ({d.vocab_size}): "
+                                                             "the model must have a row for every token id of the data")
+        if d.x_shape[0] > c.block_size:
+            raise ManifestInvalid("data.x_shape", f"sequence length {d.x_shape[0]} exceeds block_size {c.block_size}")
+    else:
+        raise ManifestInvalid("model.arch", f"unknown arch {m.model.arch!r}")
     if PROFILES[m.determinism].portable:
         _portable_fits(m)
     n_params = count_parameters(m.model)
@@ -334,7 +364,7 @@ def validate_manifest(manifest: Manifest) -> Manifest:
 # Optional fields added after manifests were in use: left out of the canonical bytes while
 # unset, so every earlier manifest keeps its bytes, CID and hash.
 _OMIT_WHEN_UNSET = (("modules",), ("module_plan",), ("aggregation", "outer"), ("hardware", "step_budget_ms"),
-                    ("hardware", "region"), ("hardware", "min_bandwidth_mbps"))
+                    ("hardware", "region"), ("hardware", "min_bandwidth_mbps"), ("micro_batches",))
 
 
 def manifest_bytes(manifest: Manifest) -> bytes:

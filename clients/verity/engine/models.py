@@ -19,6 +19,9 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch.overrides import TorchFunctionMode
 
+from verity.engine.decoder import Decoder, DecoderConfig  # noqa: F401  (the decoder family lives in decoder.py)
+from verity.engine.resnet import ResNet, ResNetConfig  # noqa: F401  (and the ResNet family in resnet.py)
+
 MAX_PARAMETERS = 200_000_000  # a job may not ask solvers to allocate more
 
 
@@ -209,8 +212,19 @@ class GPTSpec(_Config):
     config: GPTConfig
 
 
-ModelSpec = Annotated[Union[MLPSpec, CNNSpec, GPTSpec], Field(discriminator="arch")]
-ZOO: dict[str, type[nn.Module]] = {"mlp": MLP, "cnn": CNN, "gpt": GPT}
+class DecoderSpec(_Config):
+    arch: Literal["decoder"]
+    config: DecoderConfig
+
+
+class ResNetSpec(_Config):
+    arch: Literal["resnet"]
+    config: ResNetConfig
+
+
+ModelSpec = Annotated[Union[MLPSpec, CNNSpec, ResNetSpec, GPTSpec, DecoderSpec], Field(discriminator="arch")]
+AnySpec = Union[MLPSpec, CNNSpec, ResNetSpec, GPTSpec, DecoderSpec]
+ZOO: dict[str, type[nn.Module]] = {"mlp": MLP, "cnn": CNN, "resnet": ResNet, "gpt": GPT, "decoder": Decoder}
 
 
 def _zoo(portable: bool) -> dict[str, type[nn.Module]]:
@@ -220,7 +234,7 @@ def _zoo(portable: bool) -> dict[str, type[nn.Module]]:
     return PORTABLE_ZOO
 
 
-def build_model(spec: MLPSpec | CNNSpec | GPTSpec, device: str | torch.device = "cpu",
+def build_model(spec: AnySpec, device: str | torch.device = "cpu",
                 portable: bool = False) -> nn.Module:
     """The model with *uninitialised* storage on `device`: call `init_weights`
     or `load_state_dict` before use. Built on meta first so that construction
@@ -254,7 +268,7 @@ def _on_meta():
         yield
 
 
-def init_model(spec: MLPSpec | CNNSpec | GPTSpec, seed: int, portable: bool = False) -> nn.Module:
+def init_model(spec: AnySpec, seed: int, portable: bool = False) -> nn.Module:
     """A CPU model initialised from `seed` alone. Native init: same bits for the same
     torch build and ISA level; `portable`: same bits on every machine (portable/init.py)."""
     model = build_model(spec, "cpu", portable)
@@ -267,7 +281,7 @@ def init_model(spec: MLPSpec | CNNSpec | GPTSpec, seed: int, portable: bool = Fa
     return model
 
 
-def count_parameters(spec: MLPSpec | CNNSpec | GPTSpec) -> int:
+def count_parameters(spec: AnySpec) -> int:
     with _on_meta():
         model = ZOO[spec.arch](spec.config)
     return sum(p.numel() for p in model.parameters())

@@ -1,6 +1,7 @@
 """Short reference tasks whose roots any machine can compare with tests/vectors/<profile>.json.
 
-One task per architecture (digits MLP, digits CNN, char GPT), each a few steps of `run_task`,
+One task per architecture (digits MLP, digits CNN and ResNet, char GPT, char Llama-shaped decoder), each a few steps
+of `run_task`,
 the very call a node makes, so a matching root says this process trains like the machine that
 recorded the vector. Inputs are built here, offline: sklearn's bundled 8x8 digits and a short
 fixed text, shuffled with explicit generators. `verity node doctor` and scripts/make_vectors.py
@@ -30,7 +31,8 @@ CID = "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG"   # a well-formed CID: th
 TEXT = ("To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer "
         "the slings and arrows of outrageous fortune, or to take arms against a sea of troubles. ") * 8
 # arch: (steps, checkpoint interval); enough steps that every op's backward and the optimizer state matter
-SCHEDULES = {"mlp": (12, 4), "cnn": (6, 3), "gpt": (4, 2)}
+SCHEDULES = {"mlp": (12, 4), "cnn": (6, 3), "gpt": (4, 2), "decoder": (4, 2), "resnet": (4, 2)}
+LM_ARCHES = ("gpt", "decoder")   # trained on the char text (the rest on digits)
 ARCHES = tuple(SCHEDULES)
 TASK = TaskRef(9, 0, 1)
 SAMPLES = 539   # digits shard-000 holds 539 samples
@@ -45,6 +47,14 @@ def manifest_doc(arch: str = "mlp", **overrides) -> dict:
                 {"task": "classification", "x_shape": [1, 8, 8], "x_dtype": "float32", "num_classes": 10}),
         "gpt": ({"arch": "gpt", "config": {"vocab_size": len(set(TEXT)), "block_size": 32, "n_layer": 2, "n_head": 2, "n_embd": 32}},
                 {"task": "lm", "x_shape": [32], "x_dtype": "int64", "y_shape": [32], "vocab_size": len(set(TEXT))}),
+        "resnet": ({"arch": "resnet", "config": {"in_channels": 1, "height": 8, "width": 8, "widths": [8, 16],
+                                                 "blocks": 1, "groups": 4, "num_classes": 10}},
+                   {"task": "classification", "x_shape": [1, 8, 8], "x_dtype": "float32", "num_classes": 10}),
+        # Llama-shaped: rope, rmsnorm, swiglu, no biases, grouped-query attention (2 kv heads for 4), untied head
+        "decoder": ({"arch": "decoder", "config": {"vocab_size": len(set(TEXT)), "block_size": 32, "n_layer": 2,
+                                                   "n_head": 4, "n_kv_head": 2, "n_embd": 32, "positions": "rope",
+                                                   "norm": "rmsnorm", "activation": "swiglu"}},
+                    {"task": "lm", "x_shape": [32], "x_dtype": "int64", "y_shape": [32], "vocab_size": len(set(TEXT))}),
     }
     if arch not in models:
         raise ValueError(f"unknown reference arch {arch!r} (known: {', '.join(models)})")
@@ -81,17 +91,17 @@ def reference_manifest(profile: str, arch: str) -> Manifest:
     device = get_profile(profile).device
     extra = {"hardware": {"device_class": device, "min_memory_mb": 1024}} if device not in ("cpu", ANY_DEVICE) else {}
     return build_manifest(arch, determinism=profile, steps_per_round=steps, checkpoint_interval=k,
-                          optimizer={"name": "adamw" if arch == "gpt" else "adam", "lr": 0.003, "weight_decay": 0.01},
+                          optimizer={"name": "adamw" if arch in LM_ARCHES else "adam", "lr": 0.003, "weight_decay": 0.01},
                           **extra)
 
 
 @lru_cache(maxsize=None)
 def _shard_bytes(arch: str) -> bytes:
-    return char_shards()["shard-000"] if arch == "gpt" else digits_shards(image=arch == "cnn")["shard-000"]
+    return char_shards()["shard-000"] if arch in LM_ARCHES else digits_shards(image=arch in ("cnn", "resnet"))["shard-000"]
 
 
 def reference_shard(arch: str, manifest: Manifest) -> Shard:
-    return load_shard(_shard_bytes(arch), manifest.data, samples=None if arch == "gpt" else SAMPLES)
+    return load_shard(_shard_bytes(arch), manifest.data, samples=None if arch in LM_ARCHES else SAMPLES)
 
 
 def run_reference(profile: str, arch: str, workdir: Path) -> tuple[str, float]:
@@ -118,9 +128,15 @@ CALIBRATION = {
     "cnn": ({"arch": "cnn", "config": {"in_channels": 1, "height": 28, "width": 28, "channels": [16, 32],
                                        "num_classes": 10}},
             {"task": "classification", "x_shape": [1, 28, 28], "x_dtype": "float32", "num_classes": 10}, 32),
+    "resnet": ({"arch": "resnet", "config": {"in_channels": 1, "height": 28, "width": 28, "widths": [16, 32],
+                                             "blocks": 1, "groups": 8, "num_classes": 10}},
+               {"task": "classification", "x_shape": [1, 28, 28], "x_dtype": "float32", "num_classes": 10}, 16),
     "gpt": ({"arch": "gpt", "config": {"vocab_size": CAL_VOCAB, "block_size": 64, "n_layer": 4, "n_head": 4,
                                        "n_embd": 128}},
             {"task": "lm", "x_shape": [64], "x_dtype": "int64", "y_shape": [64], "vocab_size": CAL_VOCAB}, 8),
+    "decoder": ({"arch": "decoder", "config": {"vocab_size": CAL_VOCAB, "block_size": 64, "n_layer": 4, "n_head": 4,
+                                               "n_kv_head": 2, "n_embd": 128}},
+                {"task": "lm", "x_shape": [64], "x_dtype": "int64", "y_shape": [64], "vocab_size": CAL_VOCAB}, 8),
 }
 CAL_SAMPLES = 256
 CAL_WARMUP, CAL_STEPS = 2, 5
@@ -213,8 +229,10 @@ def read_vectors(path: Path, profile: str) -> dict:
     if doc["profile"] != profile or profile not in PROFILES:
         raise VectorsInvalid(path, f"records profile {doc['profile']!r}, expected {profile!r}")
     tasks = doc["tasks"]
-    if not isinstance(tasks, dict) or set(tasks) != set(ARCHES):
-        raise VectorsInvalid(path, f"tasks must be exactly {', '.join(ARCHES)}")
+    # a subset: a native class's vectors come from a machine of that class, and a family added later waits for one
+    # (a node then declines that family's jobs under the profile: node/feasibility.py)
+    if not isinstance(tasks, dict) or not tasks or not set(tasks) <= set(ARCHES):
+        raise VectorsInvalid(path, f"tasks must be some of {', '.join(ARCHES)}")
     for arch, t in tasks.items():
         if not isinstance(t, dict) or not isinstance(t.get("root"), str) or not HEX_ROOT.fullmatch(t["root"]):
             raise VectorsInvalid(path, f"tasks.{arch}.root must be 64 lowercase hex digits")

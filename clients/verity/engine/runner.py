@@ -11,9 +11,16 @@ crash (even `kill -9`) the same call resumes from the last complete
 checkpoint in `workdir` and ends with the same trace. `replay_segment` and
 `recompute_step` serve disputes: the per-step hashes g_0…g_k of one segment,
 and one step from an agreed state.
+
+`run_task(..., workers=W)` spreads each step's micro-batches (manifest
+`micro_batches`) over W processes or GPUs of this node (engine/parallel.py):
+this process is rank 0 and writes every checkpoint; the trace is the same as
+with W = 1, bit for bit. A resumed run starts fresh helpers from the last
+complete checkpoint.
 """
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import queue
@@ -29,6 +36,7 @@ from verity.engine.checkpoint import load_checkpoint, write_checkpoint
 from verity.engine.data import Shard
 from verity.engine.determinism import apply_profile
 from verity.engine.manifest import Manifest, manifest_bytes
+from verity.engine.parallel import DEFAULT_TIMEOUT, DataParallel, check_workers
 from verity.engine.state import TaskRef, TrainState
 from verity.engine.tensorfile import atomic_write
 from verity.engine.trainer import Trainer
@@ -55,7 +63,8 @@ class TaskResult:
     checkpoints: list[Path]
     final: TrainState | None = field(default=None, repr=False)
     # seconds: train (the step loop), snapshot + blocked (engine work on the
-    # training thread), writer (hash + write + fsync + callback, background)
+    # training thread), writer (hash + write + fsync + callback, background),
+    # workers_start (workers > 1: starting the helper processes)
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -166,8 +175,14 @@ def _resume_prefix(workdir: Path, manifest: Manifest, task: TaskRef, input_hash:
 
 def run_task(manifest: Manifest, input_state: bytes | TrainState, shard: Shard, task: TaskRef, workdir: Path, *,
              on_checkpoint: Callable[[Checkpoint], None] | None = None,
-             expected_input_hash: bytes | None = None) -> TaskResult:
-    """Train one shard task from the round's input state; see the module doc."""
+             expected_input_hash: bytes | None = None, workers: int = 1,
+             worker_timeout: datetime.timedelta = DEFAULT_TIMEOUT) -> TaskResult:
+    """Train one shard task from the round's input state; see the module doc.
+
+    workers > 1: data-parallel over that many processes (W must divide the manifest's micro_batches; a job
+    without micro-batches is refused); `worker_timeout` bounds start-up and every exchange, and a failed
+    helper raises parallel.WorkerFailed after all helpers are stopped."""
+    check_workers(manifest, workers)
     profile = apply_profile(manifest.determinism)
     k, n = manifest.checkpoint_interval, manifest.n_checkpoints
     start = input_state if isinstance(input_state, TrainState) else load_checkpoint(
@@ -189,13 +204,22 @@ def run_task(manifest: Manifest, input_state: bytes | TrainState, shard: Shard, 
     writer = _Writer(workdir, manifest, task, on_checkpoint)
     last = done[-1] if done else start
     t = {"train": 0.0, "snapshot": 0.0, "blocked": 0.0}
+    todo = range(max(len(done), 1), n + 1)
+    dp: DataParallel | None = None
+    trained = False
     try:
         if not done:
             writer.submit(0, start)
-        for j in range(max(len(done), 1), n + 1):
+        if workers > 1 and todo:
+            t0 = time.perf_counter()
+            dp = DataParallel(manifest, shard, task, trainer, last, len(todo) * k, workers, workdir,
+                              timeout=worker_timeout)
+            t["workers_start"] = time.perf_counter() - t0   # helpers importing torch and building the model
+        step = dp.train_step if dp is not None else trainer.train_step
+        for j in todo:
             t0 = time.perf_counter()
             for _ in range(k):
-                trainer.train_step()
+                step()
             t1 = time.perf_counter()
             last = trainer.snapshot()
             t2 = time.perf_counter()
@@ -204,10 +228,17 @@ def run_task(manifest: Manifest, input_state: bytes | TrainState, shard: Shard, 
             t["train"] += t1 - t0
             t["snapshot"] += t2 - t1
             t["blocked"] += t3 - t2
+        trained = True
     finally:
-        t0 = time.perf_counter()
-        hashes = writer.close()
-        t["blocked"] += time.perf_counter() - t0
+        try:
+            t0 = time.perf_counter()
+            hashes = writer.close()
+            t["blocked"] += time.perf_counter() - t0
+            if dp is not None and trained:
+                dp.finish(last.hash)   # every rank ended in rank 0's state (hashed by the writer already)
+        finally:
+            if dp is not None:
+                dp.close()
     t["writer"] = writer.busy
     trace += [hashes[j] for j in sorted(hashes)]
     result = TaskResult(task, k, manifest.steps_per_round, trace, merkle.root(trace),

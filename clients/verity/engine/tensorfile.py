@@ -23,6 +23,10 @@ from verity.errors import VerityError
 
 DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "I32": torch.int32, "U8": torch.uint8}
 CODES = {v: k for k, v in DTYPES.items()}
+# Half-precision dtypes published weights come in: read only where a caller allows them (verity/hf/), never in
+# shards or checkpoints.
+HALF_DTYPES = {"F16": torch.float16, "BF16": torch.bfloat16}
+_ITEMSIZE = {k: v.itemsize for k, v in {**DTYPES, **HALF_DTYPES}.items()}
 MAX_HEADER_BYTES = 1 << 20
 
 
@@ -106,7 +110,7 @@ def read_safetensors(
         elements += count
         if elements > max_elements:
             raise error(source, f"more than {max_elements} elements in total (tensor {name!r} has {count})")
-        if end - start != count * DTYPES[dt].itemsize:
+        if end - start != count * _ITEMSIZE[dt]:
             raise error(source, f"tensor {name!r}: offsets {start}..{end} do not match shape {shape} {dt}")
         spans.append((start, end))
     spans.sort()

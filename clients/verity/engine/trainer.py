@@ -9,6 +9,18 @@ layers, and the optimizer (hence gradients and optim/ state) covers the
 trained parameters alone. A step-0 state's outer/ tensors (the outer
 optimizer's momentum) are carried unchanged while the trainer is at step 0, so
 h_0 is the input state's hash; later states do not hold them.
+
+Micro-batches (manifest `micro_batches` = M > 1, docs/engine.md "Several
+devices in one node"): the step's `batch_size` indices, drawn exactly as for
+M = 1, are split into M consecutive equal chunks; g_m is the gradient of
+(loss of chunk m) * (1/M) over the trained parameters, computed on its own; the
+step's gradient is (((g_0 + g_1) + g_2) + ... + g_{M-1}), one rounded float32
+add per term, in that order; then the optimizer steps. M is a power of two, so
+the 1/M scale is exact: g_m is exactly the chunk's gradient over M (outside the
+subnormal range) however a kernel places the scale. Because the sum's order is
+part of the step, the chunks may be computed anywhere (engine/parallel.py
+spreads them over processes) with the same bits. M = 1 runs the plain step,
+unchanged.
 """
 from __future__ import annotations
 
@@ -49,6 +61,30 @@ def loss_fn(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
 
 
+def micro_batch_count(manifest: Manifest) -> int:
+    """M, the micro-batches of one step (manifest `micro_batches`, absent = 1), checked again here
+    because a manifest built in Python with model_copy skips the validators."""
+    m = manifest.micro_batches or 1
+    if m < 1 or m & (m - 1) or manifest.batch_size % m:
+        raise ValueError(f"micro_batches {m} must be a power of two dividing batch_size ({manifest.batch_size})")
+    return m
+
+
+def sum_in_order(grads: list[list[torch.Tensor | None]]) -> list[torch.Tensor | None]:
+    """The step's gradient from the micro-batch gradients grads[m][i] (m = 0..M-1, i over the trained
+    parameters): (((g_0 + g_1) + g_2) + ...) per parameter, left to right. A None (no gradient reached
+    that parameter in that micro-batch) is skipped, not read as zero: adding +0.0 would turn a -0.0 into
+    +0.0. Every caller (one process or several, engine/parallel.py) sums through here."""
+    out: list[torch.Tensor | None] = []
+    for i in range(len(grads[0])):
+        acc = None
+        for g in grads:
+            if g[i] is not None:
+                acc = g[i].clone() if acc is None else acc.add_(g[i])
+        out.append(acc)
+    return out
+
+
 def loss_for(portable: bool):
     """The training loss of a profile: native cross-entropy, or the portable one (fixed-tree mean)."""
     return portable_cross_entropy if portable else loss_fn
@@ -68,6 +104,7 @@ class Trainer:
         if manifest.modules is not None:
             set_trainable(manifest, self.model, task.index)
         self.opt = self._optimizer()
+        self.micro_batches = micro_batch_count(manifest)
         self.x, self.y = shard.x.to(self.device), shard.y.to(self.device)
         self.step = 0
         self._carried: dict[str, torch.Tensor] = {}   # a step-0 state's outer/ tensors, see the module doc
@@ -117,9 +154,49 @@ class Trainer:
     def hash(self) -> bytes:
         return state_hash(self.tensors(), self.step, self.task if self.step else None)
 
-    def train_step(self) -> torch.Tensor:
+    def batch_indices(self) -> torch.Tensor:
+        """The sample indices of the step self.step -> self.step + 1 (from the step's own generator)."""
         g = step_generator(self.task, self.step)
-        idx = torch.randint(len(self.x), (self.manifest.batch_size,), generator=g).to(self.device)
+        return torch.randint(len(self.x), (self.manifest.batch_size,), generator=g).to(self.device)
+
+    def trained_parameters(self) -> list[torch.nn.Parameter]:
+        """The trained parameters, in the optimizer's order."""
+        params = dict(self.model.named_parameters())
+        return [params[n] for n in self._names]
+
+    def micro_grads(self, idx: torch.Tensor, which: range) -> tuple[list[list[torch.Tensor | None]], torch.Tensor]:
+        """The gradients g_m (one list per micro-batch m in `which`, one contiguous tensor or None per trained
+        parameter) of loss(chunk m) * (1/M), and the scaled losses' sum in order (for reporting only)."""
+        M = self.micro_batches
+        b = len(idx) // M
+        scale = 1.0 / M  # a power of two: exact in float32 whatever the kernel does with it
+        params = self.trained_parameters()
+        out, total = [], None
+        for m in which:
+            chunk = idx[m * b:(m + 1) * b]
+            loss = self.loss(self.model(self.x[chunk]), self.y[chunk]) * scale
+            grads = torch.autograd.grad(loss, params, allow_unused=True)
+            out.append([None if g is None else g.contiguous() for g in grads])
+            loss = loss.detach()
+            total = loss if total is None else total + loss
+        return out, total
+
+    def apply_grads(self, grads: list[torch.Tensor | None]) -> None:
+        """Take the optimizer step with the step's gradient (one entry per trained parameter) and advance."""
+        for p, g in zip(self.trained_parameters(), grads, strict=True):
+            p.grad = g
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        self.step += 1
+        self._carried = {}
+
+    def train_step(self) -> torch.Tensor:
+        """One step; returns its loss (with micro-batches: the sum in order of the scaled chunk losses)."""
+        idx = self.batch_indices()
+        if self.micro_batches > 1:
+            grads, loss = self.micro_grads(idx, range(self.micro_batches))
+            self.apply_grads(sum_in_order(grads))
+            return loss
         loss = self.loss(self.model(self.x[idx]), self.y[idx])
         self.opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -67,6 +67,7 @@ class NodeConfig:
     bandwidth_mbps: int | None = None
     sample_rate: float = 1.0
     workers: int = 2                    # concurrent training / re-execution jobs (plus one urgent lane)
+    train_processes: int = 1            # processes (GPUs) one training task may spread its micro-batches over
     faults: list[str] = field(default_factory=list)
     settings: Settings = field(default_factory=Settings)
     # on-chain bits of the determinism profiles this machine passes (verity.node.doctor.served_profiles);
@@ -122,6 +123,7 @@ def connect(cfg: NodeConfig, work: WorkPool | None = None) -> ServingContext:
     chain = connect_chain(s.rpc_url, cfg.key())
     storage = Storage.from_settings(s)
     ctx = ServingContext(chain, storage, cfg.state_dir, Faults.parse(cfg.faults), profiles=cfg.profiles)
+    ctx.train_processes = cfg.train_processes
     if work is not None:
         ctx.work = work
     return ctx

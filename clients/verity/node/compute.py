@@ -14,6 +14,7 @@ from verity.chain.protocol import TaskKind
 from verity.engine import merkle
 from verity.engine.aggregate import run_aggregate
 from verity.engine.checkpoint import checkpoint_bytes
+from verity.engine.parallel import usable_workers
 from verity.engine.runner import checkpoint_path, replay_segment, run_task
 from verity.engine.state import TaskRef
 from verity.node.context import InputRejected, NodeContext
@@ -89,8 +90,11 @@ def compute_result(ctx: NodeContext, task_id: int, task, *, label: str = "solve"
             trace = [bytes(task.inputHash)] * (int(task.n) + 1)
             cids = {j: cid_of_bytes(b"lazy") for j in range(len(trace))}
         else:
+            procs = getattr(ctx, "train_processes", 1)   # `node run --train-processes`: same trace with any number
+            w = usable_workers(m, procs) if procs > 1 else 1
             res = run_task(m, ctx.round_input(task), shard, task_ref(task), workdir,
-                           on_checkpoint=store, expected_input_hash=bytes(task.inputHash))
+                           on_checkpoint=store, expected_input_hash=bytes(task.inputHash),
+                           **({"workers": w} if w > 1 else {}))
             trace = res.trace
         k = m.checkpoint_interval
     bundle = {"version": 1, "job": int(task.jobId), "round": int(task.round), "index": int(task.index),

@@ -74,6 +74,9 @@ class NodeContext:
     _shards: dict = field(default_factory=dict)
     _served: dict = field(default_factory=dict)  # (task id, finalHash) -> (cid digest, root) that served it last
     _recomputed: set = field(default_factory=set)  # accepted task ids no network source yielded (P10: reported)
+    # processes (GPUs on CUDA) one training task may use: run_task(workers=...) with the most of them that divide
+    # the job's micro_batches (engine/parallel.py); the trace is the same with any number
+    train_processes: int = 1
 
     @property
     def me(self) -> str:

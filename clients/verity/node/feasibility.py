@@ -53,7 +53,7 @@ def doctor_speeds(checks: dict) -> dict[str, dict[str, StepSpeed]]:
             continue
         fitted = {}
         for arch, t in check.tasks.items():
-            if t.ms_per_step <= 0:
+            if t.ms_per_step <= 0 or not t.matches:   # unrecorded for this profile: not served (check_task_fits)
                 continue
             small = (estimate_step_flops(reference_manifest(profile, arch), 0), t.ms_per_step)
             large = (estimate_step_flops(calibration_manifest(profile, arch), 0), t.cal_ms_per_step)
@@ -96,6 +96,11 @@ def check_task_fits(manifest, index: int, *, execution_window: int, seconds_left
                                note=f"memory {math.ceil(need / MIB)}/{memory_mb} MB")
     seconds = None
     family = (speeds or {}).get(manifest.determinism)
+    if family and not aggregate and manifest.model.arch not in family:
+        raise CapacityExceeded(f"task {index}", f"this node has no verified {manifest.model.arch} reference under "
+                                                f"{manifest.determinism} (tests/vectors records none, or its root "
+                                                "differs here): its bits could not be trusted in a dispute",
+                               note=f"no {manifest.model.arch} vector")
     if family and not aggregate:
         seconds = estimate_task_seconds(manifest, index, family)
     if seconds is not None and seconds * SAFETY + backlog_s > seconds_left:

@@ -63,7 +63,7 @@ def read_source(dataset: str, r: Reading) -> Source:
     from verity.submit import formats
 
     if dataset == "digits":
-        x, y = datasets.digits(image=r.image or r.model == "cnn")
+        x, y = datasets.digits(image=r.image or r.model in ("cnn", "resnet"))
         return Source(x, y, "classification")
     path = Path(dataset)
     if path.is_dir():

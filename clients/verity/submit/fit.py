@@ -26,9 +26,12 @@ from verity.engine.estimate import StepSpeed, estimate_task_memory, estimate_tas
 from verity.engine.manifest import Manifest
 from verity.submit.options import MAX_WINDOW, BadJobSpec
 
-# scripts/bench_estimate.py on the 2-vCPU Intel Xeon development machine, portable-f32, one thread (2026-12-03)
+# scripts/bench_estimate.py, portable-f32, one thread: mlp, cnn, gpt on the 2-vCPU Intel Xeon development machine
+# (2026-12-03); decoder and resnet on a 2-vCPU AMD EPYC one (2026-12-04, where gpt measured 8,073,358 FLOPs/ms: ~30 %
+# slower, so their windows err long)
 REFERENCE_SPEEDS = {"mlp": StepSpeed(1.602, 11_208_689), "cnn": StepSpeed(2.793, 8_771_965),
-                    "gpt": StepSpeed(15.754, 11_710_877)}
+                    "gpt": StepSpeed(15.754, 11_710_877), "decoder": StepSpeed(34.758, 7_504_402),
+                    "resnet": StepSpeed(12.665, 4_431_794)}
 SLOW_NODE = 2.0     # a node this many times slower than the reference still fits the window chosen
 NODE_SAFETY = 1.5   # node/feasibility.SAFETY: the margin a node keeps on its own estimate
 START_S = 20        # from the draw to training: see the assignment, fetch the inputs; then hash and commit

@@ -40,7 +40,9 @@ FEE_OF_PAYMENT = 0.1  # default --verification-fee: this fraction of --payment
 CHECKS_PER_TASK = 2
 FEE_SAMPLE_RATE = 1.0
 
-MODELS = ("mlp", "cnn", "gpt")
+# gpt: nanoGPT's decoder; llama and gpt2: the decoder family (engine/decoder.py) in those shapes; resnet: a
+# GroupNorm ResNet for images
+MODELS = ("mlp", "cnn", "resnet", "gpt", "llama", "gpt2")
 # The default runs on every node: a native class's bits hold only on the hardware its vectors were recorded on
 # (tests/vectors/cpu-f32-strict.json, an Intel AVX2 CPU; an AMD EPYC computes other bits under the same pins), so a
 # default job under it was served by nobody on such a network and never ran.
@@ -55,6 +57,7 @@ class JobSpec:
     """What a job asks for; the defaults are the submit commands' (a light module: `verity --help` reads them)."""
     model: str = "mlp"                 # mlp | cnn | gpt
     model_config: dict | None = None   # default: sized to the dataset
+    init_from: str = ""                # '' = initialised from --seed; else published or downloaded weights (verity/hf)
     dataset: str = DATASET             # 'digits', an (x, y) file, a .txt corpus, or a `verity data shard` dir
     shards: int | None = SHARDS        # None: as many as a shard directory holds (else SHARDS)
     rounds: int = 3
@@ -117,7 +120,10 @@ class BadJobSpec(VerityError, ValueError):
 
 
 HELP = {
-    "model": "model architecture: mlp | cnn | gpt",
+    "model": "model architecture: mlp (tables) | cnn | resnet (images) | gpt | llama | gpt2 (text)",
+    "init_from": "start from weights: a Hugging Face GPT-2 or Llama directory (config.json + model.safetensors), a "
+                 ".safetensors file with its config.json beside it, or a model `verity job download` wrote; sets "
+                 "the model (and the tokenizer, when one is beside the weights)",
     "model_config": "model config as a JSON object, or a .json file holding one (default: sized to the data)",
     "dataset": "'digits' (bundled), an .npz/.safetensors (x, y) pair, a .txt corpus, "
                "or a directory written by `verity data shard`",

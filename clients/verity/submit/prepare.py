@@ -77,6 +77,7 @@ class PreparedJob:
     initial_hash: bytes
     eval_cid: str | None
     spec: JobSpec
+    init_cid: str | None = None    # --init-from: the initial weights' CID (manifest init.weights)
     shard_cids: list[str] = field(default_factory=list)
     blobs: list[bytes] = field(default_factory=list, repr=False)  # to upload: shards, eval, manifest
     block_seconds: int = 1  # the chain's (JobRegistry.blockSeconds), set by check_windows: the automatic result floor
@@ -153,9 +154,12 @@ class PreparedJob:
                 f"{sampled})")
 
 
+_ARCH_OF = {"llama": "decoder", "gpt2": "decoder"}  # --model names of the decoder family's shapes
+
+
 def _default_model(spec: JobSpec, data: dict) -> dict:
     if spec.model_config is not None:
-        return {"arch": spec.model, "config": spec.model_config}
+        return {"arch": _ARCH_OF.get(spec.model, spec.model), "config": spec.model_config}
     if spec.model == "mlp" and data["task"] == "classification":
         return {"arch": "mlp", "config": {"in_features": math.prod(data["x_shape"]), "hidden": [64], "out_features": data["num_classes"]}}
     if spec.model == "cnn" and data["task"] == "classification" and len(data["x_shape"]) == 3:
@@ -164,8 +168,26 @@ def _default_model(spec: JobSpec, data: dict) -> dict:
     if spec.model == "gpt" and data["task"] == "lm":
         return {"arch": "gpt", "config": {"vocab_size": data["vocab_size"], "block_size": data["x_shape"][0],
                                           "n_layer": 2, "n_head": 2, "n_embd": 64}}
+    if spec.model == "resnet" and data["task"] == "classification" and len(data["x_shape"]) == 3:
+        c, h, w = data["x_shape"]
+        return {"arch": "resnet", "config": {"in_channels": c, "height": h, "width": w, "widths": [16, 32],
+                                             "blocks": 1, "groups": 8, "num_classes": data["num_classes"]}}
+    if spec.model in ("llama", "gpt2") and data["task"] == "lm":
+        return {"arch": "decoder", "config": _small_decoder(spec.model, data["vocab_size"], data["x_shape"][0])}
     raise BadJobSpec("model", f"{spec.model} does not fit the {data['task']} data of {spec.dataset!r} "
-                              f"(x shape {data['x_shape']}); mlp and cnn classify, gpt models text")
+                              f"(x shape {data['x_shape']}); mlp, cnn and resnet classify, gpt, llama and gpt2 "
+                              "model text")
+
+
+def _small_decoder(shape: str, vocab: int, block: int) -> dict:
+    """A small decoder of the family's shape: Llama (RoPE, RMSNorm, SwiGLU, grouped-query attention, no biases)
+    or GPT-2 (learned positions, LayerNorm, tanh GELU, biases, tied embeddings)."""
+    if shape == "llama":
+        return {"vocab_size": vocab, "block_size": block, "n_layer": 2, "n_head": 4, "n_kv_head": 2, "n_embd": 64,
+                "intermediate_size": 176}
+    return {"vocab_size": vocab, "block_size": block, "n_layer": 2, "n_head": 2, "n_embd": 64,
+            "positions": "learned", "norm": "layernorm", "activation": "gelu_tanh", "bias": True,
+            "tie_embeddings": True}
 
 
 def _option_of(field_: str, spec: JobSpec) -> str:
@@ -182,14 +204,14 @@ def _option_of(field_: str, spec: JobSpec) -> str:
             "name": "name", "init": "seed"}.get(field_.split(".")[0], "dataset")
 
 
-def _checked_manifest(raw: bytes, spec: JobSpec) -> tuple[Manifest, bytes]:
-    """The same validation every node applies, plus building the initial state."""
+def _checked_manifest(raw: bytes, spec: JobSpec, weights: bytes | None = None) -> tuple[Manifest, bytes]:
+    """The same validation every node applies, plus building the initial state (from `weights` with --init-from)."""
     try:
         manifest = load_manifest(raw)
     except ManifestInvalid as exc:
         raise BadJobSpec(_option_of(exc.field, spec), f"{exc.reason} (manifest field {exc.field})") from None
     try:
-        return manifest, initial_state(manifest).hash
+        return manifest, initial_state(manifest, weights).hash
     except (VerityError, ValueError, RuntimeError) as exc:  # a config the model zoo cannot build
         raise BadJobSpec(_option_of("model", spec), str(exc).splitlines()[0]) from None
 
@@ -205,18 +227,23 @@ def _device(spec: JobSpec) -> str:
 def plan_job(spec: JobSpec) -> PreparedJob:
     """Check every option and build the job in memory; nothing is uploaded, nothing touches the chain."""
     validate_spec(spec)
+    start = _init_from(spec)
+    if start is not None and start.tokenizer is not None and spec.tokenizer == "char":
+        spec = replace(spec, tokenizer=str(start.tokenizer))  # the model's own token ids, not characters
     reading = Reading(model=spec.model, block=spec.block, features=spec.features, label=spec.label,
                       text_field=spec.text_field, image_size=spec.image_size, tokenizer=spec.tokenizer,
                       vocab_size=spec.vocab_size)
     data = load_job_data(spec.dataset, spec.shards, eval_fraction=spec.eval_fraction, seed=spec.seed, reading=reading)
     spec = replace(spec, shards=len(data.shards))
     data_section = data.metas[0].spec().model_dump(mode="json", exclude_none=True)
-    model = _default_model(spec, data_section)
+    model = start.spec if start is not None else _default_model(spec, data_section)
+    init_cid = cid_of_bytes(start.weights) if start is not None else None
     shard_cids = [cid_of_bytes(b) for b in data.shards]
     eval_cid = cid_of_bytes(data.eval) if data.eval is not None else None
+    named = f"{model['arch']} from {start.name}" if start is not None else spec.model
     doc = {
-        "schema_version": 1, "name": spec.name or f"{spec.model} on {data.source}",
-        "model": model, "init": {"seed": spec.seed}, "data": data_section,
+        "schema_version": 1, "name": spec.name or f"{named} on {data.source}"[:128],
+        "model": model, "init": {"weights": init_cid} if init_cid else {"seed": spec.seed}, "data": data_section,
         "shards": [{"cid": c, "samples": m.samples} for c, m in zip(shard_cids, data.metas)],
         "optimizer": {"name": spec.optimizer, "lr": spec.lr}, "batch_size": spec.batch_size,
         "steps_per_round": spec.steps, "rounds": spec.rounds, "checkpoint_interval": spec.k,
@@ -231,7 +258,7 @@ def plan_job(spec: JobSpec) -> PreparedJob:
     if data.tokenizer is not None:  # uploaded with the job: what turns its token ids back into text
         doc["data"]["tokenizer_cid"] = cid_of_bytes(data.tokenizer)
     raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
-    manifest, initial_hash = _checked_manifest(raw, spec)
+    manifest, initial_hash = _checked_manifest(raw, spec, start.weights if start is not None else None)
     fit = job_fit(manifest)
     if manifest.modules is not None:  # draw any node that can hold the smallest module task (the rest decline)
         doc["hardware"]["min_memory_mb"] = smallest_task_mb(manifest)
@@ -241,15 +268,31 @@ def plan_job(spec: JobSpec) -> PreparedJob:
         raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
         load_manifest(raw)  # still valid; the initial state does not depend on the memory minimum
     blobs = [*data.shards, *([data.eval] if data.eval is not None else []), *([data.tokenizer] if data.tokenizer else []),
-             raw]
-    return PreparedJob(doc, raw, cid_of_bytes(raw), initial_hash, eval_cid, spec, shard_cids, blobs, fit=fit)
+             *([start.weights] if start is not None else []), raw]
+    return PreparedJob(doc, raw, cid_of_bytes(raw), initial_hash, eval_cid, spec, init_cid, shard_cids, blobs, fit=fit)
+
+
+def _init_from(spec: JobSpec):
+    """--init-from's model and weights (verity/hf/files.py), or None."""
+    if not spec.init_from:
+        return None
+    if spec.model_config is not None:
+        raise BadJobSpec("init_from", "the weights' config sets the model: leave out --model-config")
+    from verity.hf.configs import HFUnsupported
+    from verity.hf.files import read_init_from
+
+    try:
+        return read_init_from(spec.init_from)
+    except HFUnsupported as exc:
+        raise BadJobSpec("init_from", str(exc)) from None
 
 
 def upload_job(prepared: PreparedJob, storage: Storage) -> PreparedJob:
     """Upload shards, eval shard and manifest; each CID must be the one computed locally."""
     tokenizer = prepared.manifest_doc["data"].get("tokenizer_cid")
     expected = [*prepared.shard_cids, *([prepared.eval_cid] if prepared.eval_cid else []),
-                *([tokenizer] if tokenizer else []), prepared.manifest_cid]
+                *([tokenizer] if tokenizer else []), *([prepared.init_cid] if prepared.init_cid else []),
+                prepared.manifest_cid]
     for blob, cid in zip(prepared.blobs, expected, strict=True):
         got = storage.put_bytes(blob)
         if got != cid:

@@ -25,6 +25,8 @@ import math
 import torch
 
 from verity.engine import models as native
+from verity.engine.decoder import Decoder, _is_norm, init_plan
+from verity.engine.resnet import ResNet
 from verity.engine.portable import transcendental as T
 from verity.engine.portable.bits import f32, sqrt_f32
 
@@ -87,5 +89,14 @@ def init_weights(model: torch.nn.Module, g: torch.Generator) -> None:
                 normal_(p, 0.02, g)
             else:
                 p.zero_()
+    elif isinstance(model, ResNet):
+        from verity.engine.portable.resnet import init_portable
+        init_portable(model, g)
+    elif isinstance(model, Decoder):
+        for name, p, std in init_plan(model):           # the native init's order and distributions
+            if std is None:
+                p.fill_(1.0 if name.endswith("weight") and _is_norm(name) else 0.0)
+            else:
+                normal_(p, std, g)
     else:
         raise TypeError(f"no portable init for {type(model).__name__}")

@@ -83,7 +83,11 @@ class PortableGPT(native.GPT):
         return linear(_layer_norm(self.ln_f, x), self.lm_head.weight, None, SCHEME)
 
 
-ZOO: dict[str, type[nn.Module]] = {"mlp": PortableMLP, "cnn": PortableCNN, "gpt": PortableGPT}
+from verity.engine.portable.decoder import PortableDecoder  # noqa: E402  (it reads SCHEME from here)
+from verity.engine.portable.resnet import PortableResNet  # noqa: E402  (so does it)
+
+ZOO: dict[str, type[nn.Module]] = {"mlp": PortableMLP, "cnn": PortableCNN, "resnet": PortableResNet,
+                                   "gpt": PortableGPT, "decoder": PortableDecoder}
 
 
 def contraction_lengths(spec, batch_size: int, x_shape: list[int]) -> dict[str, int]:
@@ -103,5 +107,13 @@ def contraction_lengths(spec, batch_size: int, x_shape: list[int]) -> dict[str, 
             widths += [a * 9, b]
             rows = max(rows, batch_size * h * w)
         return {"model.config": max(*widths, chans[-1] * h * w), "batch_size": rows}
+    if spec.arch == "resnet":
+        from verity.engine.resnet import resnet_contraction_lengths
+        return resnet_contraction_lengths(c, batch_size)
     T = x_shape[0]
+    if spec.arch == "decoder":   # layer widths (forward and input gradients), attention's T and head size
+        from verity.engine.decoder import ffn_size, kv_heads
+        hd = c.n_embd // c.n_head
+        widths = (c.n_embd, c.n_head * hd, kv_heads(c) * hd, ffn_size(c), c.vocab_size, T, hd)
+        return {"model.config": max(widths), "batch_size": batch_size * T}
     return {"model.config": max(4 * c.n_embd, 3 * c.n_embd, c.vocab_size, T), "batch_size": batch_size * T}
