@@ -1,5 +1,5 @@
 """Issue 24, data people have, through real nodes: a tabular job from a CSV (features and label by column name) and a
-CNN job on a folder of PNG images (one sub-directory per class, decoded and resized on the submitter's machine),
+ResNet job (GroupNorm, portable-f32) on a folder of PNG images (one sub-directory per class, decoded and resized on the submitter's machine),
 posted with `verity job submit` the way a user would, both trained, verified and paid."""
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def _submit(net, *args) -> int:
     return int(proc.stdout.split("posted job ", 1)[1].split(":")[0])
 
 
-def test_csv_table_and_image_folder_jobs_train_through_real_nodes_succeeds(net):
+def test_csv_table_and_image_folder_resnet_jobs_train_through_real_nodes_succeeds(net):
     for i in (1, 2, 3):
         net.start_node(f"solver-{i}", i)
     net.wait_registered(3)
@@ -57,14 +57,14 @@ def test_csv_table_and_image_folder_jobs_train_through_real_nodes_succeeds(net):
     # in flight it once warped past the other job's reveal deadline (both replicas late; a test artefact)
     table = _submit(net, "--dataset", str(net.root / "trees.csv"), "--features", "height,width", "--label", "kind")
     net.wait_job(table, timeout=300)
-    images = _submit(net, "--model", "cnn", "--dataset", str(net.root / "photos"), "--image-size", "8")
+    images = _submit(net, "--model", "resnet", "--dataset", str(net.root / "photos"), "--image-size", "8")
     net.wait_job(images, timeout=300)
     c = net.client()
     tab = JobReader(c, net.storage(), table)
     assert tab.manifest.data.x_shape == [2] and tab.manifest.data.num_classes == 3
     assert tab.metric(0).accuracy > 0.5, tab.metric(0)  # 3 classes: chance is 1/3
     img = JobReader(c, net.storage(), images)
-    assert img.manifest.data.x_shape == [1, 8, 8] and img.manifest.model.arch == "cnn"
+    assert img.manifest.data.x_shape == [1, 8, 8] and img.manifest.model.arch == "resnet"
     assert img.metric(0) is not None
     assert not [e for e in net.events() if e.name in ("ReplicaDeclined", "DisputeOpened")]
     total, minted, burned = conserved(c)

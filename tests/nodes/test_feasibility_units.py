@@ -11,7 +11,7 @@ import pytest
 from verity.engine.estimate import StepSpeed, estimate_step_flops, estimate_task_memory, fit_speed
 from verity.engine.reference import build_manifest
 from verity.errors import CapacityExceeded, ManifestInvalid
-from verity.node.feasibility import MIB, SAFETY, check_declared_window, check_task_fits, doctor_speeds
+from verity.node.feasibility import MIB, SAFETY, check_declared_window, check_task_fits, doctor_speeds, unverified_family
 
 GPT_MODULES = {"modules": [{"name": "embed", "params": ["wte.", "wpe."]}, {"name": "blocks", "params": ["h."]},
                            {"name": "head", "params": ["ln_f.", "lm_head."]}],
@@ -152,3 +152,17 @@ def test_fit_speed_never_returns_a_negative_overhead_or_rate_succeeds():
     assert fit_speed((100, 0.1), (1000, 50.0)) == StepSpeed(0.0, 20.0)   # a line through them would start below 0
     with pytest.raises(ValueError):
         fit_speed((100, 5.0), (1000, 0.0))
+
+
+def test_unverified_family_is_named_and_verified_ones_pass_succeeds():
+    """A node serving a native class but holding no verified root for a family (the class's vector file records none,
+    or its root differs here) neither checks nor audits that family's jobs: its bits could differ from the class's."""
+    m = build_manifest("mlp")
+    speed = StepSpeed(1.0, 1e6)
+    ctx = SimpleNamespace(speeds={m.determinism: {"gpt": speed}}, manifest=lambda job_id: m)
+    assert unverified_family(ctx, 1) == f"mlp under {m.determinism}"
+    ctx.speeds = {m.determinism: {"mlp": speed}}
+    assert unverified_family(ctx, 1) is None
+    ctx.speeds = {"portable-f32": {"gpt": speed}}   # the job's profile unmeasured: the profile gate decides
+    assert unverified_family(ctx, 1) is None
+    assert unverified_family(SimpleNamespace(manifest=lambda job_id: m), 1) is None   # a bare context

@@ -109,7 +109,10 @@ class AuditorRole:
             return True
         if job_id not in self._job_bits:
             self._job_bits[job_id] = int(self.ctx.job(job_id).profileBit)
-        return bool(self._job_bits[job_id] & self.profiles)
+        if not self._job_bits[job_id] & self.profiles:
+            return False
+        from verity.node.feasibility import unverified_family
+        return unverified_family(self.ctx, job_id) is None
 
     # ------------------------------------------------------------------ key chain
     def _sampling_key(self) -> bytes:

@@ -110,3 +110,18 @@ def check_task_fits(manifest, index: int, *, execution_window: int, seconds_left
                                                 "the window",
                                note=f"time {math.ceil(seconds * SAFETY + backlog_s)}/{int(seconds_left)} s")
     return Fit(need, seconds)
+
+
+def unverified_family(ctx, job_id: int) -> str | None:
+    """"<arch> under <profile>" when this node serves the job's profile but has no verified reference root for the
+    job's model family under it (tests/vectors records none for a native class, or its root differs here): its bits
+    could differ from the class's, so it neither trains (check_task_fits declines), nor checks, nor audits such jobs.
+    None: verified, or the node has no doctor speeds (a bare context)."""
+    speeds = getattr(ctx, "speeds", None)
+    if not speeds:
+        return None
+    m = ctx.manifest(job_id)
+    family = speeds.get(m.determinism)
+    if family is None or m.model.arch in family:
+        return None
+    return f"{m.model.arch} under {m.determinism}"

@@ -84,7 +84,8 @@ class VerifierRole:
             self._job_bits[job_id] = int(self.ctx.job(job_id).profileBit)
         bit = self._job_bits[job_id]
         if bit & self.profiles:
-            return None
+            from verity.node.feasibility import unverified_family
+            return unverified_family(self.ctx, job_id)   # a family without a verified root: not checked either
         return next((name for name, b in PROFILE_BITS.items() if b == bit), f"bit {bit}")
 
     def _sampled(self, task_id: int, epoch: int) -> bool:
