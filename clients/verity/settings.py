@@ -17,6 +17,10 @@ class Settings(BaseSettings):
     # chain
     rpc_url: str = ""        # default: the devnet's anvil on 127.0.0.1:<anvil_port>
     chain_id: int = 31337
+    rpc_timeout: float = Field(30.0, gt=0, description="seconds one RPC request may wait for its answer")
+    # a running node rides out an unreachable RPC or IPFS endpoint (backing off up to 30 s); past this many seconds
+    # of one outage it stops instead (0: never)
+    max_outage: float = Field(0.0, ge=0, description="seconds of one RPC/IPFS outage before a node stops; 0 = never")
 
     # storage (IPFS HTTP RPC API: a multiaddr or http(s) URL; Kubo in production)
     ipfs_api: str = ""       # default: the devnet's IPFS node on 127.0.0.1:<ipfs_api_port>

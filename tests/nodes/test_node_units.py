@@ -147,7 +147,7 @@ class _Cursor:
 
     def poll(self):
         if self.fail:
-            raise ConnectionError("RPC went away")
+            raise RuntimeError("handler bug")  # a bug; an outage (ConnectionError) never halts the node
         return []
 
 
@@ -178,7 +178,7 @@ def _loop(tmp_path, cursor, handler, snap=None):
 def test_loop_stops_with_a_clear_message_after_n_failed_ticks(tmp_path):
     from verity.node.loop import NodeHalted
 
-    with pytest.raises(NodeHalted, match="3 consecutive failed ticks; last error: RPC went away"):
+    with pytest.raises(NodeHalted, match="3 consecutive failed ticks; last error: handler bug"):
         _loop(tmp_path, _Cursor(fail=True), _Handler(None)).run(max_seconds=5)
 
 

@@ -1,14 +1,17 @@
 """A small, explicit web3 client for one node: one key, local signing, decoded errors."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
+import requests
 from eth_abi import decode as abi_decode
 from eth_account import Account
 from eth_utils import keccak
 from web3 import HTTPProvider, Web3
 from web3.exceptions import ContractCustomError, ContractLogicError, TimeExhausted, Web3RPCError
+from web3.providers.rpc.utils import ExceptionRetryConfiguration
 
 from verity.chain.deployments import Deployments
 from verity.errors import VerityError
@@ -26,8 +29,59 @@ class TxFailed(VerityError):
 
 
 class ChainUnreachable(VerityError, ConnectionError):
-    def __init__(self, rpc_url: str):
-        super().__init__(f"no EVM node answers at {rpc_url}; start one with `verity devnet up`")
+    """The RPC endpoint did not answer: refused, reset, timed out, or an HTTP 5xx/429. Without `reason`: at connect
+    time (a hint to start the devnet); with it: a request of a running client (node/loop.py rides that out)."""
+
+    def __init__(self, rpc_url: str, reason: str | None = None):
+        self.rpc_url, self.reason = rpc_url, reason
+        if reason is None:
+            super().__init__(f"no EVM node answers at {rpc_url}; start one with `verity devnet up`")
+        else:
+            super().__init__(f"chain RPC at {rpc_url} did not answer: {reason}")
+
+
+# Seconds to open a connection to the RPC endpoint (a partition drops packets: fail in this, not the read timeout).
+CONNECT_TIMEOUT = 10.0
+
+
+class _RpcProvider(HTTPProvider):
+    """HTTPProvider whose transport failures surface as ChainUnreachable (a ConnectionError), so every read, event
+    poll and transaction of a node sees an unreachable chain the same way, and a node rides it out (node/loop.py).
+
+    web3 retries refused connections and HTTP errors a few times (about 1 s in all) but not read timeouts: an
+    endpoint that accepts connections and then never answers (a paused or overloaded node) costs one timeout per
+    request, and the node's loop does the longer backoff."""
+
+    def make_request(self, method, params):
+        try:
+            return super().make_request(method, params)
+        except requests.exceptions.HTTPError as exc:
+            status = getattr(exc.response, "status_code", None)
+            if status is not None and (status >= 500 or status == 429):
+                raise ChainUnreachable(str(self.endpoint_uri), f"{method}: HTTP {status}") from exc
+            raise
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
+                requests.exceptions.ChunkedEncodingError) as exc:
+            raise ChainUnreachable(str(self.endpoint_uri), f"{method}: {type(exc).__name__}: {_short(exc)}") from exc
+
+
+def _short(exc: BaseException) -> str:
+    """requests' messages nest urllib3's (`HTTPConnectionPool(...): Max retries exceeded ... (Caused by ...)`):
+    keep the OS's reason (`[Errno 111] Connection refused`) or the timeout, else the start of the message."""
+    text = str(exc)
+    errno_reason = re.search(r"\[Errno -?\d+\][^\"')]*", text)
+    if errno_reason:
+        return errno_reason.group(0).strip()
+    timed_out = re.search(r"(Read|Connect) timed out\. \((read|connect) timeout=[^)]*\)", text)
+    return timed_out.group(0) if timed_out else text[:200]
+
+
+def rpc_provider(rpc_url: str, timeout: float = 30.0) -> HTTPProvider:
+    """The provider of every ChainClient: bounded connect and read timeouts, transport failures as ChainUnreachable."""
+    retry = ExceptionRetryConfiguration(errors=(requests.exceptions.ConnectionError, requests.exceptions.HTTPError),
+                                        retries=3, backoff_factor=0.125)
+    return _RpcProvider(rpc_url, request_kwargs={"timeout": (min(CONNECT_TIMEOUT, timeout), timeout)},
+                        exception_retry_configuration=retry)
 
 
 def devnet_key(index: int) -> str:
@@ -73,8 +127,9 @@ def _abi_type(inp: dict) -> str:
     return inp["type"]
 
 
-def connect_chain(rpc_url: str, private_key: str | None = None) -> "ChainClient":
-    """A client for the deployment recorded for whatever chain answers at `rpc_url`."""
+def connect_chain(rpc_url: str, private_key: str | None = None, *, timeout: float = 30.0) -> "ChainClient":
+    """A client for the deployment recorded for whatever chain answers at `rpc_url`; `timeout`: seconds one
+    request may wait for its answer."""
     from verity.chain.deployments import check_deployment_chain, load_deployments
 
     w3 = Web3(HTTPProvider(rpc_url, request_kwargs={"timeout": 10}))
@@ -84,7 +139,7 @@ def connect_chain(rpc_url: str, private_key: str | None = None) -> "ChainClient"
         raise ChainUnreachable(rpc_url) from None
     dep = load_deployments(chain_id)
     check_deployment_chain(w3, chain_id, rpc_url)
-    return ChainClient(rpc_url, private_key, dep)
+    return ChainClient(rpc_url, private_key, dep, timeout=timeout)
 
 
 class ChainClient:
@@ -97,8 +152,10 @@ class ChainClient:
     it; a send that still races one of them ("nonce too low") is retried once.
     """
 
-    def __init__(self, rpc_url: str, private_key: str | None, deployments: Deployments, *, receipt_timeout: float = 60.0):
-        self.w3 = Web3(HTTPProvider(rpc_url, request_kwargs={"timeout": 30}))
+    def __init__(self, rpc_url: str, private_key: str | None, deployments: Deployments, *, receipt_timeout: float = 60.0,
+                 timeout: float = 30.0):
+        self.rpc_url = rpc_url
+        self.w3 = Web3(rpc_provider(rpc_url, timeout))
         if not self.w3.is_connected():
             raise ChainUnreachable(rpc_url)
         # no key: a throwaway one, for read-only use (views, events)

@@ -157,9 +157,18 @@ def run(
     memory_mb: MemoryMb = 4096,
     region: Region = None,
     bandwidth_mbps: BandwidthMbps = None,
+    metrics_port: Annotated[Optional[int], typer.Option(
+        min=0, max=65535, help="serve Prometheus metrics (verity_node_*: work items, earnings, stake, lateness, "
+                               "queues, RPC and IPFS errors, step time) on this port at /metrics (default: off; "
+                               "docs/nodes.md, metrics and logs)")] = None,
+    metrics_addr: Annotated[str, typer.Option(
+        help="address the metrics server listens on (0.0.0.0: every interface)")] = "127.0.0.1",
+    log_json: Annotated[bool, typer.Option(
+        "--log-json", help="log JSON objects, one per line ({ts, level, logger, msg, node, …}), to stderr and "
+                           "node.log instead of text")] = False,
 ) -> None:
     """Run the node: check its profiles (doctor, cached), register/stake if needed, then work until stopped."""
-    from verity.node.app import build_loop, claim_state_dir, connect, ensure_registered, serve_profiles
+    from verity.node.app import build_loop, claim_state_dir, connect, ensure_registered, serve_profiles, start_metrics
     from verity.node.work import WorkPool
 
     try:
@@ -167,17 +176,22 @@ def run(
             raise FaultsDisabled()
         cfg = _config(name, account, roles, stake, fault, sample_rate, key_file, memory_mb, region, bandwidth_mbps)
         cfg.workers, cfg.train_processes = workers, train_processes
+        cfg.metrics_port, cfg.metrics_addr, cfg.log_json = metrics_port, metrics_addr, log_json
     except VerityError as exc:
         fail(exc)
-    setup_logging(log_level.value, cfg.state_dir / "node.log", name)
+    setup_logging(log_level.value, cfg.state_dir / "node.log", name, json_lines=log_json)
+    metrics = None
     try:
         ctx = connect(cfg, WorkPool(long_threads=workers))
         with claim_state_dir(ctx, cfg):  # before any transaction: one process per name and per account
             if ctx.faults:
                 console.print(f"[yellow]TEST-ONLY FAULTS ACTIVE[/yellow]: {', '.join(ctx.faults.specs)}")
             serve_profiles(ctx, cfg, *_served_profiles(vectors))  # once, before anything is registered or taken
+            metrics = start_metrics(ctx, cfg)  # --metrics-port: served from now on
             ensure_registered(ctx, cfg)
             loop = build_loop(ctx, cfg)
+            if metrics is not None:
+                loop = metrics.measure(loop, ctx.chain)
             console.print(f"node {name} ({ctx.me}) running as {roles}; state in {cfg.state_dir}")
             loop.run(max_seconds=max_seconds)
     except KeyboardInterrupt:
@@ -185,6 +199,9 @@ def run(
         raise typer.Exit(130)
     except VerityError as exc:
         fail(exc)
+    finally:
+        if metrics is not None:
+            metrics.stop()
 
 
 @app.command()

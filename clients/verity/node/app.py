@@ -73,6 +73,10 @@ class NodeConfig:
     # on-chain bits of the determinism profiles this machine passes (verity.node.doctor.served_profiles);
     # None: not checked (tests of the loop alone), every profile is worked on
     profiles: int | None = None
+    # `node run --metrics-port / --metrics-addr`: serve Prometheus metrics there (node/metrics.py); None: off
+    metrics_port: int | None = None
+    metrics_addr: str = "127.0.0.1"
+    log_json: bool = False              # `node run --log-json`: log lines are JSON objects (cli/common.py)
 
     @property
     def state_dir(self) -> Path:
@@ -120,7 +124,7 @@ def serve_profiles(ctx: ServingContext, cfg: NodeConfig, mask: int, speeds: dict
 
 def connect(cfg: NodeConfig, work: WorkPool | None = None) -> ServingContext:
     s = cfg.settings
-    chain = connect_chain(s.rpc_url, cfg.key())
+    chain = connect_chain(s.rpc_url, cfg.key(), timeout=s.rpc_timeout)
     storage = Storage.from_settings(s)
     ctx = ServingContext(chain, storage, cfg.state_dir, Faults.parse(cfg.faults), profiles=cfg.profiles)
     ctx.train_processes = cfg.train_processes
@@ -214,6 +218,21 @@ def drop_workdirs(state_dir: Path) -> None:
             log.info("removed %s: local checkpoints of the previous chain", state_dir / label)
 
 
+def start_metrics(ctx: NodeContext, cfg: NodeConfig):
+    """Serve the node's Prometheus metrics on cfg.metrics_addr:cfg.metrics_port (MetricsUnavailable when it cannot
+    listen there) and hand them to the context, so that the work feeds them; None when off. `NodeMetrics.measure`
+    then measures the loop build_loop made."""
+    if cfg.metrics_port is None:
+        return None
+    from verity.node.metrics import NodeMetrics
+
+    metrics = NodeMetrics(cfg.name, ctx.me, cfg.roles)
+    port = metrics.serve(cfg.metrics_port, cfg.metrics_addr)
+    ctx.metrics = metrics
+    log.info("serving Prometheus metrics on http://%s:%d/metrics", cfg.metrics_addr, port)
+    return metrics
+
+
 def build_loop(ctx: NodeContext, cfg: NodeConfig) -> NodeLoop:
     ctx.faults.install()
     roles = set(r.strip() for r in cfg.roles.split(","))
@@ -235,4 +254,7 @@ def build_loop(ctx: NodeContext, cfg: NodeConfig) -> NodeLoop:
     store.save(snap)
     cursor = EventCursor(ctx.chain.w3, ctx.chain.contracts, next_block=max(snap.next_block, ctx.chain.deployments.start_block))
     periodic = [handlers[0]] + [h for h in handlers if isinstance(h, AuditorRole)]  # keeper; fee key chain anchor
-    return NodeLoop(cursor, store, snap, handlers, periodic=periodic, work=ctx.work)
+    s = cfg.settings
+    return NodeLoop(cursor, store, snap, handlers, periodic=periodic, work=ctx.work,
+                    endpoints={"chain": s.rpc_url, "ipfs": getattr(getattr(ctx, "storage", None), "api_addr", s.ipfs_api)},
+                    max_outage=s.max_outage or None)  # VERITY_MAX_OUTAGE; 0: ride out any outage

@@ -77,8 +77,10 @@ def compute_result(ctx: NodeContext, task_id: int, task, *, label: str = "solve"
     else:
         shard = ctx.shard(task.jobId, task.index)
         cids: dict[int, str] = {}
+        fresh = [0]  # checkpoints trained now (not resumed from disk): the steps the metrics time
 
         def store(ck):
+            fresh[0] += bool(ck.index and not getattr(ck, "resumed", False))
             if ctx.work.stopping.is_set():  # shutting down: stop training at this checkpoint (it is on disk)
                 raise Cancelled(f"{label} task {task_id}")
             if ctx.faults.corrupt_checkpoint:  # TEST-ONLY: a malformed file where the checkpoint should be
@@ -96,6 +98,8 @@ def compute_result(ctx: NodeContext, task_id: int, task, *, label: str = "solve"
                            on_checkpoint=store, expected_input_hash=bytes(task.inputHash),
                            **({"workers": w} if w > 1 else {}))
             trace = res.trace
+            if getattr(ctx, "metrics", None) is not None:  # seconds per step (`node run --metrics-port`)
+                ctx.metrics.trained(label, res.timings.get("train", 0.0), fresh[0] * m.checkpoint_interval)
         k = m.checkpoint_interval
     bundle = {"version": 1, "job": int(task.jobId), "round": int(task.round), "index": int(task.index),
               "k": k, "steps": k * (len(trace) - 1), "trace": ["0x" + h.hex() for h in trace],

@@ -77,6 +77,9 @@ class NodeContext:
     # processes (GPUs on CUDA) one training task may use: run_task(workers=...) with the most of them that divide
     # the job's micro_batches (engine/parallel.py); the trace is the same with any number
     train_processes: int = 1
+    # verity.node.metrics.NodeMetrics when `node run --metrics-port` serves metrics (training step times, results'
+    # margins); None: nothing is measured
+    metrics: object | None = None
 
     @property
     def me(self) -> str:

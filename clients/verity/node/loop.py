@@ -4,21 +4,34 @@ Roles plug in as handlers. Each handler sees every decoded event (to create or
 update its work items) and is asked to advance each open item it owns; long
 computations run in the WorkPool (verity/node/work.py), so a tick never waits
 for training. A tick fails as a whole when the chain or IPFS node is gone
-(also when that surfaces inside an item, which then keeps its retries); after
-`max_failures` consecutive failed ticks the node stops with NodeHalted, and
-any successful tick resets the count. SIGINT/SIGTERM: stop taking work, say
-what is in flight, give it `stop_grace` seconds, save the snapshot, return.
+(also when that surfaces inside an item, which then keeps its retries): that is
+an outage (`transport_failure`), not a bug, so the node keeps running, backs off
+(1 s doubling to `backoff_cap`, with jitter), logs one line when the outage
+starts and one when it ends, and resumes from its snapshot's block (the event
+cursor re-reads every block it had not fully handled); background work keeps
+running meanwhile. Outages never count as failed ticks; only `max_outage`
+seconds of one (None: no limit) stop the node (OutageTooLong). Any other
+failure counts: after `max_failures` consecutive failed ticks the node stops
+with NodeHalted, and any successful tick resets the count. SIGINT/SIGTERM:
+stop taking work, say what is in flight, give it `stop_grace` seconds, save
+the snapshot, return.
 """
 from __future__ import annotations
 
+import errno
 import logging
+import random
 import signal
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Callable, Protocol
 
 import requests
+import urllib3.exceptions
+from ipfshttpclient import exceptions as ipfs_exc
+from web3.exceptions import ProviderConnectionError, RequestTimedOut
 
 from verity.errors import CapacityExceeded, ManifestInvalid, ProfileUnsupported, VerityError
 from verity.node.phases import TERMINAL, Phase
@@ -29,8 +42,27 @@ log = logging.getLogger("verity.node")
 
 
 class NodeHalted(VerityError):
-    def __init__(self, failures: int, last: BaseException):
-        super().__init__(f"node stopped after {failures} consecutive failed ticks; last error: {last}")
+    def __init__(self, failures: int, last: BaseException, message: str | None = None):
+        self.failures, self.last = failures, last
+        super().__init__(message or f"node stopped after {failures} consecutive failed ticks; last error: {last}")
+
+
+class OutageTooLong(NodeHalted):
+    def __init__(self, service: str, where: str, seconds: float, limit: float, last: BaseException):
+        super().__init__(0, last, f"node stopped: {service} at {where} unreachable for {seconds:.0f} s, over the "
+                                  f"VERITY_MAX_OUTAGE limit of {limit:g} s; last error: {last}; "
+                                  f"a restart resumes from the saved snapshot")
+
+
+@dataclass
+class Outage:
+    """An endpoint that stopped answering: since when (the loop's clock), how many ticks it failed."""
+    service: str        # "chain" | "ipfs" | "network" (a transport error that names neither)
+    where: str
+    since: float
+    resume_block: int   # the first block not fully handled when it started: where catching up begins
+    tries: int = 0
+    reminded: float = 0.0
 
 
 class Handler(Protocol):
@@ -53,7 +85,17 @@ class NodeLoop:
     periodic: list = field(default_factory=list)   # callables run every tick (heartbeat, …)
     work: WorkPool = field(default_factory=lambda: WorkPool(inline=True))
     stop_grace: float = 5.0
-    failures: int = 0                               # consecutive failed ticks
+    failures: int = 0                               # consecutive failed ticks (outages never count)
+    # outages (RPC or IPFS endpoint unreachable): backoff between ticks, an optional limit, the endpoints to name
+    backoff_start: float = 1.0
+    backoff_cap: float = 30.0
+    max_outage: float | None = None                 # seconds; None: ride out any outage
+    endpoints: dict = field(default_factory=dict)   # {"chain": rpc url, "ipfs": api multiaddr}
+    sleep: Callable[[float], object] | None = None  # tests inject a fake; default: a wait a stop request ends
+    clock: Callable[[], float] = time.monotonic
+    rng: random.Random = field(default_factory=random.Random)
+    outage: Outage | None = None
+    _wake: threading.Event = field(default_factory=threading.Event)
     _stop: bool = False
     _force: bool = False
 
@@ -62,6 +104,7 @@ class NodeLoop:
             self._force = True
             raise KeyboardInterrupt
         self._stop = True
+        self._wake.set()  # cut short a backoff wait
         busy = self.work.in_flight()
         log.warning("%s: stopping; finishing %s, then saving the snapshot (Ctrl-C again to stop at once)",
                     signal.Signals(signum).name if signum else "stop requested",
@@ -74,27 +117,69 @@ class NodeLoop:
         started = time.monotonic()
         try:
             while not self._stop:
-                self.tick_guarded()
+                delay = self.tick_guarded()
                 if until is not None and until(self.snap):
                     return
                 if max_seconds is not None and time.monotonic() - started > max_seconds:
                     return
-                time.sleep(self.poll_interval)
+                if not self._stop:
+                    (self.sleep or self._wake.wait)(delay)
         finally:
             self.shutdown()
 
-    def tick_guarded(self) -> None:
-        """One tick; counts consecutive failures and raises NodeHalted at `max_failures`."""
+    def tick_guarded(self) -> float:
+        """One tick; returns the seconds to wait before the next. An unreachable endpoint is an outage: backoff,
+        no failure counted (OutageTooLong past `max_outage`); other failures count, NodeHalted at `max_failures`."""
+        resume = max(self.cursor.next_block, self.snap.next_block)
         try:
             self.tick()
             self.failures = 0
+            self._outage_over()
+            return self.poll_interval
         except Exception as exc:  # noqa: BLE001 — a daemon survives a bad tick; N in a row stop it
+            service = transport_failure(exc, self.endpoints)
+            if service is not None:
+                return self._outage_tick(service, exc, resume)
+            self._outage_over()  # it answered, though the tick failed for another reason
             self.failures += 1
             expected = isinstance(exc, (VerityError, OSError))  # OSError: the RPC or IPFS node went away
             log.warning("tick failed (%d/%d in a row): %s: %s", self.failures, self.max_failures, type(exc).__name__,
                         exc, exc_info=not expected)
             if self.failures >= self.max_failures:
                 raise NodeHalted(self.failures, exc) from exc
+            return self.poll_interval
+
+    def _outage_tick(self, service: str, exc: BaseException, resume: int) -> float:
+        """A tick failed for an unreachable endpoint: log the outage's start once (a reminder every
+        OUTAGE_REMINDER_S), stop past `max_outage`, else return the next backoff (capped, jittered down)."""
+        now = self.clock()
+        o = self.outage
+        if o is not None and o.service != service:  # one endpoint is back, another is gone
+            self._outage_over()
+            o = None
+        if o is None:
+            where = (getattr(exc, "rpc_url", None) or getattr(exc, "api_addr", None) or self.endpoints.get(service)
+                     or " / ".join(str(v) for v in self.endpoints.values()) or "?")
+            o = self.outage = Outage(service, str(where), now, resume, reminded=now)
+            log.warning("%s unreachable at %s: %s; retrying, backing off up to %g s", SERVICE_NAMES[service],
+                        o.where, exc, self.backoff_cap)
+        elif now - o.reminded >= OUTAGE_REMINDER_S:
+            o.reminded = now
+            log.warning("%s at %s still unreachable after %.0f s (%d tries): %s", SERVICE_NAMES[service], o.where,
+                        now - o.since, o.tries + 1, exc)
+        else:
+            log.debug("%s still unreachable: %s", SERVICE_NAMES[service], exc)
+        o.tries += 1
+        if self.max_outage is not None and now - o.since >= self.max_outage:
+            raise OutageTooLong(SERVICE_NAMES[service], o.where, now - o.since, self.max_outage, exc) from exc
+        delay = min(self.backoff_cap, self.backoff_start * 2 ** min(o.tries - 1, 32))
+        return delay * (1.0 - BACKOFF_JITTER * self.rng.random())
+
+    def _outage_over(self) -> None:
+        o, self.outage = self.outage, None
+        if o is not None:
+            log.warning("%s back after %.0f s; catching up from block %d", SERVICE_NAMES[o.service],
+                        self.clock() - o.since, o.resume_block)
 
     def shutdown(self) -> None:
         left = self.work.close(0.0 if self._force else self.stop_grace)
@@ -106,11 +191,17 @@ class NodeLoop:
             log.info("stopped; snapshot saved at block %d", self.snap.next_block)
 
     def tick(self) -> None:
-        self.cursor.next_block = max(self.cursor.next_block, self.snap.next_block)
-        events = self.cursor.poll()
-        for event in events:
-            for handler in self.handlers:
-                handler.on_event(self.snap, event)
+        self.cursor.next_block = resume = max(self.cursor.next_block, self.snap.next_block)
+        try:
+            events = self.cursor.poll()
+            for event in events:
+                for handler in self.handlers:
+                    handler.on_event(self.snap, event)
+        except BaseException:
+            # the range was not fully handled (the chain went away mid-range, a handler failed): read all of it
+            # again next tick (handlers are idempotent) rather than resume past events nobody handled
+            self.cursor.next_block = resume
+            raise
         # persist the cursor only after every event of the range has been handled
         self.snap.next_block = self.cursor.next_block
         self.store.save(self.snap)
@@ -123,9 +214,9 @@ class NodeLoop:
                 if item.kind in handler.kinds:
                     try:
                         handler.advance(self.snap, item)
-                    except SERVICE_GONE:
-                        raise  # not this item's fault: fails the tick, the item keeps its retries
                     except Exception as exc:  # noqa: BLE001 — one bad item must not take the node down
+                        if transport_failure(exc, self.endpoints) is not None:
+                            raise  # not this item's fault: fails the tick (an outage), the item keeps its retries
                         self._item_failed(item, exc, handler)
                     finally:
                         if item.phase in TERMINAL:
@@ -165,5 +256,64 @@ def decline_note_of(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-# the chain's or the IPFS node's endpoint does not answer (NodeUnreachable and ChainUnreachable are ConnectionErrors)
-SERVICE_GONE = (ConnectionError, requests.exceptions.ConnectionError)
+SERVICE_NAMES = {"chain": "chain RPC", "ipfs": "IPFS node", "network": "chain RPC or IPFS node"}
+OUTAGE_REMINDER_S = 600.0   # while an outage lasts, one "still unreachable" line this often
+BACKOFF_JITTER = 0.1        # a backoff wait is its capped value minus up to this fraction
+
+# errnos of a network that does not carry the request (an OSError that is not a ConnectionError subclass)
+_NET_ERRNOS = {errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EHOSTUNREACH,
+               errno.ENETUNREACH, errno.ENETDOWN, errno.EHOSTDOWN, errno.ENETRESET}
+
+
+def transport_failure(exc: BaseException, endpoints: dict | None = None) -> str | None:
+    """Which endpoint an exception says is unreachable ("chain", "ipfs", or "network" when it names neither), or None
+    when it is anything else (a bug, a revert, bad inputs, a CID nobody serves: those keep their own handling).
+
+    Unreachable: refused, reset or timed-out connections, DNS failures, HTTP 5xx and 429, the chain client's
+    ChainUnreachable and the storage client's NodeUnreachable. Only the exception itself is looked at, not what
+    it was raised from: a CidNotFound raised from a timeout is the content's absence, not an outage."""
+    from verity.chain.client import ChainUnreachable
+    from verity.storage.errors import NodeUnreachable
+
+    if isinstance(exc, NodeUnreachable) or isinstance(exc, (ipfs_exc.ConnectionError, ipfs_exc.TimeoutError,
+                                                            ipfs_exc.ProtocolError)):
+        return "ipfs"
+    if isinstance(exc, (ChainUnreachable, ProviderConnectionError, RequestTimedOut)):
+        return "chain"
+    if isinstance(exc, requests.exceptions.HTTPError):
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        return _by_url(exc, endpoints) if status is not None and (status >= 500 or status == 429) else None
+    if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
+                        requests.exceptions.ChunkedEncodingError)):
+        return _by_url(exc, endpoints)
+    if isinstance(exc, (urllib3.exceptions.ProtocolError, urllib3.exceptions.TimeoutError,
+                        urllib3.exceptions.NewConnectionError, urllib3.exceptions.MaxRetryError)):
+        return "network"
+    if isinstance(exc, BrokenPipeError):
+        return None  # a local pipe (a worker process) as often as a socket: not evidence of an outage
+    if isinstance(exc, (ConnectionError, TimeoutError, socket.gaierror)):
+        return "network"
+    if isinstance(exc, OSError) and exc.errno in _NET_ERRNOS:
+        return "network"
+    return None
+
+
+def _by_url(exc: BaseException, endpoints: dict | None) -> str:
+    """The endpoint a requests exception's URL belongs to (by host and port), else "network"."""
+    from urllib.parse import urlsplit
+
+    url = getattr(getattr(exc, "request", None), "url", None)
+    if not url:
+        return "network"
+    target = urlsplit(url)
+    for service, where in (endpoints or {}).items():
+        where = str(where)
+        if where.startswith("/"):  # a multiaddr: /ip4/HOST/tcp/PORT/http
+            parts = where.split("/")
+            host, port = (parts[2], parts[4]) if len(parts) > 4 else ("", "")
+        else:
+            u = urlsplit(where if "://" in where else f"http://{where}")
+            host, port = u.hostname or "", str(u.port or (443 if u.scheme == "https" else 80))
+        if target.hostname == host and str(target.port or (443 if target.scheme == "https" else 80)) == port:
+            return service
+    return "network"

@@ -56,6 +56,13 @@ class InputsUnreachable(InputRejected):
                          f"not retrievable ({exc.reason}) with {grace_left:.0f} s of the decline grace left")
 
 
+def _result_sent(ctx: NodeContext, rep) -> None:
+    """Metrics (`node run --metrics-port`): the seconds our slot's deadline had left when the result went out."""
+    metrics = getattr(ctx, "metrics", None)
+    if metrics is not None and int(rep.deadline):
+        metrics.result_sent(lambda: int(rep.deadline) - ctx.chain.now())  # read and observed inside the metrics' guard
+
+
 def decline_grace_end(ctx: NodeContext, task, rep) -> int:
     """TaskMachine.decline's bound: the slot may be declined until DECLINE_GRACE_BPS of its window has passed."""
     window = int(ctx.job(task.jobId).executionWindow)
@@ -107,7 +114,7 @@ class SolverRole:
                 log.info("task %d slot %d: drawn again after withdrawing", tid, slot)
             if key not in snap.items:
                 snap.items[key] = WorkItem(key=key, kind="solve", phase=Phase.ASSIGNED, task_id=tid, slot=slot)
-                log.info("assigned task %d slot %d", tid, slot)
+                log.info("assigned task %d slot %d", tid, slot, extra={"task_id": tid, "slot": slot})
 
     def _holds(self, task_id: int, slot: int) -> bool:
         """The slot is ours on-chain now and waits for its result (Assigned): a TaskAssigned read again after a
@@ -204,7 +211,8 @@ class SolverRole:
             return
         if status == ReplicaStatus.ACCEPTED:
             snap.move(item, Phase.DONE)
-            log.info("task %d accepted", item.task_id)
+            log.info("task %d accepted", item.task_id, extra={"task_id": item.task_id, "job_id": int(task.jobId),
+                                                              "slot": item.slot})
             return
         replication = int(ctx.job(task.jobId).replication)
 
@@ -259,16 +267,19 @@ class SolverRole:
                 if status == ReplicaStatus.ASSIGNED:
                     c.transact(c.jobs.functions.submitResult(item.task_id, root, final, n, cid,
                                                              merkle.proof(trace, 0), merkle.proof(trace, n)))
+                    _result_sent(ctx, rep)
                 snap.move(item, Phase.REVEALED)
             elif public_now:
                 # every other result is fixed: reveal in place of a commit (one transaction; it also reveals a
                 # partner that committed this same result, so agreeing replicas need no further reveal)
                 c.transact(c.jobs.functions.reveal(item.task_id, root, final, n, cid,
                                                    merkle.proof(trace, 0), merkle.proof(trace, n)))
+                _result_sent(ctx, rep)
                 snap.move(item, Phase.REVEALED)
             else:
                 if status == ReplicaStatus.ASSIGNED:
                     c.transact(c.jobs.functions.commit(item.task_id, replica_commitment(root, final, cid, ctx.me)))
+                    _result_sent(ctx, rep)
                 snap.move(item, Phase.COMMITTED)
             return
 

@@ -93,6 +93,14 @@ class WorkPool:
                 left += max(0.0, job.estimate_s - (now - job.started if job.started else 0.0))
         return left
 
+    def depth(self) -> dict[str, tuple[int, int]]:
+        """Per lane: (jobs queued, not started yet; jobs running) — what the node's metrics show."""
+        out = {lane: [0, 0] for lane in self._queues}
+        for job in list(self._jobs.values()):
+            if not job.done.is_set():
+                out[job.lane][1 if job.started else 0] += 1
+        return {lane: (q, r) for lane, (q, r) in out.items()}
+
     def busy(self, key: str) -> bool:
         return key in self._jobs
 
