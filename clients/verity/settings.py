@@ -21,6 +21,8 @@ class Settings(BaseSettings):
     # a running node rides out an unreachable RPC or IPFS endpoint (backing off up to 30 s); past this many seconds
     # of one outage it stops instead (0: never)
     max_outage: float = Field(0.0, ge=0, description="seconds of one RPC/IPFS outage before a node stops; 0 = never")
+    # EIP-1559: the most a transaction may bid per gas (maxFeePerGas), in gwei; above it nothing is sent (0: no cap)
+    max_fee_gwei: float = Field(0.0, ge=0, description="cap on a transaction's maxFeePerGas in gwei; 0 = none")
 
     # storage (IPFS HTTP RPC API: a multiaddr or http(s) URL; Kubo in production)
     ipfs_api: str = ""       # default: the devnet's IPFS node on 127.0.0.1:<ipfs_api_port>

@@ -28,6 +28,18 @@ class TxFailed(VerityError):
         super().__init__(f"{what} reverted: {error}{args if args else ''}")
 
 
+GWEI = 10**9
+
+
+class FeeTooHigh(VerityError):
+    """The chain asks more per gas than the operator's VERITY_MAX_FEE_GWEI allows: nothing was sent."""
+
+    def __init__(self, what: str, asked: int, cap: int, kind: str):
+        self.asked, self.cap = asked, cap
+        super().__init__(f"{what}: not sent: the chain's {kind} is {asked / GWEI:g} gwei, above the "
+                         f"VERITY_MAX_FEE_GWEI cap of {cap / GWEI:g} gwei (raise the cap or wait for cheaper blocks)")
+
+
 class ChainUnreachable(VerityError, ConnectionError):
     """The RPC endpoint did not answer: refused, reset, timed out, or an HTTP 5xx/429. Without `reason`: at connect
     time (a hint to start the devnet); with it: a request of a running client (node/loop.py rides that out)."""
@@ -127,10 +139,16 @@ def _abi_type(inp: dict) -> str:
     return inp["type"]
 
 
-def connect_chain(rpc_url: str, private_key: str | None = None, *, timeout: float = 30.0) -> "ChainClient":
+def connect_chain(rpc_url: str, private_key: str | None = None, *, timeout: float = 30.0,
+                  max_fee_gwei: float | None = None) -> "ChainClient":
     """A client for the deployment recorded for whatever chain answers at `rpc_url`; `timeout`: seconds one
-    request may wait for its answer."""
+    request may wait for its answer; `max_fee_gwei`: the operator's cap on maxFeePerGas (default: the
+    VERITY_MAX_FEE_GWEI setting; 0 = none)."""
     from verity.chain.deployments import check_deployment_chain, load_deployments
+    from verity.settings import Settings
+
+    if max_fee_gwei is None:
+        max_fee_gwei = Settings().max_fee_gwei
 
     w3 = Web3(HTTPProvider(rpc_url, request_kwargs={"timeout": 10}))
     try:
@@ -139,7 +157,7 @@ def connect_chain(rpc_url: str, private_key: str | None = None, *, timeout: floa
         raise ChainUnreachable(rpc_url) from None
     dep = load_deployments(chain_id)
     check_deployment_chain(w3, chain_id, rpc_url)
-    return ChainClient(rpc_url, private_key, dep, timeout=timeout)
+    return ChainClient(rpc_url, private_key, dep, timeout=timeout, max_fee_wei=int(max_fee_gwei * GWEI))
 
 
 class ChainClient:
@@ -152,9 +170,12 @@ class ChainClient:
     it; a send that still races one of them ("nonce too low") is retried once.
     """
 
+    max_fee_wei: int | None = None   # EIP-1559 cap on maxFeePerGas (cap_fees); None: web3's own bid
+
     def __init__(self, rpc_url: str, private_key: str | None, deployments: Deployments, *, receipt_timeout: float = 60.0,
-                 timeout: float = 30.0):
+                 timeout: float = 30.0, max_fee_wei: int | None = None):
         self.rpc_url = rpc_url
+        self.max_fee_wei = max_fee_wei or None
         self.w3 = Web3(rpc_provider(rpc_url, timeout))
         if not self.w3.is_connected():
             raise ChainUnreachable(rpc_url)
@@ -248,6 +269,7 @@ class ChainClient:
             raise TxFailed(what, name, args) from None
         except ContractLogicError as exc:
             raise TxFailed(what, str(exc)) from None
+        self.cap_fees(tx, what)
         if gas is not None:
             tx["gas"] = gas
         else:  # estimate + margin: later state can cost more than the estimate
@@ -266,6 +288,24 @@ class ChainClient:
         if receipt["status"] != 1:
             raise TxFailed(what, f"status 0 in block {receipt['blockNumber']}")
         return receipt
+
+    def cap_fees(self, tx: dict, what: str = "transaction") -> None:
+        """Hold an EIP-1559 transaction's bid (web3's default: twice the base fee plus the tip) to the operator's cap,
+        the tip too; refuse, before anything is signed or sent, when the chain's base fee is already above the cap:
+        such a transaction would wait unmined, and the node's deadlines with it. A legacy gasPrice is held the same
+        way."""
+        cap = self.max_fee_wei
+        if not cap:
+            return
+        if "maxFeePerGas" not in tx:
+            if int(tx.get("gasPrice", 0)) > cap:
+                raise FeeTooHigh(what, int(tx["gasPrice"]), cap, "gas price")
+            return
+        base = int(self.w3.eth.get_block("latest").get("baseFeePerGas") or 0)
+        if base > cap:
+            raise FeeTooHigh(what, base, cap, "base fee")
+        tx["maxFeePerGas"] = min(int(tx["maxFeePerGas"]), cap)
+        tx["maxPriorityFeePerGas"] = min(int(tx.get("maxPriorityFeePerGas", 0)), tx["maxFeePerGas"])
 
     def next_nonce(self) -> int:
         """The chain's count of our transactions, pending ones included."""
