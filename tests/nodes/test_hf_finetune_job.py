@@ -1,7 +1,8 @@
 """Issue 24, your model and your data, through real nodes: a small Llama-shaped decoder saved by transformers (a
 local safetensors start, no hub) is fine-tuned on a JSONL corpus with `verity job submit --init-from`, trained,
 verified and paid; `verity job download --format hf` gives a directory transformers loads, whose logits equal
-Verity's own forward of the verified final model."""
+Verity's own forward of the verified final model; `verity verify` names the job either download is the final
+model of, and refuses a file one bit off."""
 from __future__ import annotations
 
 import json
@@ -79,5 +80,19 @@ def test_llama_fine_tuned_from_local_safetensors_on_jsonl_loads_in_transformers_
     ours.load_state_dict(final.model_tensors())
     with torch.no_grad():
         torch.testing.assert_close(hf(ids).logits, ours.eval()(ids), rtol=1e-4, atol=1e-5)
+    # issue 26 item 3: `verity verify` names the job a downloaded model (either format) is the final model of
+    _run(net, "job", "download", str(job_id), "-o", str(net.root / "tuned.safetensors"))
+    for model in (net.root / "tuned.safetensors", hf_dir):
+        out = _run(net, "verify", str(model))
+        assert f"is the final model of job {job_id}" in out and "trace root 0x" in out, out
+        assert "disputes: none on any of its tasks" in out, out
+    forged = net.root / "forged.safetensors"
+    data = bytearray((net.root / "tuned.safetensors").read_bytes())
+    data[-1] ^= 1   # one bit of the last tensor
+    forged.write_bytes(bytes(data))
+    proc = subprocess.run([sys.executable, "-m", "verity", "verify", str(forged)], env=net.env, cwd=net.root, text=True,
+                          timeout=300, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.returncode == 1 and proc.stdout.startswith("not verified: "), proc.stdout
+    assert "is not the accepted final model of the 1 completed job(s)" in proc.stdout, proc.stdout
     total, minted, burned = conserved(c)
     assert total == minted - burned

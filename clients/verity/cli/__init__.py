@@ -35,6 +35,33 @@ job_app.command("submit")(submit)
 
 
 @app.command()
+def verify(model: Annotated[str, typer.Argument(help="a model `verity job download` wrote (.safetensors), or a "
+                                                   "--format hf directory")],
+           job: Annotated[int | None, typer.Option("--job", help="check this job only (default: every completed job, "
+                                                                 "newest first)")] = None) -> None:
+    """Is MODEL the accepted final model of a completed job on this chain? Names the job, its trace root, the
+    replicas that agreed and the disputes that settled it; exit 1 with the reason when it is not."""
+    from pathlib import Path
+
+    from verity.chain.client import connect_chain
+    from verity.cli.common import settings
+    from verity.errors import VerityError
+    from verity.job.verify import verify_model
+    from verity.storage import Storage
+
+    s = settings()
+    try:
+        if not Path(model).exists():
+            raise VerityError(f"{model}: no such file or directory")
+        verdict = verify_model(Path(model), connect_chain(s.rpc_url), Storage.from_settings(s), job)
+    except VerityError as exc:
+        typer.echo(f"not verified: {exc}", err=True)
+        raise typer.Exit(1) from None
+    for line in verdict.lines(model):
+        typer.echo(line)
+
+
+@app.command()
 def demo(keep: bool = typer.Option(False, help="leave the devnet and nodes running afterwards"),
          scenario: str = typer.Option("main", help="main: the digits job of `make demo`; modules: the model split "
                                                    "into two modules trained by different nodes")) -> None:
