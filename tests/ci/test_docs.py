@@ -37,3 +37,13 @@ def test_docs_designSectionsCited_exist():
     for path in [*DOCS, *ROOT.glob("clients/**/*.py"), *ROOT.glob("scripts/*.py")]:
         for sec in re.findall(r"DESIGN §(\d+)", path.read_text()):
             assert sec in sections, f"{path.relative_to(ROOT)} cites DESIGN §{sec}, not a section of docs/design.md"
+
+
+def test_readme_settings_table_names_every_setting_succeeds():
+    """Every Settings field is documented in README's Settings table as its environment variable."""
+    from verity.settings import Settings
+
+    text = (ROOT / "README.md").read_text()
+    table = text.split("## Settings", 1)[1].split("\n## ", 1)[0]
+    missing = [f"VERITY_{name.upper()}" for name in Settings.model_fields if f"`VERITY_{name.upper()}`" not in table]
+    assert not missing, f"README's Settings table lacks {missing}"

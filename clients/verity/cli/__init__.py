@@ -12,7 +12,10 @@ from verity.cli.job import app as job_app
 from verity.cli.job_submit import submit
 from verity.cli.node import app as node_app
 
-app = typer.Typer(no_args_is_help=True, help="Verity: verifiable ML training.")
+app = typer.Typer(no_args_is_help=True, help="Verity: verifiable ML training.",
+                  epilog="Settings come from the environment: VERITY_RPC_URL (default http://127.0.0.1:8545, the "
+                         "devnet's VERITY_ANVIL_PORT), VERITY_IPFS_API (default port VERITY_IPFS_API_PORT 5001), "
+                         "VERITY_STATE_DIR, VERITY_MAX_FEE_GWEI, ...; README's Settings table lists them all.")
 
 
 def _version(value: bool) -> None:
