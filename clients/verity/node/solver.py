@@ -137,10 +137,10 @@ class SolverRole:
         c = self.ctx.chain
         try:
             c.transact(c.jobs.functions.decline(item.task_id, bool(invalid_inputs), decline_note(note or why)))
-            log.error("declined task %d slot %s (%s): %s", item.task_id, item.slot,
+            log.info("declined task %d slot %s (%s): %s", item.task_id, item.slot,   # routine: a node's own choice
                       "invalid inputs" if invalid_inputs else "cannot do the work", why)
         except TxFailed as exc:
-            log.error("could not decline task %d slot %s (%s): %s; the slot is freed when reported late",
+            log.warning("could not decline task %d slot %s (%s): %s; the slot is freed when reported late",
                       item.task_id, item.slot, exc, why)
 
     def _past_floor(self, item: WorkItem, task, rep) -> bool:
