@@ -311,3 +311,24 @@ def test_runReference_portableFirstRun_compilesTheCKernelsBeforeTheTimedSteps_su
                         or SimpleNamespace(root=bytes(32), timings={"train": 1.0}))
     root, ms = reference.run_reference(profile, "mlp", tmp_path)
     assert calls == expected and root == "00" * 32 and ms > 0
+
+
+def test_makeVectors_onlyMissing_keepsRecordedRootsAndAddsTheFamilyItLacks_succeeds(tmp_path):
+    """How a native class's file gains a family recorded after it (decoder, resnet for cpu-f32-strict): only the
+    missing family runs, every recorded root is kept as it was (here a made-up one, which a re-run would replace)."""
+    import subprocess
+    import sys
+
+    doc = _vectors()
+    del doc["tasks"]["resnet"]
+    doc["tasks"]["mlp"]["root"] = "ab" * 32
+    path = _write(tmp_path, doc)
+    script = Path(__file__).resolve().parents[2] / "scripts" / "make_vectors.py"
+    proc = subprocess.run([sys.executable, str(script), "--profile", "portable-f32", "--out", str(tmp_path),
+                           "--only-missing"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    after = read_vectors(path, "portable-f32")["tasks"]
+    recorded = read_vectors(DEFAULT_VECTORS / "portable-f32.json", "portable-f32")["tasks"]
+    assert after["mlp"]["root"] == "ab" * 32                           # kept, not re-run
+    assert after["resnet"] == recorded["resnet"]                        # the missing family, run here
+    assert {a: after[a] for a in ("cnn", "gpt", "decoder")} == {a: doc["tasks"][a] for a in ("cnn", "gpt", "decoder")}
