@@ -154,6 +154,7 @@ def status(dir: Dir = None) -> None:
         from verity.chain.client import ChainClient
         from verity.chain.deployments import load_deployments
         from verity.chain.views import JobStatus, read
+        from verity.node.status import role_names
 
         chain_id = int(chain.get("chain_id", settings().chain_id))
         c = ChainClient(rec["rpc_url"], None, load_deployments(chain_id, deployments_dir(directory) / f"{chain_id}.json"))
@@ -172,7 +173,7 @@ def status(dir: Dir = None) -> None:
     for i in range(min(c.call(c.registry.functions.nodeCount()), 50)):
         addr = c.call(c.registry.functions.nodeList(i))
         n, r = read(c, c.registry, "getNode", addr), read(c, c.lens, "reputationOf", addr)
-        nt.add_row(addr, str(n.roles), f"{n.stake / 1e18:g}", f"{n.locked / 1e18:g}", str(r.tasksCompleted), str(r.tasksLate),
+        nt.add_row(addr, role_names(int(n.roles)), f"{n.stake / 1e18:g}", f"{n.locked / 1e18:g}", str(r.tasksCompleted), str(r.tasksLate),
                    f"{r.disputesWon}/{r.disputesLost}")
     console.print(nt)
     jt = Table(title="jobs")
