@@ -29,8 +29,9 @@ class _Chain:
         self.views, self.reads = views, []
         self.w3, self.deployments = None, SimpleNamespace(start_block=0)
         self.escrow = SimpleNamespace(functions=_Functions("escrow", missing=("credits", "withdraw")))
-        for name in ("game", "panel", "registry", "lens", "token"):
+        for name in ("game", "panel", "registry", "lens", "token", "fees"):
             setattr(self, name, SimpleNamespace(functions=_Functions(name)))
+        self.contracts = {"VerificationFees": self.fees}
 
     def call(self, call):
         self.reads.append(call)
@@ -50,6 +51,8 @@ def test_read_status_counts_sent_payments_as_earned_and_only_game_panel_credits_
               _ev("PaymentSent", "JobEscrow", jobId=1, to=OTHER, amount=7),       # someone else's payment
               _ev("Credited", "DisputeGame", to="0x" + ME[2:].upper(), amount=5),  # mixed case
               _ev("Credited", "RefereePanel", to=ME, amount=11),
+              _ev("FeePaid", "VerificationFees", taskId=4, jobId=2, verifier=ME, amount=13, epoch=0),
+              _ev("FeePaid", "VerificationFees", taskId=4, jobId=2, verifier=OTHER, amount=13, epoch=0),
               _ev("EscrowRefunded", "JobEscrow", jobId=1, to=ME, amount=100)]      # a refund is not an earning
     monkeypatch.setattr(status_mod, "EventCursor", lambda w3, contracts, next_block: SimpleNamespace(
         poll=lambda: [e for e in events if e.contract in contracts]))
@@ -61,8 +64,17 @@ def test_read_status_counts_sent_payments_as_earned_and_only_game_panel_credits_
                     ("lens", "promptnessFactorBps"): lambda who: 10_000,
                     ("token", "balanceOf"): lambda who: 42})
     st = status_mod.read_status(chain, ME)
-    assert (st.earned, st.unwithdrawn, st.balance) == (3 + 5 + 11, 2 + 4, 42)
+    assert (st.earned, st.unwithdrawn, st.balance) == (3 + 13 + 5 + 11, 2 + 4, 42)
     assert [c[0] for c in chain.reads if c[1] == "credits"] == ["game", "panel"]  # the escrow is never asked
+    # issue 26: by source (paid into the wallet vs credited) and by job (task payments and fees)
+    assert st.by_source == {"tasks": 3, "fees": 13, "disputes": 5, "referee": 11}
+    assert st.by_job == {1: 3, 2: 13}
+    st.node = SimpleNamespace(slot=1, lastSeen=0, roles=1, stake=0, locked=0, pendingUnstake=0, deviceClass=0,
+                              memoryMb=1024, region=0, bandwidthMbps=0)
+    st.reputation = SimpleNamespace(tasksCompleted=2, tasksLate=0, disputesWon=1, disputesLost=0, totalSlashed=0)
+    rows = dict(st.rows())
+    assert rows["  paid"] == "0.00 VRT task payments, 0.00 VRT verification fees (in the balance)"
+    assert "pending withdraw" in rows["  credited"] and rows["  by job"].startswith("job 2: ")
 
 
 def test_ledger_counts_the_escrows_sent_payments_as_task_pay_succeeds():

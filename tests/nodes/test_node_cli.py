@@ -92,7 +92,8 @@ def test_stake_top_up_while_running_then_status_and_ctrl_c_succeeds(net):
     assert status.returncode == 0, out
     for field in ("roles │ solver,referee", "last seen │", "s ago", "balance │", "stake │ 1,500.00 VRT",
                   "locked stake │ 0.00 VRT", "earnings │ 2.00 VRT", "reputation │ 2 tasks done, 0 late",
-                  "task:1:", "done", "selection weight │", "as solver", "promptness"):
+                  "task:1:", "done", "selection weight │", "as solver", "promptness",
+                  "paid │ 2.00 VRT task payments", f"by job │ job {job_id}: 2.00 VRT"):
         assert field in out, f"{field!r} missing from:\n{status.stdout}"
 
     a.proc.send_signal(signal.SIGINT)

@@ -42,10 +42,13 @@ class NodeStatus:
     reputation: SimpleNamespace
     now: int
     balance: int
-    earned: int           # every task payment ever sent (JobEscrow) and dispute reward ever credited
+    earned: int           # every task payment ever sent (JobEscrow), fee paid and dispute/referee reward credited
     unwithdrawn: int      # of which still held by DisputeGame / RefereePanel (the keeper withdraws it)
     # (solver weight, referee weight, reputation factor bps, promptness factor bps): what the draws weigh
     selection: tuple[int, int, int, int] | None = None
+    # earned by source ("tasks", "fees", "disputes", "referee") and by job (task payments and fees), wei
+    by_source: dict[str, int] | None = None
+    by_job: dict[int, int] | None = None
 
     @property
     def registered(self) -> bool:
@@ -59,6 +62,7 @@ class NodeStatus:
         rows = [("roles", role_names(n.roles)), ("last seen", seen), ("balance", vrt(self.balance)),
                 ("stake", vrt(n.stake)), ("locked stake", vrt(n.locked)),
                 ("earnings", f"{vrt(self.earned)} ({vrt(self.unwithdrawn)} not yet withdrawn)"),
+                *self._earning_rows(),
                 ("reputation", f"{r.tasksCompleted} tasks done, {r.tasksLate} late, disputes {r.disputesWon} won / "
                                f"{r.disputesLost} lost, {vrt(r.totalSlashed)} slashed")]
         if n.pendingUnstake:
@@ -77,13 +81,45 @@ class NodeStatus:
         return rows
 
 
+    def _earning_rows(self) -> list[tuple[str, str]]:
+        """Earnings by source (paid into the wallet vs credited and pending withdraw) and by job."""
+        if not self.by_source:
+            return []
+        s = self.by_source
+        rows = [("  paid", f"{vrt(s.get('tasks', 0))} task payments, {vrt(s.get('fees', 0))} verification fees "
+                            "(in the balance)"),
+                ("  credited", f"{vrt(s.get('disputes', 0))} dispute rewards, {vrt(s.get('referee', 0))} referee pay "
+                               f"({vrt(self.unwithdrawn)} pending withdraw)")]
+        if self.by_job:
+            top = sorted(self.by_job.items(), key=lambda kv: (-kv[1], kv[0]))
+            text = ", ".join(f"job {j}: {vrt(a)}" for j, a in top[:EARNING_JOBS_SHOWN])
+            more = len(top) - EARNING_JOBS_SHOWN
+            rows.append(("  by job", text + (f", and {more} more job(s)" if more > 0 else "")))
+        return rows
+
+
+EARNING_JOBS_SHOWN = 5
+_SOURCES = {("JobEscrow", "PaymentSent"): "tasks", ("VerificationFees", "FeePaid"): "fees",
+            ("DisputeGame", "Credited"): "disputes", ("RefereePanel", "Credited"): "referee"}
+
+
 def read_status(c: ChainClient, address: str) -> NodeStatus:
-    earned = 0
+    earned, by_source, by_job = 0, {}, {}
     contracts = {"JobEscrow": c.escrow, "DisputeGame": c.game, "RefereePanel": c.panel}
+    if "VerificationFees" in c.contracts:
+        contracts["VerificationFees"] = c.fees
     for ev in EventCursor(c.w3, contracts, next_block=c.deployments.start_block).poll():
-        # PaymentSent: JobEscrow pushed a task payment into the wallet; Credited: a dispute reward held for withdraw()
-        if ev.name in ("PaymentSent", "Credited") and ev.args["to"].lower() == address.lower():
-            earned += int(ev.args["amount"])
+        # PaymentSent: JobEscrow pushed a task payment into the wallet; FeePaid: a verification fee transferred;
+        # Credited: a dispute or referee reward held for withdraw()
+        source = _SOURCES.get((ev.contract, ev.name))
+        to = ev.args.get("verifier") if source == "fees" else ev.args.get("to")
+        if source is None or str(to).lower() != address.lower():
+            continue
+        amount = int(ev.args["amount"])
+        earned += amount
+        by_source[source] = by_source.get(source, 0) + amount
+        if "jobId" in ev.args:
+            by_job[int(ev.args["jobId"])] = by_job.get(int(ev.args["jobId"]), 0) + amount
     # only DisputeGame and RefereePanel hold credits: JobEscrow's payments are already in the balance
     unwithdrawn = sum(c.call(x.functions.credits(address)) for x in (c.game, c.panel))
     lens = c.lens.functions
@@ -91,7 +127,8 @@ def read_status(c: ChainClient, address: str) -> NodeStatus:
     selection = (int(ws), int(wr), int(c.call(lens.reputationFactorBps(address))),
                  int(c.call(lens.promptnessFactorBps(address))))
     return NodeStatus(address, read(c, c.registry, "getNode", address), read(c, c.lens, "reputationOf", address),
-                      c.now(), c.call(c.token.functions.balanceOf(address)), earned, unwithdrawn, selection)
+                      c.now(), c.call(c.token.functions.balanceOf(address)), earned, unwithdrawn, selection,
+                      by_source, by_job)
 
 
 def check_withdrawable(c: ChainClient, address: str) -> int:
