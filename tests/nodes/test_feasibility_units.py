@@ -166,3 +166,22 @@ def test_unverified_family_is_named_and_verified_ones_pass_succeeds():
     ctx.speeds = {"portable-f32": {"gpt": speed}}   # the job's profile unmeasured: the profile gate decides
     assert unverified_family(ctx, 1) is None
     assert unverified_family(SimpleNamespace(manifest=lambda job_id: m), 1) is None   # a bare context
+
+
+def test_micro_batches_pay_the_per_step_overhead_each_and_a_job_that_hides_it_is_declined_fails():
+    """The attack: the same FLOPs cut into micro_batches=32 make a step ~27x slower (measured here: portable mlp
+    reference task, 1.51 -> 41.68 ms/step, one thread), so a node estimating the step as one pass takes a slot it
+    cannot finish and is fined for lateness. Each micro-batch pays the family's fixed per-step cost."""
+    from verity.engine.estimate import estimate_task_seconds
+
+    plain = build_manifest("mlp", steps_per_round=400)
+    split = build_manifest("mlp", steps_per_round=400, micro_batches=32)
+    speed = {"mlp": StepSpeed(1.3, estimate_step_flops(plain, 0) / 0.2)}   # 1.3 ms fixed + 0.2 ms of FLOPs a step
+    assert estimate_task_seconds(plain, 0, speed) == pytest.approx(400 * 1.5 / 1000)
+    assert estimate_task_seconds(split, 0, speed) == pytest.approx(400 * (1.5 + 31 * 1.3) / 1000)
+    window = 400 * 1.5 / 1000 * SAFETY + 1
+    check_task_fits(plain, 0, execution_window=120, seconds_left=window, memory_mb=1 << 20,
+                    speeds={plain.determinism: speed})
+    with pytest.raises(CapacityExceeded, match="s of training"):
+        check_task_fits(split, 0, execution_window=120, seconds_left=window, memory_mb=1 << 20,
+                        speeds={split.determinism: speed})

@@ -251,4 +251,7 @@ def estimate_task_seconds(manifest: Manifest, index: int, speeds: dict[str, Step
     speed = speeds.get(manifest.model.arch)
     if speed is None:
         return None
-    return manifest.steps_per_round * speed.step_ms(estimate_step_flops(manifest, index)) / 1000.0
+    # the fixed per-step cost is paid once per micro-batch (manifest `micro_batches`: M forward and backward passes of
+    # batch/M samples, then the ordered sum): a poster must not make a step M times slower than nodes estimate it
+    extra = speed.overhead_ms * ((manifest.micro_batches or 1) - 1)
+    return manifest.steps_per_round * (speed.step_ms(estimate_step_flops(manifest, index)) + extra) / 1000.0

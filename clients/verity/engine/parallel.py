@@ -19,7 +19,8 @@ No all-reduce is used anywhere: its reduction order belongs to the backend.
 Shape of a run (`run_task(..., workers=W)`): the calling process is rank 0;
 it starts W-1 helper processes (`helper_main`, `python -c ...`), hands
 each the manifest, shard, task, starting state and step count over its stdin
-(pickled; a pipe from the parent, never a file anyone else could write), and
+(JSON and safetensors, as a node reads them from the network: nothing is
+unpickled; a pipe from the parent, never a file anyone else could write), and
 keeps that pipe open: a helper whose stdin reaches EOF (rank 0 died, even by
 `kill -9`) exits at once. Rendezvous is a `FileStore` with a fresh name in the
 workdir, and gloo talks over 127.0.0.1 only, so nothing listens off the
@@ -47,9 +48,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import io
+import json
 import os
-import pickle
 import signal
 import struct
 import subprocess
@@ -61,12 +61,13 @@ from pathlib import Path
 
 import torch
 
-from verity.engine.data import Shard
+from verity.engine.data import Shard, load_shard, shard_bytes
 from verity.engine.determinism import apply_profile, get_profile
-from verity.engine.manifest import Manifest
+from verity.engine.manifest import Manifest, load_manifest, manifest_bytes
 from verity.engine.state import TaskRef, TrainState
 from verity.engine.trainer import Trainer, micro_batch_count, sum_in_order
-from verity.errors import VerityError
+from verity.engine.tensorfile import read_safetensors, safetensors_bytes
+from verity.errors import StateInvalid, VerityError
 
 DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)
 LOOPBACK = "127.0.0.1"
@@ -225,16 +226,16 @@ class DataParallel:
         self.threads = pinned or threads or max(1, torch.get_num_threads() // workers)
         self._saved_threads = torch.get_num_threads()
         torch.set_num_threads(self.threads)
-        payload = {"manifest": manifest, "shard": shard, "task": task, "tensors": state.tensors, "step": state.step,
-                   "state_task": state.task, "steps": steps, "threads": self.threads, "timeout": timeout,
-                   "backend": self.backend}
+        payload = _encode_inputs(manifest, shard, task, state, {"steps": steps, "threads": self.threads,
+                                                                   "timeout": timeout.total_seconds(),
+                                                                   "backend": self.backend})
         try:
             import torch.distributed as dist
             self.store = dist.FileStore(str(self.store_path), workers)
             for r in range(1, workers):   # all started first: each imports torch while the others do
                 self._spawn(r)
             for r in range(1, workers):
-                self._send(r, dict(payload, device=devices[r]))
+                self._send(r, _frame(json.dumps({"device": devices[r]}).encode()) + payload)
             self._await_ready()
             self.group = make_group(self.store, 0, workers, self.backend, timeout)
             self.exchange = StepExchange(trainer, self.group, 0, workers)
@@ -254,13 +255,10 @@ class DataParallel:
                                                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env,
                                                cwd=str(self.workdir)))
 
-    def _send(self, rank: int, payload: dict) -> None:
+    def _send(self, rank: int, data: bytes) -> None:
         proc = self.procs[rank - 1]
-        buf = io.BytesIO()
-        pickle.dump(payload, buf, protocol=pickle.HIGHEST_PROTOCOL)
-        data = buf.getvalue()
         try:
-            proc.stdin.write(struct.pack("<Q", len(data)) + data)
+            proc.stdin.write(data)
             proc.stdin.flush()   # the pipe stays open: its EOF tells the helper that rank 0 is gone
         except (BrokenPipeError, OSError):
             self._raise_dead(proc, rank, "exited before reading its inputs")
@@ -353,7 +351,22 @@ class DataParallel:
 
 
 # ----------------------------------------------------------------------------------------------- helper side
-def _read_payload(stream) -> dict:
+def _frame(data: bytes) -> bytes:
+    return struct.pack("<Q", len(data)) + data
+
+
+def _encode_inputs(manifest: Manifest, shard: Shard, task: TaskRef, state: TrainState, extra: dict) -> bytes:
+    """A helper's inputs in the formats a node reads from the network, each checked again on the helper's side:
+    a JSON header (the canonical manifest, the task, the state's step and task, run settings), the shard file and
+    the state's tensors as safetensors. (The device is framed first, per helper.)"""
+    ref = lambda t: [t.job, t.round, t.index]  # noqa: E731
+    head = {"manifest": manifest_bytes(manifest).decode(), "task": ref(task), "step": state.step,
+            "state_task": ref(state.task) if state.task else None, "samples": shard.meta.samples, **extra}
+    return (_frame(json.dumps(head).encode()) + _frame(shard_bytes(shard.x, shard.y, shard.meta))
+            + _frame(safetensors_bytes(state.tensors, {})))
+
+
+def _read_frame(stream) -> bytes:
     head = stream.read(8)
     if len(head) != 8:
         raise SystemExit("no inputs on stdin (helpers are started by run_task(..., workers=W))")
@@ -361,7 +374,21 @@ def _read_payload(stream) -> dict:
     data = stream.read(n)
     if len(data) != n:
         raise SystemExit(f"truncated inputs on stdin ({len(data)} of {n} bytes)")
-    return pickle.loads(data)   # from our parent's pipe only
+    return data
+
+
+def _read_payload(stream) -> dict:
+    """The inputs _encode_inputs framed (after the device), decoded and validated like network inputs."""
+    p = json.loads(_read_frame(stream))
+    p.update(json.loads(_read_frame(stream)))
+    manifest = load_manifest(p["manifest"].encode())
+    shard = load_shard(_read_frame(stream), manifest.data, samples=p["samples"], source="rank 0's shard")
+    state = _read_frame(stream)
+    tensors, _ = read_safetensors(state, "rank 0's state", StateInvalid, max_bytes=len(state),
+                                  max_elements=max(1, len(state) // 4))
+    return {**p, "manifest": manifest, "shard": shard, "task": TaskRef(*p["task"]), "tensors": tensors,
+            "state_task": TaskRef(*p["state_task"]) if p["state_task"] else None,
+            "timeout": datetime.timedelta(seconds=p["timeout"])}
 
 
 def _watch_parent(fd: int) -> None:
