@@ -23,6 +23,8 @@ class Settings(BaseSettings):
     max_outage: float = Field(0.0, ge=0, description="seconds of one RPC/IPFS outage before a node stops; 0 = never")
     # EIP-1559: the most a transaction may bid per gas (maxFeePerGas), in gwei; above it nothing is sent (0: no cap)
     max_fee_gwei: float = Field(0.0, ge=0, description="cap on a transaction's maxFeePerGas in gwei; 0 = none")
+    # the event index (verity.index, docs/indexer.md) stores blocks this deep only; readers get newer ones live
+    index_confirmations: int = Field(2, ge=0, description="blocks below the head before the index stores a block")
 
     # storage (IPFS HTTP RPC API: a multiaddr or http(s) URL; Kubo in production)
     ipfs_api: str = ""       # default: the devnet's IPFS node on 127.0.0.1:<ipfs_api_port>

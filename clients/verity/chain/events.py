@@ -19,6 +19,7 @@ class DecodedEvent:
     block: int
     log_index: int
     tx_hash: str
+    id: int | None = field(default=None, compare=False, repr=False)  # the row id in the index (verity.index), if from it
 
     @property
     def key(self) -> tuple[int, int]:

@@ -1,0 +1,56 @@
+"""Reading the index: events by job, by address, by name, after an id; in chain order. The same filters over the
+unconfirmed tail (events not stored yet) run in memory (`matching`)."""
+from __future__ import annotations
+
+import sqlite3
+from typing import Iterable, Optional
+
+from verity.chain.events import DecodedEvent
+from verity.index.codec import address_values, load_args
+from verity.index.derive import Deriver
+
+# A job's events: those derived to it, and the StakeSlashed of every transaction that resolved one of its disputes
+# (a dispute slash names only node and recipient; JobHistory charges it to the task the transaction resolved).
+_JOB = ("e.id IN (SELECT id FROM events WHERE job_id = :job UNION SELECT s.id FROM events s WHERE s.name = "
+        "'StakeSlashed' AND s.tx_hash IN (SELECT tx_hash FROM events WHERE job_id = :job AND name = 'DisputeResolved'))")
+_ADDRESS = "e.id IN (SELECT event FROM event_addresses WHERE address = :address)"
+
+
+def _event(row) -> DecodedEvent:
+    return DecodedEvent(row[1], row[2], load_args(row[3]), row[4], row[5], row[6], id=row[0])
+
+
+def select(db: sqlite3.Connection, job_id: Optional[int] = None, address: Optional[str] = None,
+           names: Optional[Iterable[str]] = None, after_id: int = 0) -> list[DecodedEvent]:
+    where, params = ["e.id > :after"], {"after": int(after_id)}
+    if job_id is not None:
+        where.append(_JOB)
+        params["job"] = int(job_id)
+    if address is not None:
+        where.append(_ADDRESS)
+        params["address"] = address.lower()
+    if names is not None:
+        names = list(names)
+        where.append(f"e.name IN ({', '.join(f':n{i}' for i in range(len(names)))})")
+        params.update({f"n{i}": n for i, n in enumerate(names)})
+    sql = (f"SELECT e.id, e.contract, e.name, e.args, e.block, e.log_index, e.tx_hash FROM events e "
+           f"WHERE {' AND '.join(where)} ORDER BY e.block, e.log_index")
+    return [_event(r) for r in db.execute(sql, params)]
+
+
+def matching(events: list[DecodedEvent], deriver: Deriver, job_id: Optional[int] = None,
+             address: Optional[str] = None, names: Optional[Iterable[str]] = None) -> list[DecodedEvent]:
+    """`select`'s filters over events not in the index (chain order in, chain order out)."""
+    ids = [deriver.ids(ev) for ev in events]
+    names = None if names is None else set(names)
+    slash_txs = {ev.tx_hash for ev, i in zip(events, ids) if ev.name == "DisputeResolved" and i.job_id == job_id}
+    out = []
+    for ev, i in zip(events, ids):
+        if job_id is not None and i.job_id != job_id and not (ev.name == "StakeSlashed" and ev.tx_hash in slash_txs):
+            continue
+        if address is not None and address.lower() not in address_values(ev.args):
+            continue
+        if names is not None and ev.name not in names:
+            continue
+        out.append(ev)
+    return out
