@@ -8,6 +8,7 @@ import typer
 
 from verity.cli.data import app as data_app
 from verity.cli.devnet import app as devnet_app
+from verity.cli.index import app as index_app
 from verity.cli.job import app as job_app
 from verity.cli.job_submit import submit
 from verity.cli.node import app as node_app
@@ -32,6 +33,7 @@ def main(version: Annotated[bool, typer.Option(
     """Verity: verifiable ML training."""
 app.add_typer(data_app, name="data")
 app.add_typer(devnet_app, name="devnet")
+app.add_typer(index_app, name="index")
 app.add_typer(node_app, name="node")
 app.add_typer(job_app, name="job")
 job_app.command("submit")(submit)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from verity.chain import EventCursor, TxFailed
+from verity.chain import TxFailed
 from verity.chain.protocol import ROLE_SOLVER, JobStatus, TaskKind, TaskStatus
 from verity.chain.views import read
 from verity.cid import digest_to_cid
@@ -84,9 +84,16 @@ class JobReader:
         self._eval = None
         self._metrics: dict[int, RoundMetric] = {}
         self.history = JobHistory(job_id, chain.game.address)
-        self._events = EventCursor(chain.w3, {"JobRegistry": chain.jobs, "DisputeGame": chain.game,
-                                              "RefereePanel": chain.panel, "NodeRegistry": chain.registry},
-                                   next_block=chain.deployments.start_block)
+        self._index = None   # verity.index: the job's events by lookup, opened on first use
+
+    def events(self) -> list:
+        """This job's events (its dispute slashes too), synced into the index first, the unconfirmed tail live."""
+        if self._index is None:
+            from verity.index import open_index
+
+            self._index = open_index(self.chain)
+        self._index.sync()
+        return self._index.live_events(job_id=self.job_id)
 
     def job(self):
         return read(self.chain, self.chain.jobs, "getJob", self.job_id)
@@ -113,8 +120,10 @@ class JobReader:
             return 0
 
     def tasks(self, job) -> list[TaskRow]:
-        c, h = self.chain, self.history
-        h.feed(self._events.poll())
+        c = self.chain
+        # rebuilt from the job's events each time: the unconfirmed tail is read again until it is indexed
+        self.history = h = JobHistory(self.job_id, c.game.address)
+        h.feed(self.events())
         rows = []
         for tid, (rnd, index) in sorted(h.tasks.items()):
             t = read(c, c.jobs, "getTask", tid)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from types import SimpleNamespace
 
-from verity.chain import ChainClient, EventCursor
+from verity.chain import ChainClient
 from verity.chain.protocol import ROLE_REFEREE, ROLE_SOLVER, ROLE_VERIFIER, region_name
 from verity.chain.views import read
 from verity.errors import VerityError
@@ -103,12 +103,19 @@ _SOURCES = {("JobEscrow", "PaymentSent"): "tasks", ("VerificationFees", "FeePaid
             ("DisputeGame", "Credited"): "disputes", ("RefereePanel", "Credited"): "referee"}
 
 
+def earning_events(c: ChainClient, address: str) -> list:
+    """The events that may pay `address` (PaymentSent, FeePaid, Credited naming it), from the event index (synced
+    first; the unconfirmed tail read live), not a rescan of the chain."""
+    from verity.index import open_index
+
+    with open_index(c) as ix:
+        ix.sync()
+        return ix.live_events(address=address, names=sorted({name for _, name in _SOURCES}))
+
+
 def read_status(c: ChainClient, address: str) -> NodeStatus:
     earned, by_source, by_job = 0, {}, {}
-    contracts = {"JobEscrow": c.escrow, "DisputeGame": c.game, "RefereePanel": c.panel}
-    if "VerificationFees" in c.contracts:
-        contracts["VerificationFees"] = c.fees
-    for ev in EventCursor(c.w3, contracts, next_block=c.deployments.start_block).poll():
+    for ev in earning_events(c, address):
         # PaymentSent: JobEscrow pushed a task payment into the wallet; FeePaid: a verification fee transferred;
         # Credited: a dispute or referee reward held for withdraw()
         source = _SOURCES.get((ev.contract, ev.name))
