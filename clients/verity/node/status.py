@@ -113,9 +113,10 @@ def earning_events(c: ChainClient, address: str) -> list:
         return ix.live_events(address=address, names=sorted({name for _, name in _SOURCES}))
 
 
-def read_status(c: ChainClient, address: str) -> NodeStatus:
+def tally_earnings(events, address: str) -> tuple[int, dict[str, int], dict[int, int]]:
+    """(earned, by source, by job) of `address` from events in any order (others' events are skipped)."""
     earned, by_source, by_job = 0, {}, {}
-    for ev in earning_events(c, address):
+    for ev in events:
         # PaymentSent: JobEscrow pushed a task payment into the wallet; FeePaid: a verification fee transferred;
         # Credited: a dispute or referee reward held for withdraw()
         source = _SOURCES.get((ev.contract, ev.name))
@@ -127,6 +128,11 @@ def read_status(c: ChainClient, address: str) -> NodeStatus:
         by_source[source] = by_source.get(source, 0) + amount
         if "jobId" in ev.args:
             by_job[int(ev.args["jobId"])] = by_job.get(int(ev.args["jobId"]), 0) + amount
+    return earned, by_source, by_job
+
+
+def read_status(c: ChainClient, address: str) -> NodeStatus:
+    earned, by_source, by_job = tally_earnings(earning_events(c, address), address)
     # only DisputeGame and RefereePanel hold credits: JobEscrow's payments are already in the balance
     unwithdrawn = sum(c.call(x.functions.credits(address)) for x in (c.game, c.panel))
     lens = c.lens.functions
