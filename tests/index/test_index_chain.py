@@ -100,3 +100,25 @@ def test_open_restartedChain_getsANewIndexFile_succeeds(chain, deployment, tmp_p
         assert fresh.path.name.startswith("31337-") and old.path.name.split("-")[1] != fresh.path.name.split("-")[1]
     finally:
         restarted.stop()
+
+
+def test_cli_indexSyncAndStatus_reportWhatWasIndexed_succeeds(chain, deployment, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from verity.chain.deployments import save_deployments
+    from verity.cli import app
+
+    save_deployments(deployment, tmp_path / "deployments" / "31337.json")
+    for key, value in {"VERITY_RPC_URL": chain.rpc_url, "VERITY_DEPLOYMENTS_DIR": str(tmp_path / "deployments"),
+                       "VERITY_STATE_DIR": str(tmp_path / "state"), "VERITY_DEVNET_DIR": str(tmp_path / "devnet"),
+                       "VERITY_INDEX_CONFIRMATIONS": "0"}.items():
+        monkeypatch.setenv(key, value)
+    _pay(chain, RECIPIENT, 4)
+    synced = CliRunner().invoke(app, ["index", "sync"])
+    assert synced.exit_code == 0, synced.output
+    expected = len(_rescan(chain))
+    assert f"indexed {expected} events" in synced.output and str(tmp_path / "state" / "index") in synced.output
+    again = CliRunner().invoke(app, ["index", "sync"])
+    assert again.exit_code == 0 and "indexed 0 events in 0 blocks" in again.output
+    shown = CliRunner().invoke(app, ["index", "status"], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0 and f"block {chain.block_number()}" in shown.output and str(expected) in shown.output
