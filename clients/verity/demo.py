@@ -58,6 +58,7 @@ DEMO_WINDOWS = {"execution": 120, "reveal": 5, "challenge": 3}  # reveal: the co
 # Every replica draw and referee panel waits for a block mined `delay` (2) blocks after its request (P4); an empty
 # block every quarter second keeps that wait near half a second on an idle devnet.
 DEMO_BLOCK_INTERVAL = 0.25
+WIDE = 160  # console width when the output is piped: every table's node names in full
 
 
 @dataclass
@@ -114,7 +115,9 @@ def scenario_args(scenario: str) -> tuple[list[str], float]:
     return JOB_ARGS, ACCURACY_GOAL
 
 
-def run_demo(keep: bool = False, directory: Path = DEMO_DIR, scenario: str = "main") -> int:
+def run_demo(keep: bool = False, directory: Path = DEMO_DIR, scenario: str = "main", explore: bool = False) -> int:
+    """The whole demo; the explorer serves it live from the start (its address printed), and with `explore` keeps
+    serving after the job, with the devnet and nodes, until Ctrl-C."""
     from verity.cli.devnet import bring_up
     from verity.devnet import services
 
@@ -129,10 +132,15 @@ def run_demo(keep: bool = False, directory: Path = DEMO_DIR, scenario: str = "ma
     os.environ.update(VERITY_DEVNET_DIR=env["VERITY_DEVNET_DIR"], VERITY_STATE_DIR=env["VERITY_STATE_DIR"],
                       VERITY_BLOCK_INTERVAL=env["VERITY_BLOCK_INTERVAL"])
     procs: list[subprocess.Popen] = []
+    stop_explorer = None
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = max(console.width, WIDE)   # piped: tables wide enough that no node name is cut short
     try:
         console.rule("[bold]Verity demo: a verifiable training job on a local devnet")
         record = bring_up(directory)
         _set_demo_windows(record["rpc_url"])
+        url, stop_explorer = _start_explorer(record["rpc_url"], directory)
+        console.print(f"explorer: [bold]{url}[/bold] (network, jobs, nodes and disputes, live)", highlight=False)
         procs = start_nodes(directory, env)
         chain = _wait_for_nodes(record["rpc_url"], procs, directory)
         setup_s = total()
@@ -143,13 +151,17 @@ def run_demo(keep: bool = False, directory: Path = DEMO_DIR, scenario: str = "ma
                       f"the job's profile is {PROFILE}")
         job = Timer()
         job_id = _submit(directory, record["rpc_url"], args)
+        console.print(f"explorer: this job live at {url}job/{job_id}", highlight=False)
         report = _watch(chain, job_id)
         _reclaim(record["rpc_url"], job_id)
         job_s = job()
         if scenario == "modules":
             _modules_summary(chain, job_id)
-        return _summary(chain, job_id, report, setup_s, job_s, total(), goal,
-                        wall_goal=WALL_GOAL if scenario == "main" else None)
+        rc = _summary(chain, job_id, report, setup_s, job_s, total(), goal,
+                      wall_goal=WALL_GOAL if scenario == "main" else None)
+        if explore:
+            _explore(url, job_id)
+        return rc
     except VerityError as exc:
         console.print(f"[red]demo failed:[/red] {exc}")
         for name, *_ in NODES:
@@ -158,11 +170,34 @@ def run_demo(keep: bool = False, directory: Path = DEMO_DIR, scenario: str = "ma
                 console.print(f"--- last lines of {log}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-5:]))
         return 1
     finally:
+        if stop_explorer is not None:
+            stop_explorer()
         if not keep:
             stop_nodes(procs)
             services.down(directory)
         else:
             console.print(f"left running: devnet in {directory} (VERITY_DEVNET_DIR={directory}), node processes")
+
+
+def _start_explorer(rpc_url: str, directory: Path):
+    """The explorer on its default port (any free one if taken), names from the demo's node list; (url, stop)."""
+    from verity.chain.client import connect_chain
+    from verity.cli.common import settings
+    from verity.cli.explorer import start_background
+    from verity.storage import Storage
+
+    return start_background(connect_chain(rpc_url), Storage.from_settings(settings()),
+                            state_dir=directory / "state", names={addr_of(a): n for n, a, *_ in NODES})
+
+
+def _explore(url: str, job_id: int) -> None:
+    console.print(f"explorer: still serving at [bold]{url}[/bold] (job {job_id}: {url}job/{job_id}) with the devnet "
+                  "and nodes; Ctrl-C to stop", highlight=False)
+    try:
+        while True:
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        console.print("stopping the explorer, nodes and devnet")
 
 
 def _wait_for_nodes(rpc_url: str, procs, directory: Path):
@@ -218,6 +253,8 @@ def _watch(chain, job_id: int, timeout: float = 600.0):
     reader = JobReader(chain, Storage.from_settings(settings()), job_id)
     names = {addr_of(a): n for n, a, *_ in NODES}
     deadline = time.monotonic() + timeout
+    if not console.is_terminal:   # piped (CI, a log file): a progress line per change, then the final table
+        return _watch_lines(reader, names, deadline)
     with Live(render(rep := reader.report(), names), console=console, refresh_per_second=2, transient=False) as live:
         while rep.status == "active":
             if time.monotonic() > deadline:
@@ -226,6 +263,36 @@ def _watch(chain, job_id: int, timeout: float = 600.0):
             rep = reader.report()
             live.update(render(rep, names))
     console.print()  # Live leaves the cursor on the table's last line
+    return rep
+
+
+def progress_line(rep) -> str:
+    """One line of a job's progress: round, tasks by status, disputes (a piped demo's output)."""
+    from collections import Counter
+
+    counts = Counter(t.status for t in rep.tasks)
+    tasks = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no task yet"
+    disputes = "; ".join(f"task {t.task_id} {t.dispute}" for t in rep.tasks if t.dispute)
+    return (f"job {rep.job_id} {rep.status}, round {min(rep.current_round + 1, rep.rounds)}/{rep.rounds}: {tasks}"
+            + (f"; disputes: {disputes}" if disputes else ""))
+
+
+def _watch_lines(reader, names: dict, deadline: float):
+    from verity.cli.job import render
+
+    start, last, rep = time.monotonic(), "", reader.report()
+    while True:
+        line = progress_line(rep)
+        if line != last:
+            console.print(f"[{time.monotonic() - start:6.1f} s] {line}", highlight=False, soft_wrap=True)
+            last = line
+        if rep.status != "active":
+            break
+        if time.monotonic() > deadline:
+            raise VerityError(f"job {rep.job_id} not finished in time")
+        time.sleep(1.0)
+        rep = reader.report()
+    console.print(render(rep, names))
     return rep
 
 

@@ -74,8 +74,9 @@ class Ledger:
 
     def disputes_table(self) -> Table:
         t = Table(title="disputes (DESIGN §6: pinpoint the checkpoint, then the step, then a referee panel recomputes it)")
+        wide = max((len(n) for n in self.names.values()), default=10)  # node names are never cut short
         for col in ("dispute", "task", "challenger", "defender", "pinpointed", "referee votes", "outcome"):
-            t.add_column(col)
+            t.add_column(col, **({"no_wrap": True, "min_width": wide} if col in ("challenger", "defender") else {}))
         for did, d in sorted(self.disputes.items()):
             t.add_row(str(did), str(d["task"]), self.name(d["challenger"]), self.name(d["defender"]), d["where"],
                       str(d["votes"]), d["outcome"])
@@ -86,7 +87,8 @@ class Ledger:
         t = Table(title="nodes: payments and slashes (VRT)")
         for col in ("node", "paid for tasks", "pay forfeited", "dispute rewards", "slashed", "late", "stake now",
                     "done/won/lost"):
-            t.add_column(col)
+            t.add_column(col, **({"no_wrap": True, "min_width": max(map(len, self.names.values()), default=10)}
+                                 if col == "node" else {}))
         for addr, name in self.names.items():
             n, r = read(c, c.registry, "getNode", addr), read(c, c.lens, "reputationOf", addr)
             t.add_row(name, _vrt(self.paid[addr]), _vrt(self.forfeited[addr]), _vrt(self.rewards[addr]),

@@ -8,6 +8,7 @@ import typer
 
 from verity.cli.data import app as data_app
 from verity.cli.devnet import app as devnet_app
+from verity.cli.explorer import explorer
 from verity.cli.index import app as index_app
 from verity.cli.job import app as job_app
 from verity.cli.job_submit import submit
@@ -37,6 +38,7 @@ app.add_typer(index_app, name="index")
 app.add_typer(node_app, name="node")
 app.add_typer(job_app, name="job")
 job_app.command("submit")(submit)
+app.command()(explorer)
 
 
 @app.command()
@@ -69,14 +71,16 @@ def verify(model: Annotated[str, typer.Argument(help="a model `verity job downlo
 @app.command()
 def demo(keep: bool = typer.Option(False, help="leave the devnet and nodes running afterwards"),
          scenario: str = typer.Option("main", help="main: the digits job of `make demo`; modules: the model split "
-                                                   "into two modules trained by different nodes")) -> None:
+                                                   "into two modules trained by different nodes"),
+         explore: bool = typer.Option(False, help="keep the explorer (and the devnet) serving after the job, until "
+                                                  "Ctrl-C")) -> None:
     """Run the whole demo job on a fresh local devnet (what `make demo` runs)."""
     from verity.demo import SCENARIOS, run_demo
 
     if scenario not in SCENARIOS:
         typer.echo(f"error: --scenario: {scenario!r} is not one of {', '.join(SCENARIOS)}", err=True)
         raise typer.Exit(2)
-    raise typer.Exit(run_demo(keep=keep, scenario=scenario))
+    raise typer.Exit(run_demo(keep=keep, scenario=scenario, explore=explore))
 
 
 def run() -> None:

@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from verity.explorer.app import DEFAULT_PORT
+from verity.explorer import DEFAULT_PORT
 
 
 def _server(chain, storage, host: str, port: int, state_dir, names, on_ready):

@@ -26,10 +26,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from verity.errors import VerityError
-from verity.explorer import data, source
+from verity.explorer import DEFAULT_PORT, data, source  # noqa: F401 — DEFAULT_PORT: callers find it here too
 from verity.explorer.charts import curve_svg
 
-DEFAULT_PORT = 8600
 POLL_S = 1.0        # how often a stream looks at the chain head
 REFRESH_S = 10.0    # a stream re-renders at least this often (clocks, last seen) even when no event arrived
 PING_S = 15.0       # an SSE comment keeps idle connections open through proxies

@@ -1,52 +1,47 @@
-"""Every event the explorer reads comes through here (one place to switch to the indexer, `verity.index`).
+"""Every event the explorer reads comes through here: the local index (`verity.index`, docs/indexer.md), synced
+before each read, with the blocks it has not indexed yet read live from the chain (`live_events`), in chain order.
 
-Today: `verity.chain.EventCursor` over the deployment's contracts, one cursor per chain client that only polls the
-blocks it has not read yet (past logs in bounded ranges, then from the last block read), and the job and node filters
-below. With the indexer: `open_index(chain).live_events(job_id=…)` / `(address=…)` return the same `DecodedEvent`s
-in chain order."""
+One Index per chain client, used under a lock (the pages read from a thread pool)."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
 
-from verity.chain import EventCursor
 from verity.chain.events import DecodedEvent
 
-__all__ = ["all_events", "job_events", "node_events", "head_block", "reset"]
-
-# Events that name a node by one of these arguments belong to that node's history.
-NODE_ARGS = ("node", "to", "challenger", "defender", "winner", "loser", "referee", "verifier", "party", "submitter")
+__all__ = ["all_events", "job_events", "node_events", "head_block", "close"]
 
 
-@dataclass
 class _Feed:
-    cursor: EventCursor
-    events: list[DecodedEvent] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    def __init__(self, chain):
+        from verity.index import open_index
 
-    def read(self) -> list[DecodedEvent]:
+        self.index, self.lock = open_index(chain), threading.Lock()
+
+    def read(self, **filters) -> list[DecodedEvent]:
         with self.lock:
-            self.events.extend(self.cursor.poll())
-            return list(self.events)
+            self.index.sync()
+            return self.index.live_events(**filters)
 
 
-_feeds: dict[int, _Feed] = {}
+_feeds: dict[int, tuple[object, _Feed]] = {}
 _feeds_lock = threading.Lock()
 
 
 def _feed(chain) -> _Feed:
     with _feeds_lock:
-        feed = _feeds.get(id(chain))
-        if feed is None or feed.cursor.w3 is not chain.w3:
-            feed = _feeds[id(chain)] = _Feed(EventCursor(chain.w3, chain.contracts,
-                                                         next_block=chain.deployments.start_block))
-        return feed
+        held = _feeds.get(id(chain))
+        if held is None or held[0] is not chain:
+            held = _feeds[id(chain)] = (chain, _Feed(chain))
+        return held[1]
 
 
-def reset(chain) -> None:
-    """Forget what was read from `chain` (tests that revert the chain)."""
+def close(chain) -> None:
+    """Close the index `chain`'s pages read (the explorer's shutdown, tests)."""
     with _feeds_lock:
-        _feeds.pop(id(chain), None)
+        held = _feeds.pop(id(chain), None)
+    if held is not None:
+        with held[1].lock:
+            held[1].index.close()
 
 
 def head_block(chain) -> int:
@@ -60,31 +55,18 @@ def all_events(chain, after: int | None = None) -> list[DecodedEvent]:
 
 
 def job_events(chain, job_id: int) -> list[DecodedEvent]:
-    """The events of one job in chain order: those naming the job, its tasks or its disputes, and the slashes, credits
-    and referee rulings in the transactions that resolved its disputes."""
-    events = all_events(chain)
-    tasks = {e.args["taskId"] for e in events if e.name == "TaskCreated" and e.args["jobId"] == job_id}
-    disputes = {e.args["disputeId"] for e in events if e.name == "DisputeOpened" and e.args["taskId"] in tasks}
-    txs = {e.tx_hash for e in events if e.name in ("DisputeResolved", "DisputeAbandoned", "PanelDecided")
-           and e.args.get("disputeId") in disputes}
-    out = []
-    for e in events:
-        a = e.args
-        if (a.get("jobId") == job_id or ("taskId" in a and a["taskId"] in tasks)
-                or ("disputeId" in a and a["disputeId"] in disputes)
-                or (e.tx_hash in txs and e.name in ("StakeSlashed", "Credited", "RefereeSlashed"))):
-            out.append(e)
-    return out
+    """The events of one job in chain order (those the index files under the job: its own, its tasks' and its
+    disputes', and the slashes of the transactions that resolved its disputes), plus the credits (dispute rewards,
+    bonds back) of those transactions."""
+    feed = _feed(chain)
+    events = feed.read(job_id=job_id)
+    resolving = {e.tx_hash for e in events if e.name == "DisputeResolved"}
+    if resolving:
+        credits = [e for e in feed.read(names=["Credited"]) if e.tx_hash in resolving]
+        events = sorted(events + credits, key=lambda e: e.key)
+    return events
 
 
 def node_events(chain, address: str) -> list[DecodedEvent]:
-    """The events that name `address` as a node, payee, party, referee or verifier, in chain order (and the
-    RefereesSeated events whose panel holds it)."""
-    want = address.lower()
-    out = []
-    for e in all_events(chain):
-        a = e.args
-        if any(str(a.get(k, "")).lower() == want for k in NODE_ARGS) or \
-                (e.name == "RefereesSeated" and want in {str(r).lower() for r in a["referees"]}):
-            out.append(e)
-    return out
+    """The events that name `address` (as node, payee, party, referee, verifier, …), in chain order."""
+    return _feed(chain).read(address=address)
