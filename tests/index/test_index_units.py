@@ -171,3 +171,16 @@ def test_open_fileFromANewerClient_reverts(tmp_path):
     sqlite3.connect(path).execute("PRAGMA user_version = 99")
     with pytest.raises(store.IndexTooNew):
         open_source(FakeChain(), path)
+
+
+def test_sync_chainRevertedBelowTheIndexedHead_rewinds_succeeds(tmp_path):
+    """anvil's evm_revert (the node tests' per-test snapshot) leaves the index past the chain's head."""
+    chain = FakeChain()
+    _job(chain, 1, 10, 100, NODE_A)
+    ix = open_source(chain, tmp_path)
+    ix.sync(0)
+    chain.drop_from(3)
+    assert ix.sync(0) == 3 and ix.head == 2     # no checkpoint survived: read again from the start
+    assert [e.name for e in ix.events()] == ["JobPosted", "TaskCreated", "TaskAssigned"]
+    chain.mine(("JobEscrow", "PaymentSent", {"jobId": 1, "to": NODE_B, "amount": 1}), fork="f")
+    assert ix.sync(0) == 1 and ix.events(job_id=1)[-1].name == "PaymentSent"

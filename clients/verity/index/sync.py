@@ -127,11 +127,12 @@ def check_reorg(db: sqlite3.Connection, source: Source) -> Optional[int]:
     """If the last indexed block's hash changed, rewind to the newest stored batch end the chain still has (or to the
     start) and return the block kept; None when nothing changed."""
     _, last, last_hash = cursor(db)
-    if last is None or source.block_hash(last) == last_hash:
+    head = source.head()   # below the last indexed block: the chain was reverted (anvil's evm_revert) or reorged
+    if last is None or (last <= head and source.block_hash(last) == last_hash):
         return None
     keep = source.start_block - 1
     for block, stored_hash in db.execute("SELECT block, hash FROM checkpoints ORDER BY block DESC").fetchall():
-        if block <= source.head() and source.block_hash(block) == stored_hash:
+        if block <= head and source.block_hash(block) == stored_hash:
             keep = block
             break
     rewind(db, keep)
