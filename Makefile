@@ -10,9 +10,13 @@ export PATH := $(CURDIR)/$(BIN):$(NODE_BIN):$(PATH)
 export SOLCX_BINARY_PATH := $(CURDIR)/anvil/solc-bin
 export PYTHONHASHSEED := 0
 
-.PHONY: setup test test-unit test-chain test-scenario test-sweep test-forge test-py mutants demo bench gas clean
+.PHONY: setup browser test test-unit test-chain test-scenario test-sweep test-forge test-py mutants demo bench gas clean
 
-setup: $(VENV)/.installed anvil/node_modules/.installed
+setup: $(VENV)/.installed anvil/node_modules/.installed browser
+
+# Debian's chromium + chromium-driver for the explorer's browser tests (tests/explorer); nothing when present.
+browser:
+	@scripts/install_browser.sh
 
 $(VENV)/.installed: requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)

@@ -25,9 +25,13 @@ started=$(date +%s)
 # downloads and unpacking) runs in the background while npm (~25 s) installs the node tools; forge needs only those,
 # so its compile (~250 s of one core under solc-js) starts before the venv is ready instead of after it.
 py_setup_pid=
+browser_pid=
 if [ "${SETUP:-0}" = 1 ]; then
   ${MAKE:-make} --no-print-directory -s .venv/.installed > .build/setup-python.log 2>&1 &
   py_setup_pid=$!
+  # the explorer's browser tests' chromium (apt, beside pip); a failure shows in those tests, which name the fix
+  ${MAKE:-make} --no-print-directory -s browser > .build/setup-browser.log 2>&1 &
+  browser_pid=$!
   ${MAKE:-make} --no-print-directory -s anvil/node_modules/.installed || { echo "npm setup failed"; exit 2; }
 fi
 forge_pid=
@@ -40,6 +44,7 @@ if [ -n "$py_setup_pid" ] && ! wait "$py_setup_pid"; then
   [ -z "$forge_pid" ] || { pkill -P "$forge_pid"; kill "$forge_pid"; } 2>/dev/null
   exit 2
 fi
+[ -z "$browser_pid" ] || wait "$browser_pid" || cat .build/setup-browser.log
 echo "set-up done after $(($(date +%s) - started)) s"
 # ape compiles the contracts once, for the chain and scenario tiers (two workers compiling into one .build/ at the
 # same time could race); the unit tier needs no contract, so the compile runs beside it.
