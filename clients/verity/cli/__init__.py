@@ -12,6 +12,7 @@ from verity.cli.explorer import explorer
 from verity.cli.index import app as index_app
 from verity.cli.job import app as job_app
 from verity.cli.job_submit import submit
+from verity.cli.lab import app as lab_app
 from verity.cli.node import app as node_app
 
 app = typer.Typer(no_args_is_help=True, help="Verity: verifiable ML training.",
@@ -37,6 +38,7 @@ app.add_typer(devnet_app, name="devnet")
 app.add_typer(index_app, name="index")
 app.add_typer(node_app, name="node")
 app.add_typer(job_app, name="job")
+app.add_typer(lab_app, name="lab")
 job_app.command("submit")(submit)
 app.command()(explorer)
 

@@ -60,6 +60,7 @@ class Lab:
         self.baseline: dict[str, dict[str, int]] = {}
         self.timings: dict[str, float] = {}
         self._lock = threading.Lock()
+        self.owner = os.getpid()  # the process that built it (kept when another process acts on the lab)
 
     # ---------------------------------------------------------------- paths
     @property
@@ -267,7 +268,7 @@ class Lab:
             "bridge": plan.bridge if plan else None, "bridge_address": plan.bridge_address if plan else None,
             "node_hosts": self.node_hosts, "bandwidth_mbit": self.bandwidth_mbit, "latency_ms": self.latency_ms,
             "rpc_url": self.rpc_url, "rpc_url_for_nodes": rpc_url_for_nodes(plan, self.latency_ms) if plan else None,
-            "deployments": str(self.deployments_dir), "owner": os.getpid(), "detached": not self.die_with_parent,
+            "deployments": str(self.deployments_dir), "owner": self.owner, "detached": not self.die_with_parent,
             "anvil": self.anvil.info() if self.anvil else None,
             "helpers": [{"pid": p.pid, "started": p.started} for p in self.helpers],
             "hosts": [{"name": h.name, "netns": h.netns, "veth": h.veth, "address": h.address,
@@ -295,7 +296,8 @@ class Lab:
                   die_with_parent=False)
         if rec["lab_id"]:
             lab.plan = netns.AddressPlan(rec["lab_id"], int(rec["subnet"].split(".")[2]), rec["node_hosts"])
-        lab.rpc_url = rec["rpc_url"]
+        lab.rpc_url, lab.owner, lab.timings = rec["rpc_url"], rec["owner"], rec.get("timings", {})
+        lab.die_with_parent = False  # a node restarted from here outlives this command
         for h in rec["hosts"]:
             host = lab.plan.host(h["name"])
             if h["ipfs"]:
