@@ -6,14 +6,16 @@ from html import escape
 W, H, PAD_L, PAD_R, PAD_T, PAD_B = 320, 150, 44, 12, 14, 26
 
 
-def curve_svg(points: list[tuple[int, float]], title: str, fmt: str = "{:.4f}", css: str = "curve") -> str:
-    """`points`: (round shown to people, value). A flat or single-point series still draws inside the frame."""
+def curve_svg(points: list[tuple[int, float]], title: str, fmt: str = "{:.4f}", css: str = "curve",
+              ceiling: float | None = None) -> str:
+    """`points`: (round shown to people, value). The y axis runs from 0 (or below, for negative values) to the
+    largest value, or to `ceiling` (accuracy: 1) when that is higher; a flat or single-point series still draws."""
     if not points:
         return f'<p class="muted">{escape(title)}: no finished round yet</p>'
     xs, ys = [p[0] for p in points], [p[1] for p in points]
-    lo, hi = min(ys), max(ys)
+    lo, hi = min(0.0, min(ys)), max(ys) if ceiling is None else max(ceiling, max(ys))
     if hi - lo < 1e-12:
-        lo, hi = lo - 0.5 * (abs(lo) or 1), hi + 0.5 * (abs(hi) or 1)
+        hi = lo + 1.0
     x0, x1 = min(xs), max(xs)
 
     def px(x: float) -> float:

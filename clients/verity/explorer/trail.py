@@ -87,8 +87,8 @@ def build_trails(events) -> dict[int, Trail]:
         did = a.get("disputeId")
         if ev.name == "DisputeOpened":
             t = trails[did] = Trail(did, a["taskId"], a["challenger"], a["defender"], ev.block)
-            t.entries.append(Entry(ev.block, "opened", f"challenged task {a['taskId']}'s result, defended by "
-                                                        f"{a['defender']}", a["challenger"]))
+            t.entries.append(Entry(ev.block, "opened", f"challenged task {a['taskId']}'s result (the defender's)",
+                                   a["challenger"]))
             continue
         if ev.tx_hash in resolving and ev.name in ("StakeSlashed", "Credited"):
             t = resolving[ev.tx_hash]
