@@ -154,6 +154,8 @@ def cli(network, alias, out, faucet_accounts, force, randomness_delay, fee_epoch
 
     contracts = {name: DeployedContract(address=instance.address, abi=_abi_with_delegates(name), block=start_block)
                  for name, instance in deployed.items()}
-    save_deployments(Deployments(chain_id=chain.chain_id, deployer=owner.address, contracts=contracts), path)
+    genesis = chain.blocks[0].hash  # per-chain record: chain id AND genesis (a fork or restarted chain differs)
+    save_deployments(Deployments(chain_id=chain.chain_id, deployer=owner.address, contracts=contracts,
+                                 genesis_hash=genesis.hex() if isinstance(genesis, bytes) else str(genesis)), path)
     click.echo(f"deployed Verity on chain {chain.chain_id}: " + ", ".join(f"{n}={c.address}" for n, c in contracts.items()))
     click.echo(f"wrote {path}")

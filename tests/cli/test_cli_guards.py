@@ -81,6 +81,20 @@ def test_checkDeploymentChain_anotherChainSameId_fails(tmp_path):
         check_deployment_chain(_w3("22" * 32), 31337, "http://x", tmp_path / "31337.json")
 
 
+
+def test_checkDeploymentChain_genesisInTheDeploymentsFile_refusesAForkWithTheSameId(tmp_path):
+    """`ape run deploy` on a public chain records the genesis in the deployments file itself: a fork or another
+    network answering with the same chain id (11155420, OP Sepolia) is refused, without any devnet marker."""
+    from verity.chain.deployments import Deployments
+
+    dep = Deployments(chain_id=11155420, deployer="0x" + "11" * 20, contracts={}, genesis_hash="0x" + "33" * 32)
+    check_deployment_chain(_w3("33" * 32, 11155420), 11155420, "http://x", tmp_path / "11155420.json", dep=dep)
+    with pytest.raises(DeploymentOfAnotherChain, match="or a fork"):
+        check_deployment_chain(_w3("44" * 32, 11155420), 11155420, "http://x", tmp_path / "11155420.json", dep=dep)
+    # a file without the field (written before issue 25) and no marker: nothing to compare, as before
+    old = dep.model_copy(update={"genesis_hash": None})
+    check_deployment_chain(_w3("44" * 32, 11155420), 11155420, "http://x", tmp_path / "11155420.json", dep=old)
+
 def test_loadDeployments_v1FileWithoutEscrowPanel_failsWithRedeployHint(tmp_path):
     from verity.chain.deployments import DeploymentOutdated, load_deployments
 

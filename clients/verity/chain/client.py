@@ -156,7 +156,7 @@ def connect_chain(rpc_url: str, private_key: str | None = None, *, timeout: floa
     except OSError:  # requests.ConnectionError and friends: nobody answers
         raise ChainUnreachable(rpc_url) from None
     dep = load_deployments(chain_id)
-    check_deployment_chain(w3, chain_id, rpc_url)
+    check_deployment_chain(w3, chain_id, rpc_url, dep=dep)
     return ChainClient(rpc_url, private_key, dep, timeout=timeout, max_fee_wei=int(max_fee_gwei * GWEI))
 
 

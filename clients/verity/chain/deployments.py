@@ -63,6 +63,9 @@ class Deployments(BaseModel):
     chain_id: int
     deployer: str
     contracts: dict[str, DeployedContract]
+    # the chain's genesis block hash (`ape run deploy` records it since issue 25): a chain id names a network, the
+    # genesis tells a testnet from a fork or a restarted devnet with the same id; None in files written before
+    genesis_hash: str | None = None
 
     @property
     def start_block(self) -> int:
@@ -105,23 +108,30 @@ def missing_contracts(dep: Deployments) -> list[str]:
 class DeploymentOfAnotherChain(VerityError, LookupError):
     def __init__(self, path: Path, rpc_url: str, recorded: str, actual: str):
         super().__init__(f"the deployments in {path} belong to the chain with genesis {recorded[:12]}…, but the chain "
-                         f"at {rpc_url} has genesis {actual[:12]}… (another devnet on that port?); start yours with "
-                         f"`verity devnet up` or point VERITY_RPC_URL at it")
+                         f"at {rpc_url} has genesis {actual[:12]}… (another devnet on that port, or a fork?); start "
+                         f"yours with `verity devnet up`, point VERITY_RPC_URL at the chain it was deployed on, or "
+                         f"deploy on this one (`ape run deploy --network …`)")
 
 
-def check_deployment_chain(w3, chain_id: int, rpc_url: str, path: Path | None = None) -> None:
-    """Where the devnet recorded which chain its deployment lives on (`<chain id>.chain.json`, by
-    genesis hash), refuse another chain with the same id: the same addresses would be someone else's."""
+def check_deployment_chain(w3, chain_id: int, rpc_url: str, path: Path | None = None,
+                           dep: Deployments | None = None) -> None:
+    """Refuse a chain with the same id but another genesis block than the deployment's: the same addresses would be
+    someone else's. The genesis comes from the deployments file itself (`dep.genesis_hash`), or for a file without
+    one from the devnet's `<chain id>.chain.json` marker beside it."""
     from verity.chain.identity import chain_identity, same_chain
 
-    marker = (path or default_path(chain_id)).with_name(f"{chain_id}.chain.json")
-    try:
-        recorded = json.loads(marker.read_text())
-    except (OSError, ValueError):
-        return  # no record (a deployment made by hand, or an older devnet): nothing to compare
+    path = path or default_path(chain_id)
+    if dep is not None and dep.genesis_hash:
+        recorded = {"chain_id": dep.chain_id, "genesis_hash": dep.genesis_hash}
+    else:
+        try:
+            recorded = json.loads(path.with_name(f"{chain_id}.chain.json").read_text())
+        except (OSError, ValueError):
+            return  # no record (a deployment made by hand, or an older devnet): nothing to compare
+        path = path.with_name(f"{chain_id}.chain.json")
     actual = chain_identity(w3)
     if not same_chain(recorded, actual):
-        raise DeploymentOfAnotherChain(marker, rpc_url, str(recorded.get("genesis_hash")), actual["genesis_hash"])
+        raise DeploymentOfAnotherChain(path, rpc_url, str(recorded.get("genesis_hash")), actual["genesis_hash"])
 
 
 def save_deployments(dep: Deployments, path: Path) -> None:
