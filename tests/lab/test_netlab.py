@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from verity.chain import EventCursor
 from verity.devnet.faucet import devnet_address
 from verity.devnet.process import start_time
 from verity.lab import netns
@@ -68,8 +69,6 @@ def test_job_crosses_the_network_through_a_partition_and_a_kill9(lab):
     assert tokens["burned"] == 0
     nodes = [devnet_address(n.account) for n in lab.nodes.values()]
     assert slashed(c, nodes) == dict.fromkeys(nodes, 0)
-    events = lab.client().w3  # noqa: F841 — keep a client alive for the reads below
-    from verity.chain import EventCursor
     evs = EventCursor(c.w3, c.contracts, next_block=first_block).poll()
     assert not any(e.name == "DisputeOpened" for e in evs)
     assert sum(e.args["amount"] for e in evs if e.name == "PaymentSent" and e.contract == "JobEscrow") > 0

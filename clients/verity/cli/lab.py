@@ -115,6 +115,9 @@ def status(dir: Dir = DEFAULT_DIR, json_out: Annotated[bool, typer.Option("--jso
         fail(exc)
     record = lab.record()
     present = set(netns.namespaces(lab.plan.prefix))
+    if not present:
+        console.print(f"lab {lab.plan.prefix} in {dir} is down (none of its namespaces exists)")
+        raise typer.Exit(1)
     counters = lab.link_bytes()
     for h in record["hosts"]:
         h["netns_present"] = h["netns"] in present
@@ -128,7 +131,7 @@ def status(dir: Dir = DEFAULT_DIR, json_out: Annotated[bool, typer.Option("--jso
     else:
         _print_hosts(record)
         if record["stale_labs"]:
-            console.print(f"stale labs here (owner gone): {', '.join(record['stale_labs'])}; "
+            console.print(f"stale or detached labs here (no live owner): {', '.join(record['stale_labs'])}; "
                           "`verity lab down --all` removes them")
     if not all(h["netns_present"] for h in record["hosts"]):
         raise typer.Exit(1)

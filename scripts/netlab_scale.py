@@ -1,0 +1,171 @@
+"""Scale benchmark on the network lab (issue 25): N node hosts, M concurrent jobs of mixed kinds, M cheaters (one
+per job: TEST-ONLY bitflip solvers, drawn into any job), one kill -9 + restart, two partitions.
+
+    sudo scripts/netlab_scale.py --nodes 8 --jobs 2 [--bandwidth-mbit 100] [--latency-ms 10] [--out bench/out/netlab.json]
+
+Prints and writes: jobs/hour and tasks/hour (over the span from the first post to the last completion), per-task
+finality p50/p95 (TaskCreated → TaskAccepted, chain time), gas per job (every transaction mined during the run,
+registrations excluded, divided by the jobs), peak RSS per node process and IPFS daemon, bytes each host sent and
+received over its veth, slashes (cheaters vs honest nodes), disputes, and the faults with their times.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+from verity.devnet.faucet import devnet_address
+from verity.lab.faults import FaultLog, in_background, kill9, partition, restart
+from verity.lab.lab import Lab
+from verity.lab.ledger import slashed, token_conservation
+
+KINDS = [  # mixed kinds of small, fast jobs (digits data): an MLP and a CNN, alternating
+    {"model": "mlp", "shards": 2, "rounds": 2, "steps": 20, "k": 10},
+    {"model": "cnn", "shards": 2, "rounds": 1, "steps": 20, "k": 10},
+]
+
+
+def rss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class RssSampler(threading.Thread):
+    """Peak resident memory of every node process and IPFS daemon, sampled once a second."""
+
+    def __init__(self, lab: Lab) -> None:
+        super().__init__(daemon=True)
+        self.lab, self.peak, self.stop = lab, {}, threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(1.0):
+            for host, node in list(self.lab.nodes.items()):
+                if node.pid is not None:
+                    key = f"{host}/node"
+                    self.peak[key] = max(self.peak.get(key, 0), rss_kb(node.pid.pid))
+            for host, ipfs in self.lab.ipfs.items():
+                if ipfs.pid:
+                    key = f"{host}/ipfs"
+                    self.peak[key] = max(self.peak.get(key, 0), rss_kb(ipfs.pid))
+
+
+def pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=8)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--bandwidth-mbit", type=float, default=100.0)
+    ap.add_argument("--latency-ms", type=float, default=10.0)
+    ap.add_argument("--partition-s", type=float, default=5.0)
+    ap.add_argument("--timeout", type=float, default=900.0)
+    ap.add_argument("--dir", type=Path, default=Path(".verity/netlab-bench"))
+    ap.add_argument("--out", type=Path, default=Path("bench/out/netlab.json"))
+    args = ap.parse_args(argv)
+    if args.nodes < args.jobs + 3:
+        ap.error("--nodes must leave at least 3 honest hosts beside one cheater per job")
+
+    from verity.lab.hosts import roles_for
+    roles = roles_for(args.nodes)
+    solvers = [f"h{i + 1}" for i, r in enumerate(roles) if r.startswith("solver")]
+    cheaters = solvers[-args.jobs:]  # the last solvers flip one bit after step 15 of every task they train
+    lab = Lab(args.dir, args.nodes, bandwidth_mbit=args.bandwidth_mbit, latency_ms=args.latency_ms,
+              node_args={h: ["--fault", "bitflip@step=15"] for h in cheaters})
+    sampler = RssSampler(lab)
+    log = FaultLog()
+    t_start = time.monotonic()
+    try:
+        lab.up()
+        sampler.start()
+        c = lab.client()
+        first_block = c.block_number()
+        t_post = time.monotonic()
+        jobs = []
+        for j in range(args.jobs):
+            spec = dict(KINDS[j % len(KINDS)], replication=2, challenge_window=3, seed=1000 + j)
+            jobs.append((lab.post_job(**spec), spec["model"]))
+        honest = [h for h in solvers if h not in cheaters]
+        faults = [in_background(partition, lab, honest[0], args.partition_s, log, after=3.0),
+                  in_background(partition, lab, honest[1 % len(honest)], args.partition_s, log, after=20.0)]
+
+        def churn():
+            kill9(lab, honest[-1], log)
+            restart(lab, honest[-1], log)
+        faults.append(in_background(churn, after=10.0))
+        done_at = {}
+        for job_id, _ in jobs:
+            lab.wait_job(job_id, timeout=args.timeout, expected_dead={honest[-1]})
+            done_at[job_id] = time.monotonic() - t_post
+        span_s = time.monotonic() - t_post
+        for f in faults:
+            f.join(timeout=60)
+        sampler.stop.set()
+        last_block = c.block_number()
+
+        from verity.chain import EventCursor
+        events = EventCursor(c.w3, c.contracts, next_block=first_block).poll(head=last_block)
+        stamp = {}
+
+        def ts(block):
+            if block not in stamp:
+                stamp[block] = int(c.w3.eth.get_block(block)["timestamp"])
+            return stamp[block]
+        created = {e.args["taskId"]: ts(e.block) for e in events if e.name == "TaskCreated"}
+        finality = [ts(e.block) - created[e.args["taskId"]] for e in events
+                    if e.name == "TaskAccepted" and e.args["taskId"] in created]
+        gas = sum(int(c.w3.eth.get_block(n)["gasUsed"]) for n in range(first_block, last_block + 1))
+        addresses = {h: devnet_address(n.account) for h, n in lab.nodes.items()}
+        slash = slashed(c, list(addresses.values()))
+        tokens = token_conservation(c)
+        moved = lab.bytes_since_up()
+        result = {
+            "config": {"nodes": args.nodes, "jobs": args.jobs, "kinds": [k for _, k in jobs],
+                       "bandwidth_mbit": args.bandwidth_mbit, "latency_ms": args.latency_ms,
+                       "cheaters": cheaters, "roles": dict(zip([f"h{i + 1}" for i in range(args.nodes)], roles))},
+            "lab_up_s": round(lab.timings.get("up_s", 0), 1),
+            "span_s": round(span_s, 1),
+            "jobs_completed": len(done_at),
+            "job_done_s": {str(j): round(t, 1) for j, t in done_at.items()},
+            "jobs_per_hour": round(len(done_at) * 3600 / span_s, 1),
+            "tasks_accepted": len(finality),
+            "tasks_per_hour": round(len(finality) * 3600 / span_s, 1),
+            "finality_s": {"p50": pct(finality, 50), "p95": pct(finality, 95), "max": max(finality, default=None)},
+            "gas_total": gas, "gas_per_job": gas // max(1, len(jobs)),
+            "disputes_opened": sum(e.name == "DisputeOpened" for e in events),
+            "disputes_resolved": sum(e.name == "DisputeResolved" for e in events),
+            "slashed_vrt": {h: slash[a] / 1e18 for h, a in addresses.items()},
+            "honest_slashed": {h: slash[a] / 1e18 for h, a in addresses.items() if h not in cheaters and slash[a]},
+            "tokens": {k: (str(v) if k in ("total", "minted", "burned") else v) for k, v in tokens.items()},
+            "rss_peak_mb": {k: round(v / 1024, 1) for k, v in sorted(sampler.peak.items())},
+            "bytes_between_hosts": moved,
+            "bytes_total_sent": sum(v["sent"] for v in moved.values()),
+            "faults": log.events,
+            "wall_s": round(time.monotonic() - t_start, 1),
+        }
+    finally:
+        sampler.stop.set()
+        lab.down()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    print(f"wrote {args.out}")
+    return 0 if result["jobs_completed"] == args.jobs and not result["honest_slashed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""The lab's pure parts: the address plan, the ip/tc commands, roles and accounts, and the delaying proxy on
+loopback (no namespace, no root)."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from verity.lab import netns
+from verity.lab.hosts import in_netns, node_account, node_env, proxy_command, roles_for, rpc_url_for_nodes
+from verity.lab.proxy import Mapping, start
+
+
+def test_address_plan_names_and_addresses():
+    plan = netns.AddressPlan("0a1b2c", 7, 3)
+    assert [h.name for h in plan.hosts] == ["chain", "h1", "h2", "h3"]
+    assert [h.address for h in plan.hosts] == ["10.77.7.1", "10.77.7.2", "10.77.7.3", "10.77.7.4"]
+    assert plan.bridge_address == "10.77.7.254" and str(plan.network) == "10.77.7.0/24"
+    assert plan.prefix == "vl0a1b2c" and plan.bridge == "vl0a1b2cbr"
+    assert plan.host("h2").netns == "vl0a1b2c-h2"
+    # Linux interface names hold at most 15 characters
+    assert all(len(n) <= 15 for h in plan.hosts for n in (h.veth, h.peer)) and len(plan.bridge) <= 15
+    assert len({h.veth for h in plan.hosts}) == len(plan.hosts)
+
+
+def test_address_plan_fits_the_largest_lab():
+    plan = netns.AddressPlan("ffffff", 255, 200)
+    assert plan.hosts[-1].address == "10.77.255.201" and len(plan.hosts[-1].veth) <= 15
+
+
+@pytest.mark.parametrize("args", [("xyz", 1, 2), ("0a1b2c", 256, 2), ("0a1b2c", 1, 0), ("0a1b2c", 1, 201)])
+def test_address_plan_rejects_bad_input(args):
+    with pytest.raises(ValueError):
+        netns.AddressPlan(*args)
+
+
+def test_unknown_host_is_named_in_the_error():
+    with pytest.raises(netns.LabNetError, match="no host 'h9'"):
+        netns.AddressPlan("0a1b2c", 1, 2).host("h9")
+
+
+def test_pick_subnet_skips_used_ones():
+    assert netns.pick_subnet(set()) == 1
+    assert netns.pick_subnet({1, 2, 4}) == 3
+    with pytest.raises(netns.LabNetError):
+        netns.pick_subnet(set(range(256)))
+
+
+def test_setup_commands_build_bridge_then_each_host():
+    plan = netns.AddressPlan("0a1b2c", 9, 1)
+    cmds = netns.setup_commands(plan)
+    assert cmds[0] == ["ip", "link", "add", "vl0a1b2cbr", "type", "bridge"]
+    assert ["ip", "addr", "add", "10.77.9.254/24", "dev", "vl0a1b2cbr"] in cmds
+    assert ["ip", "netns", "add", "vl0a1b2c-h1"] in cmds
+    assert ["ip", "netns", "exec", "vl0a1b2c-h1", "ip", "addr", "add", "10.77.9.2/24", "dev", "eth0"] in cmds
+    assert ["ip", "link", "set", "vl0a1b2cv1", "master", "vl0a1b2cbr", "up"] in cmds
+    assert not any("tc" in c for c in cmds)
+    # every namespace gets loopback up (its node reaches its IPFS API on 127.0.0.1)
+    assert sum(c[-2:] == ["lo", "up"] for c in cmds) == 2
+
+
+def test_bandwidth_limits_both_directions_of_every_host():
+    plan = netns.AddressPlan("0a1b2c", 9, 2)
+    tcs = [c for c in netns.setup_commands(plan, bandwidth_mbit=20) if "tc" in c]
+    assert len(tcs) == 2 * 3
+    assert netns.tbf_args("eth0", 20, "ns") == ["ip", "netns", "exec", "ns", "tc", "qdisc", "replace", "dev", "eth0",
+                                                "root", "tbf", "rate", "20mbit", "burst", "32768", "latency", "50ms"]
+    assert netns.tbf_args("v", 1000)[netns.tbf_args("v", 1000).index("burst") + 1] == str(1_250_000)
+    with pytest.raises(ValueError):
+        netns.tbf_args("v", 0)
+
+
+def test_teardown_removes_links_before_namespaces():
+    cmds = netns.teardown_commands(["vlx-a"], ["vlxbr", "vlxv0"])
+    assert cmds == [["ip", "link", "del", "vlxbr"], ["ip", "link", "del", "vlxv0"], ["ip", "netns", "del", "vlx-a"]]
+
+
+def test_destroy_refuses_the_bare_prefix():
+    with pytest.raises(netns.LabNetError, match="refusing"):
+        netns.destroy("vl")
+    with pytest.raises(netns.LabNetError):
+        netns.destroy("other")
+
+
+def test_roles_and_accounts():
+    assert roles_for(4) == ["solver,referee"] * 3 + ["verifier,referee"]
+    assert roles_for(8) == ["solver,referee"] * 6 + ["verifier,referee"] * 2
+    assert roles_for(2) == ["solver,referee"] * 2
+    assert roles_for(3, solvers=1) == ["solver,referee"] + ["verifier,referee"] * 2
+    with pytest.raises(ValueError):
+        roles_for(3, solvers=4)
+    # the submitter's account 9 is never a node's
+    assert [node_account(i) for i in (1, 8, 9, 10)] == [1, 8, 10, 11]
+
+
+def test_commands_run_inside_the_hosts_namespace():
+    plan = netns.AddressPlan("0a1b2c", 3, 2)
+    assert in_netns("ns", ["x"]) == ["ip", "netns", "exec", "ns", "x"]
+    swarm = proxy_command(plan.host("h1"), 25, chain=False)
+    assert swarm[:4] == ["ip", "netns", "exec", "vl0a1b2c-h1"] and swarm[-1] == "10.77.3.2:14001=10.77.3.2:4001"
+    assert proxy_command(plan.chain, 25, chain=True)[-1] == "10.77.3.1:18545=127.0.0.1:8545"
+    assert rpc_url_for_nodes(plan, 0) == "http://10.77.3.1:8545"
+    assert rpc_url_for_nodes(plan, 10) == "http://10.77.3.1:18545"
+    env = node_env({"A": "1"}, rpc_url="http://x", deployments_dir=Path("/d"), state_dir=Path("/s"), accounts=30)
+    assert env["VERITY_IPFS_API"] == "/ip4/127.0.0.1/tcp/5001/http" and env["VERITY_DEVNET_ACCOUNTS"] == "30"
+    assert env["A"] == "1" and env["VERITY_RPC_URL"] == "http://x"
+
+
+def test_mapping_parses_and_rejects():
+    m = Mapping.parse("10.0.0.1:1=127.0.0.1:2")
+    assert (m.listen_host, m.listen_port, m.target_host, m.target_port) == ("10.0.0.1", 1, "127.0.0.1", 2)
+    assert str(m) == "10.0.0.1:1=127.0.0.1:2"
+    with pytest.raises(Exception, match="LISTEN_HOST"):
+        Mapping.parse("nope")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_proxy_forwards_both_ways_with_the_delay():
+    """An echo server behind a 100 ms proxy: the bytes come back intact, a round trip takes ≥ 2 × 100 ms, and a
+    stream keeps its throughput (many chunks in flight, not one delay per chunk)."""
+    async def scenario():
+        async def echo(r, w):
+            while data := await r.read(65536):
+                w.write(data)
+                await w.drain()
+            w.close()
+        backend = await asyncio.start_server(echo, "127.0.0.1", 0)
+        target = backend.sockets[0].getsockname()[1]
+        port = _free_port()
+        servers = await start([Mapping("127.0.0.1", port, "127.0.0.1", target)], delay=0.1)
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        t0 = time.monotonic()
+        w.write(b"ping")
+        await w.drain()
+        assert await r.readexactly(4) == b"ping"
+        rtt = time.monotonic() - t0
+        payload = bytes(range(256)) * 4096  # 1 MiB in many chunks
+        t0 = time.monotonic()
+        w.write(payload)
+        await w.drain()
+        got = await r.readexactly(len(payload))
+        stream = time.monotonic() - t0
+        w.close()
+        for s in (*servers, backend):
+            s.close()
+        return rtt, got == payload, stream
+    rtt, intact, stream = asyncio.run(scenario())
+    assert intact
+    assert 0.2 <= rtt < 1.0, rtt
+    assert stream < 2.0, stream  # 1 MiB is ~16 chunks each way: one-at-a-time delays would take > 3 s
+
+
+def test_proxy_closes_a_client_when_the_target_is_down():
+    async def scenario():
+        port = _free_port()
+        servers = await start([Mapping("127.0.0.1", port, "127.0.0.1", _free_port())], delay=0.01)
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        data = await asyncio.wait_for(r.read(10), 5)
+        w.close()
+        for s in servers:
+            s.close()
+        return data
+    assert asyncio.run(scenario()) == b""
