@@ -16,6 +16,12 @@ from verity.devnet.ticker import rpc_call
 from verity.settings import Settings
 
 
+# Nodes train on one intra-op thread each, as `verity demo` and `verity lab` start them: three nodes and a test
+# session share two cores, and on one thread the doctor times its steps by the thread's CPU clock, which that load
+# does not inflate (engine/reference.cpu_clock_is_step_time).
+NODE_ENV = {"OMP_NUM_THREADS": "1"}
+
+
 @pytest.fixture(scope="session")
 def devnet(tmp_path_factory):
     directory = tmp_path_factory.mktemp("devnet")
@@ -55,7 +61,7 @@ def deployed(devnet, tmp_path_factory):
 def node_launcher():
     """Node processes forked from one zygote per worker (tests/nodes/node_zygote.py): a node start costs a fork, not
     the 5 s of CPU its imports take."""
-    launcher = NodeLauncher(dict(os.environ), enabled=os.environ.get("VERITY_TEST_ZYGOTE", "1") != "0")
+    launcher = NodeLauncher(dict(os.environ, **NODE_ENV), enabled=os.environ.get("VERITY_TEST_ZYGOTE", "1") != "0")
     yield launcher
     launcher.close()
 
@@ -69,7 +75,7 @@ def net(devnet, deployed, node_launcher, tmp_path, request):
     deployed["snapshot"] = rpc_call(devnet["rpc_url"], "evm_snapshot")
     root = tmp_path
     shutil.copytree(deployed["dir"], root / "deployments")
-    env = dict(os.environ, VERITY_RPC_URL=devnet["rpc_url"], VERITY_IPFS_API=devnet["ipfs_api"],
+    env = dict(os.environ, **NODE_ENV, VERITY_RPC_URL=devnet["rpc_url"], VERITY_IPFS_API=devnet["ipfs_api"],
                VERITY_DEPLOYMENTS_DIR=str(root / "deployments"), VERITY_STATE_DIR=str(root / "state"),
                VERITY_DEVNET_DIR=str(root / "no-devnet"), VERITY_IPFS_TIMEOUT="4", VERITY_IPFS_RETRIES="1")
     n = Net(devnet["rpc_url"], devnet["ipfs_api"], root, env, launcher=node_launcher)

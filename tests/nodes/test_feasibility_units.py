@@ -185,3 +185,60 @@ def test_micro_batches_pay_the_per_step_overhead_each_and_a_job_that_hides_it_is
     with pytest.raises(CapacityExceeded, match="s of training"):
         check_task_fits(split, 0, execution_window=120, seconds_left=window, memory_mb=1 << 20,
                         speeds={split.determinism: speed})
+
+
+def test_a_loaded_machine_scales_the_estimate_by_its_own_measured_contention_and_declines_fails():
+    """The doctor times steps by the training thread's CPU clock (a wall clock read under load once said ~50x and was
+    cached: every default GPT task was declined as 57 s of work that took 1-3 s). The load it leaves out comes back
+    from this node's own runs: a task whose steps took 4x their CPU time makes the next estimate 4x longer."""
+    from verity.node.feasibility import Contention
+
+    m = build_manifest("mlp", steps_per_round=400)
+    speed = {m.determinism: {"mlp": StepSpeed(1.0, estimate_step_flops(m, 0) / 1.0)}}   # 2 ms a step: 0.8 s a task
+    fits = dict(execution_window=120, seconds_left=0.8 * SAFETY + 0.5, memory_mb=1 << 20, speeds=speed)
+    c = Contention()
+    c.observe({"train": 0.1, "train_cpu": 0.05})          # too short to tell: unchanged
+    assert c.factor == 1.0
+    assert check_task_fits(m, 0, contention=c.factor, **fits).seconds == pytest.approx(0.8)
+    c.observe({"train": 8.0, "train_cpu": 2.0})            # steps ran 4x their CPU time
+    assert c.factor == pytest.approx(2.5)                  # half way there: one busy moment is not the machine
+    with pytest.raises(CapacityExceeded, match=r"x2\.5 for this machine's load"):
+        check_task_fits(m, 0, contention=c.factor, **fits)
+    for _ in range(3):
+        c.observe({"train": 2.0, "train_cpu": 2.0})        # the load went away
+    assert c.factor < 1.2
+    c.observe({"train": 500.0, "train_cpu": 1.0})          # a stopped process (SIGSTOP, swap): capped
+    assert c.factor <= Contention.CAP
+
+
+def test_reference_timing_reads_the_cpu_clock_only_for_one_thread_on_a_cpu_succeeds():
+    import torch
+
+    from verity.engine.reference import cpu_clock_is_step_time, reference_manifest
+
+    m = reference_manifest("portable-f32", "mlp")
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert cpu_clock_is_step_time(m)
+        torch.set_num_threads(2)   # other threads' cycles would be missing from this thread's clock
+        assert not cpu_clock_is_step_time(m)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_run_task_reports_the_step_loops_cpu_time_beside_its_wall_time_succeeds(tmp_path):
+    import torch
+
+    from verity.engine.checkpoint import initial_state
+    from verity.engine.reference import TASK, reference_manifest, reference_shard
+    from verity.engine.runner import run_task
+
+    m = reference_manifest("portable-f32", "mlp")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        t = run_task(m, initial_state(m), reference_shard("mlp", m), TASK, tmp_path / "t").timings
+    finally:
+        torch.set_num_threads(threads)
+    assert 0 < t["train_cpu"] <= t["train"] * 1.05 + 0.01, t   # one thread's CPU time never exceeds its wall time

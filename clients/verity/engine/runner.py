@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import torch
+
 from verity.errors import HashMismatch, StateInvalid, VerityError, WorkdirConflict
 from verity.engine import merkle
 from verity.engine.checkpoint import load_checkpoint, write_checkpoint
@@ -203,7 +205,7 @@ def run_task(manifest: Manifest, input_state: bytes | TrainState, shard: Shard, 
     trainer.load(done[-1] if done else start)
     writer = _Writer(workdir, manifest, task, on_checkpoint)
     last = done[-1] if done else start
-    t = {"train": 0.0, "snapshot": 0.0, "blocked": 0.0}
+    t = {"train": 0.0, "train_cpu": 0.0, "snapshot": 0.0, "blocked": 0.0}
     todo = range(max(len(done), 1), n + 1)
     dp: DataParallel | None = None
     trained = False
@@ -216,11 +218,14 @@ def run_task(manifest: Manifest, input_state: bytes | TrainState, shard: Shard, 
                               timeout=worker_timeout)
             t["workers_start"] = time.perf_counter() - t0   # helpers importing torch and building the model
         step = dp.train_step if dp is not None else trainer.train_step
+        one_thread = dp is None and torch.get_num_threads() == 1   # train_cpu stays 0 otherwise (other threads work)
         for j in todo:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             for _ in range(k):
                 step()
             t1 = time.perf_counter()
+            if one_thread:   # this thread's CPU is the step's: what waiting for a busy core does not add
+                t["train_cpu"] += time.thread_time() - c0
             last = trainer.snapshot()
             t2 = time.perf_counter()
             writer.submit(j, last)

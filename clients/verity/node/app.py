@@ -21,6 +21,7 @@ from verity.node.context import NodeContext
 from verity.node.doctor import profile_names
 from verity.node.dispute import PartyRole
 from verity.node.faults import Faults
+from verity.node.feasibility import Contention
 from verity.node.keeper import Keeper
 from verity.node.loop import NodeLoop
 from verity.node.referee import RefereeRole
@@ -120,6 +121,7 @@ def serve_profiles(ctx: ServingContext, cfg: NodeConfig, mask: int, speeds: dict
     tasks it cannot hold in `cfg.memory_mb` or finish in time at `speeds` (node/feasibility.py)."""
     cfg.profiles = ctx.profiles = mask
     ctx.memory_mb, ctx.speeds = cfg.memory_mb, speeds
+    ctx.contention = Contention()   # scales the doctor's CPU-clock speeds by this machine's load (feasibility)
 
 
 def connect(cfg: NodeConfig, work: WorkPool | None = None) -> ServingContext:

@@ -39,7 +39,8 @@ log = logging.getLogger("verity.node.doctor")
 
 ENGINE_DIR = Path(reference.__file__).resolve().parent
 DEFAULT_VECTORS = Path(verity.__file__).resolve().parents[2] / "tests" / "vectors"  # the repository's
-CACHE_VERSION = 2  # 2: each task also carries its family's calibration timing (cal_ms_per_step)
+CACHE_VERSION = 3  # 2: each task also carries its family's calibration timing (cal_ms_per_step); 3: CPU steps timed
+# by the training thread's CPU clock (engine/reference.cpu_clock_is_step_time), so older wall-clock timings are dropped
 
 
 class UnknownProfile(VerityError, ValueError):

@@ -14,6 +14,9 @@ task that does not fit is declined unslashed instead of being trained, missed an
    the job's family under its profile (the doctor times a reference and a larger calibration task of each family:
    engine/estimate.StepSpeed), times SAFETY, after the work already running or queued on this node (its backlog),
    must fit before the slot's deadline. scripts/bench_estimate.py checks the estimate against measured runs.
+   The doctor times steps by the training thread's CPU clock, which a loaded machine does not inflate (a wall
+   clock read under load once said 50x and was cached); this node's own recent training then says how much
+   slower than its CPU time a step runs here now (`Contention`), and the estimate is scaled by that.
 
 2 and 3 are this node's limits, not the poster's: `CapacityExceeded`, declined without blame. A module task
 needs memory only for its own modules, so a node too small for the whole model still takes module tasks.
@@ -32,6 +35,25 @@ log = logging.getLogger("verity.node.solver")
 
 MIB = 1 << 20
 SAFETY = 1.5  # estimated training time × this must fit in the time left: fetches, hashing and the commit need room
+
+
+class Contention:
+    """How much longer than its CPU time this node's recent training took on the wall clock (>= 1): other processes
+    holding the cores. Fed each finished task's timings (run_task: `train` wall, `train_cpu` this thread's CPU); a
+    moving average, so a burst fades. 1.0 until a task long enough to tell (MIN_CPU_S) has run."""
+
+    MIN_CPU_S = 0.2
+    CAP = 20.0
+
+    def __init__(self, weight: float = 0.5):
+        self.weight, self.factor = weight, 1.0
+
+    def observe(self, timings: dict) -> None:
+        wall, cpu = float(timings.get("train", 0.0)), float(timings.get("train_cpu", 0.0))
+        if cpu < self.MIN_CPU_S:
+            return   # too short to tell (and 0 for a GPU or a multi-process task: their clocks differ)
+        ratio = min(max(wall / cpu, 1.0), self.CAP)
+        self.factor = (1 - self.weight) * self.factor + self.weight * ratio
 
 
 @dataclass(frozen=True)
@@ -77,10 +99,12 @@ def check_declared_window(manifest, execution_window: int) -> None:
 
 
 def check_task_fits(manifest, index: int, *, execution_window: int, seconds_left: float, memory_mb: int,
-                    speeds: dict | None, aggregate: bool = False, backlog_s: float = 0.0) -> Fit:
+                    speeds: dict | None, aggregate: bool = False, backlog_s: float = 0.0,
+                    contention: float = 1.0) -> Fit:
     """Raise ManifestInvalid (the poster's window contradicts its manifest) or CapacityExceeded (this node cannot
     hold or finish the task in time, after `backlog_s` seconds of work it already runs or queued); return the
-    estimates otherwise. `speeds`: doctor_speeds' result (profile -> arch -> StepSpeed)."""
+    estimates otherwise. `speeds`: doctor_speeds' result (profile -> arch -> StepSpeed); `contention`: this node's
+    Contention factor (its steps run that much slower than their CPU time now)."""
     from verity.engine.estimate import estimate_task_memory, estimate_task_seconds
 
     check_declared_window(manifest, execution_window)
@@ -103,10 +127,12 @@ def check_task_fits(manifest, index: int, *, execution_window: int, seconds_left
                                note=f"no {manifest.model.arch} vector")
     if family and not aggregate:
         seconds = estimate_task_seconds(manifest, index, family)
+        seconds = seconds * max(1.0, contention) if seconds is not None else None
     if seconds is not None and seconds * SAFETY + backlog_s > seconds_left:
         queued = f" after {backlog_s:,.0f} s of work already running or queued here" if backlog_s >= 1 else ""
+        loaded = f", x{contention:.1f} for this machine's load" if contention >= 1.05 else ""
         raise CapacityExceeded(f"task {index}", f"about {seconds:,.0f} s of training at this node's measured "
-                                                f"speed (x{SAFETY} margin){queued}, {seconds_left:,.0f} s left in "
+                                                f"speed (x{SAFETY} margin{loaded}){queued}, {seconds_left:,.0f} s left in "
                                                 "the window",
                                note=f"time {math.ceil(seconds * SAFETY + backlog_s)}/{int(seconds_left)} s")
     return Fit(need, seconds)

@@ -175,7 +175,7 @@ class SolverRole:
         fit = check_task_fits(m, int(task.index), execution_window=window,
                               seconds_left=max(0, int(rep.deadline) - ctx.chain.now()), memory_mb=memory_mb,
                               speeds=getattr(ctx, "speeds", None), aggregate=TaskKind(task.kind) == TaskKind.AGGREGATE,
-                              backlog_s=backlog)
+                              backlog_s=backlog, contention=ctx.contention.factor if hasattr(ctx, "contention") else 1.0)
         log.info("task %d fits: about %.0f MB%s", task_id,
                  fit.memory_bytes / (1 << 20), f", {fit.seconds:.1f} s of training" if fit.seconds else "")
         return {"memory_mb": round(fit.memory_bytes / (1 << 20)), "seconds": fit.seconds}
