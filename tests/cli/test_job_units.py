@@ -290,3 +290,18 @@ def test_download_fetches_the_jobs_tokenizer_and_checks_its_hash_succeeds():
     with pytest.raises(VerityError, match="is not the one the manifest names"):
         _tokenizer(reader(b'{"model": "other"}'))
     assert _tokenizer(NS(manifest=NS(data=NS(tokenizer_cid=None)))) is None  # a character or classification job
+
+
+def test_job_show_names_the_nodes_run_from_this_machine_never_their_address_succeeds(tmp_path, monkeypatch):
+    """Issue 26: four solvers read as "0x70997970…" in `job show`; a node run here under --name is shown by it."""
+    from verity.cli.job import local_names
+
+    for name, address in (("solver-with-a-long-name-1", B), ("verifier-1", C)):
+        (tmp_path / "nodes" / name).mkdir(parents=True)
+        (tmp_path / "nodes" / name / "account").write_text(address + "\n")
+    monkeypatch.setenv("VERITY_STATE_DIR", str(tmp_path))
+    names = local_names()
+    assert names == {B: "solver-with-a-long-name-1", C: "verifier-1"}
+    shown = text(render(report([open_task()]), names))
+    assert "solver-with-a-long-name-1" in shown and B[:8] + "…" not in shown
+    assert B[:8] + "…" in text(render(report([open_task()])))   # an unknown node: its short address

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from browser import REPO, ExplorerProcess, artifacts, chrome
+from explorer_browser import REPO, ExplorerProcess, artifacts, chrome
 
 pytestmark = pytest.mark.integration
 

@@ -90,13 +90,20 @@ def list_jobs(status: Annotated[Optional[StatusFilter], typer.Option(help="only 
     console.print(t)
 
 
+def local_names() -> dict[str, str]:
+    """address -> name of every node run from this machine's state dir (`verity node run --name`): tables name them."""
+    from verity.node.statedir import node_names
+
+    return node_names(settings().state_dir)
+
+
 @app.command()
 def show(job_id: JobId, plot_to: Plot = None) -> None:
     """One snapshot of the job: tasks, replicas (replaced ones too), clocks, why tasks wait, metrics."""
     try:
         r = reader(job_id)
         rep = r.report()
-        console.print(render(rep))
+        console.print(render(rep, local_names()))
         if plot_to:
             _plot(r, rep, plot_to)
     except VerityError as exc:
@@ -113,7 +120,7 @@ def watch(job_id: JobId, plot_to: Plot = None,
 
     try:
         r = reader(job_id)
-        rep = follow_live(r, timeout, interval)
+        rep = follow_live(r, timeout, interval, names=local_names())
         if plot_to:
             _plot(r, rep, plot_to)
     except VerityError as exc:

@@ -28,6 +28,7 @@ from starlette.staticfiles import StaticFiles
 from verity.errors import VerityError
 from verity.explorer import DEFAULT_PORT, data, source  # noqa: F401 — DEFAULT_PORT: callers find it here too
 from verity.explorer.charts import curve_svg
+from verity.node.statedir import node_names
 
 POLL_S = 1.0        # how often a stream looks at the chain head
 REFRESH_S = 10.0    # a stream re-renders at least this often (clocks, last seen) even when no event arrived
@@ -66,7 +67,7 @@ class Explorer:
 
     # ------------------------------------------------------------------------------------------------ names
     def names(self) -> dict[str, str]:
-        out = data.node_names(self.state_dir)
+        out = node_names(self.state_dir)
         out.update(self.fixed_names)
         return {k.lower(): v for k, v in out.items()}
 

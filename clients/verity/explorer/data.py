@@ -21,23 +21,6 @@ MAX_NODE_TASKS = 200    # a node page lists its newest tasks
 HOUR = 3600
 
 
-def node_names(state_dir: Path | None) -> dict[str, str]:
-    """address -> node name, from the node state directories on this machine (`<state dir>/nodes/<name>/account`,
-    written by `verity node run`); nodes run elsewhere have no known name."""
-    out: dict[str, str] = {}
-    root = Path(state_dir) / "nodes" if state_dir else None
-    if root is None or not root.is_dir():
-        return out
-    for account in sorted(root.glob("*/account")):
-        try:
-            address = account.read_text().strip()
-        except OSError:
-            continue
-        if address:
-            out[address] = account.parent.name
-    return out
-
-
 def ago(now: int, then: int) -> str:
     return "never" if not then else "just now" if now - then < 1 else f"{duration(now - then)} ago"
 

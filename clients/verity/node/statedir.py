@@ -93,3 +93,20 @@ class StateDirClaim:
     def __exit__(self, *exc) -> None:
         self.account.release()
         self.node.release()
+
+
+def node_names(state_dir: Path | None) -> dict[str, str]:
+    """address -> node name, from the node state directories on this machine (`<state dir>/nodes/<name>/account`,
+    written by `verity node run`); nodes run elsewhere have no known name."""
+    out: dict[str, str] = {}
+    root = Path(state_dir) / "nodes" if state_dir else None
+    if root is None or not root.is_dir():
+        return out
+    for account in sorted(root.glob("*/account")):
+        try:
+            address = account.read_text().strip()
+        except OSError:
+            continue
+        if address:
+            out[address] = account.parent.name
+    return out
