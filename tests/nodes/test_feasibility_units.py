@@ -209,6 +209,12 @@ def test_a_loaded_machine_scales_the_estimate_by_its_own_measured_contention_and
     assert c.factor < 1.2
     c.observe({"train": 500.0, "train_cpu": 1.0})          # a stopped process (SIGSTOP, swap): capped
     assert c.factor <= Contention.CAP
+    # two of the node's own tasks sharing the cores: the backlog already counts them one after the other
+    mine = Contention()
+    mine.observe({"train": 4.0, "train_cpu": 2.0}, concurrent=2)
+    assert mine.factor == 1.0
+    mine.observe({"train": 12.0, "train_cpu": 2.0}, concurrent=2)   # 6x: 2x its partner, 3x the machine's load
+    assert mine.factor == pytest.approx(2.0)
 
 
 def test_reference_timing_reads_the_cpu_clock_only_for_one_thread_on_a_cpu_succeeds():

@@ -99,7 +99,8 @@ def compute_result(ctx: NodeContext, task_id: int, task, *, label: str = "solve"
                            **({"workers": w} if w > 1 else {}))
             trace = res.trace
             if hasattr(ctx, "contention"):  # how much slower than its CPU time a step runs here now (feasibility)
-                ctx.contention.observe(res.timings)
+                running = ctx.work.depth().get("long", (0, 1))[1] if hasattr(ctx.work, "depth") else 1
+                ctx.contention.observe(res.timings, concurrent=running)
             if getattr(ctx, "metrics", None) is not None:  # seconds per step (`node run --metrics-port`)
                 ctx.metrics.trained(label, res.timings.get("train", 0.0), fresh[0] * m.checkpoint_interval)
         k = m.checkpoint_interval

@@ -48,11 +48,14 @@ class Contention:
     def __init__(self, weight: float = 0.5):
         self.weight, self.factor = weight, 1.0
 
-    def observe(self, timings: dict) -> None:
+    def observe(self, timings: dict, concurrent: int = 1) -> None:
+        """`concurrent`: this node's own training tasks running beside this one (itself included). The backlog
+        already adds their estimates up as if they ran one after another, so the slowdown they cause each other
+        is not counted twice: k tasks each at 1/r speed finish their CPU seconds in r/k of that time."""
         wall, cpu = float(timings.get("train", 0.0)), float(timings.get("train_cpu", 0.0))
         if cpu < self.MIN_CPU_S:
             return   # too short to tell (and 0 for a GPU or a multi-process task: their clocks differ)
-        ratio = min(max(wall / cpu, 1.0), self.CAP)
+        ratio = min(max(wall / cpu / max(1, concurrent), 1.0), self.CAP)
         self.factor = (1 - self.weight) * self.factor + self.weight * ratio
 
 
