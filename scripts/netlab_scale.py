@@ -66,6 +66,29 @@ def pct(values: list[float], q: float) -> float | None:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
+def wait_all(lab: Lab, job_ids: list[int], t0: float, timeout: float, expected_dead: set[str]) -> dict[int, float]:
+    """Seconds from t0 until each job completed (polled together, so each gets its own time)."""
+    from verity.chain.protocol import JobStatus
+    from verity.chain.views import read
+
+    c, done = lab.client(), {}
+    while len(done) < len(job_ids):
+        for job_id in job_ids:
+            if job_id not in done:
+                status = JobStatus(read(c, c.jobs, "getJob", job_id).status)
+                if status == JobStatus.COMPLETED:
+                    done[job_id] = time.monotonic() - t0
+                elif status != JobStatus.ACTIVE:
+                    raise SystemExit(f"job {job_id} ended {status.name}")
+        dead = [n.name for h, n in lab.nodes.items() if h not in expected_dead and n.exited() is not None]
+        if dead:
+            raise SystemExit(f"node process(es) {dead} died\n{lab.logs()}")
+        if time.monotonic() - t0 > timeout:
+            raise SystemExit(f"jobs {sorted(set(job_ids) - set(done))} not completed after {timeout:g} s")
+        time.sleep(0.5)
+    return done
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=8)
@@ -99,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         for j in range(args.jobs):
             spec = dict(KINDS[j % len(KINDS)], replication=2, challenge_window=3, seed=1000 + j)
             jobs.append((lab.post_job(**spec), spec["model"]))
+        log.t0 = time.monotonic()  # fault times count from the posts
         honest = [h for h in solvers if h not in cheaters]
         faults = [in_background(partition, lab, honest[0], args.partition_s, log, after=3.0),
                   in_background(partition, lab, honest[1 % len(honest)], args.partition_s, log, after=20.0)]
@@ -107,10 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             kill9(lab, honest[-1], log)
             restart(lab, honest[-1], log)
         faults.append(in_background(churn, after=10.0))
-        done_at = {}
-        for job_id, _ in jobs:
-            lab.wait_job(job_id, timeout=args.timeout, expected_dead={honest[-1]})
-            done_at[job_id] = time.monotonic() - t_post
+        done_at = wait_all(lab, [j for j, _ in jobs], t_post, args.timeout, expected_dead={honest[-1]})
         span_s = time.monotonic() - t_post
         for f in faults:
             f.join(timeout=60)
