@@ -169,3 +169,13 @@ def test_proxy_closes_a_client_when_the_target_is_down():
             s.close()
         return data
     assert asyncio.run(scenario()) == b""
+
+
+def test_lab_refuses_a_directory_that_is_not_a_labs(tmp_path, monkeypatch):
+    from verity.lab.lab import Lab, LabFailed
+
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    (tmp_path / "precious.txt").write_text("keep me")
+    with pytest.raises(LabFailed, match="holds no lab"):
+        Lab(tmp_path, 1).up()
+    assert (tmp_path / "precious.txt").read_text() == "keep me"

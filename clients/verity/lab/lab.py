@@ -79,9 +79,9 @@ class Lab:
     def up(self) -> dict[str, Any]:
         """Build everything; on any failure (or Ctrl-C) tears down what it made and re-raises."""
         t0 = time.monotonic()
-        if self.directory.exists():
-            shutil.rmtree(self.directory)
-        self.directory.mkdir(parents=True)
+        if os.geteuid() != 0:
+            raise LabFailed("network namespaces need root (run it with sudo -E)")
+        self._clear_directory()
         try:
             self.plan = netns.create(self.node_hosts, self.bandwidth_mbit)
             self._claim()
@@ -100,6 +100,18 @@ class Lab:
             self.down()
             raise
         return self.record()
+
+    def _clear_directory(self) -> None:
+        """Reuse the directory of a lab that is gone; refuse one that runs, or a directory that is not a lab's."""
+        d = self.directory
+        if (d / RECORD).is_file():
+            prefix = json.loads((d / RECORD).read_text()).get("prefix")
+            if prefix and netns.namespaces(prefix):
+                raise LabFailed(f"lab {prefix} still runs in {d}; `verity lab down --dir {d}` first")
+            shutil.rmtree(d)
+        elif d.exists() and any(d.iterdir()):
+            raise LabFailed(f"{d} is not empty and holds no lab; give the lab a directory of its own")
+        d.mkdir(parents=True, exist_ok=True)
 
     def _claim(self) -> None:
         REGISTRY.mkdir(parents=True, exist_ok=True)
