@@ -12,18 +12,9 @@ import time
 import pytest
 
 from explorer_browser import REPO, ExplorerProcess, artifacts, chrome
+from node_builders import wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def wait_for(predicate, timeout: float, what: str, poll: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
-        time.sleep(poll)
 
 
 def test_explorer_liveDisputedJob_inHeadlessChromium_succeeds(net, tmp_path):
