@@ -21,7 +21,7 @@ from pathlib import Path
 from verity.devnet.faucet import devnet_address
 from verity.lab.faults import FaultLog, in_background, kill9, partition, restart
 from verity.lab.lab import Lab
-from verity.lab.ledger import slashed, token_conservation
+from verity.lab.ledger import job_gas, slashed, token_conservation
 
 KINDS = [  # mixed kinds of small, fast jobs (digits data): an MLP and a CNN, alternating
     {"model": "mlp", "shards": 2, "rounds": 2, "steps": 20, "k": 10},
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         created = {e.args["taskId"]: ts(e.block) for e in events if e.name == "TaskCreated"}
         finality = [ts(e.block) - created[e.args["taskId"]] for e in events
                     if e.name == "TaskAccepted" and e.args["taskId"] in created]
-        gas = sum(int(c.w3.eth.get_block(n)["gasUsed"]) for n in range(first_block, last_block + 1))
+        gas = job_gas(c, first_block, last_block)
         addresses = {h: devnet_address(n.account) for h, n in lab.nodes.items()}
         slash = slashed(c, list(addresses.values()))
         tokens = token_conservation(c)
