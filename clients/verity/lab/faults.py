@@ -49,6 +49,7 @@ def partition(lab: Lab, host: str, seconds: float, log: FaultLog | None = None) 
 def kill9(lab: Lab, host: str, log: FaultLog | None = None) -> None:
     node = _node(lab, host)
     with lab._lock:
+        lab.down_on_purpose.add(host)  # wait_job does not count it as a crash of its own
         node.kill9()
     if log:
         log.add("kill9", host, node=node.name)
@@ -60,6 +61,7 @@ def restart(lab: Lab, host: str, log: FaultLog | None = None) -> None:
         raise LabFailed(f"the node on {host} is still running (pid {node.pid.pid}); kill it first")
     with lab._lock:
         node.start(lab.die_with_parent)
+        lab.down_on_purpose.discard(host)
     lab.save()
     if log:
         log.add("restart", host, node=node.name, pid=node.pid.pid)
@@ -68,6 +70,7 @@ def restart(lab: Lab, host: str, log: FaultLog | None = None) -> None:
 def leave(lab: Lab, host: str, log: FaultLog | None = None) -> None:
     node = _node(lab, host)
     with lab._lock:
+        lab.down_on_purpose.add(host)
         node.stop()
     if log:
         log.add("leave", host, node=node.name)
@@ -79,6 +82,31 @@ def join(lab: Lab, host: str, log: FaultLog | None = None) -> None:
     if log:
         log.events[-1:] = []
         log.add("join", host, node=_node(lab, host).name)
+
+
+def crash_holder(lab: Lab, job_id: int, spare: set[str] = frozenset(), timeout: float = 60.0,
+                 log: FaultLog | None = None) -> str:
+    """kill -9 the node of a host that holds a slot of `job_id` right now (not one of `spare`) and start it again at
+    once: a crash in the middle of a task, which the node must resume from its snapshot. Returns the host."""
+    from verity.chain import EventCursor
+    from verity.devnet.faucet import devnet_address
+
+    c = lab.client()
+    hosts = {devnet_address(n.account): h for h, n in lab.nodes.items() if h not in spare}
+    cursor = EventCursor(c.w3, {"JobRegistry": c.jobs}, next_block=c.deployments.start_block)
+    tasks: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for ev in cursor.poll():
+            if ev.name == "TaskCreated" and ev.args["jobId"] == job_id:
+                tasks.add(ev.args["taskId"])
+            elif ev.name == "TaskAssigned" and ev.args["taskId"] in tasks and ev.args["node"] in hosts:
+                host = hosts[ev.args["node"]]
+                kill9(lab, host, log)
+                restart(lab, host, log)
+                return host
+        time.sleep(0.3)
+    raise LabFailed(f"no node outside {sorted(spare)} was assigned a task of job {job_id} within {timeout:g} s")
 
 
 def _node(lab: Lab, host: str):

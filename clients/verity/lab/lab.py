@@ -60,6 +60,7 @@ class Lab:
         self.baseline: dict[str, dict[str, int]] = {}
         self.timings: dict[str, float] = {}
         self._lock = threading.Lock()
+        self.down_on_purpose: set[str] = set()  # hosts whose node a fault stopped (not a crash to report)
         self.owner = os.getpid()  # the process that built it (kept when another process acts on the lab)
 
     # ---------------------------------------------------------------- paths
@@ -248,7 +249,8 @@ class Lab:
             if status != JobStatus.ACTIVE:
                 raise LabFailed(f"job {job_id} ended {status.name}")
             with self._lock:
-                dead = [n for h, n in self.nodes.items() if h not in expected_dead and n.exited() is not None]
+                dead = [n for h, n in self.nodes.items()
+                        if h not in expected_dead and h not in self.down_on_purpose and n.exited() is not None]
             if dead:
                 raise LabFailed(f"node process(es) {[n.name for n in dead]} died\n{self.logs(dead)}")
             if time.monotonic() > deadline:
