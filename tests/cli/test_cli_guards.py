@@ -126,3 +126,16 @@ def test_cli_ctrlC_whileStarting_isOneLineNotTraceback(tmp_path, delay):
     else:  # the command had finished (its whole output written) when the signal came, or it came during shutdown
         assert proc.returncode in (0, -signal.SIGINT), (proc.returncode, err)
         assert json.loads(out)["title"] == "Manifest"
+
+
+def test_devnet_up_says_out_loud_when_a_busy_port_was_replaced_succeeds():
+    """Issue 26: a busy VERITY_ANVIL_PORT silently became another port; `devnet up` now names both."""
+    from verity.cli.devnet import replaced_ports
+    from verity.settings import Settings
+
+    s = Settings(anvil_port=8545, ipfs_api_port=5001)
+    record = {"anvil": {"port": 40123}, "ipfs": [{"api_port": 5001}]}
+    (line,) = replaced_ports(record, s)
+    assert "port 8545 (VERITY_ANVIL_PORT) is busy: anvil listens on 40123" in line
+    assert replaced_ports({"anvil": {"port": 8545}, "ipfs": [{"api_port": 5001}]}, s) == []
+    assert replaced_ports({"anvil": {"port": 40123}}, Settings(anvil_port=0)) == []   # no preference: nothing replaced

@@ -38,6 +38,8 @@ def bring_up(directory: Path, ipfs_nodes: int = 1, *, new_chain: bool = False) -
 
     with console.status("starting anvil and IPFS…"):
         record = services.up(directory, ipfs_nodes=ipfs_nodes, persist_chain=True, new_chain=new_chain)
+    for line in replaced_ports(record, settings()):
+        console.print(f"[yellow]{escape(line)}[/yellow]")
     chain = record["chain"]
     if chain["status"] == "new":
         console.print(f"[yellow]starting a NEW chain[/yellow]: {escape(chain['reason'])}; the contracts are deployed afresh")
@@ -52,6 +54,19 @@ def bring_up(directory: Path, ipfs_nodes: int = 1, *, new_chain: bool = False) -
         console.print(f"the previous deployments file belonged to another chain: moved to {escape(str(old))}")
     console.print(escape(line))
     return record
+
+
+def replaced_ports(record: dict, s) -> list[str]:
+    """One line for each preferred port (VERITY_ANVIL_PORT, VERITY_IPFS_API_PORT) that was busy, so the devnet
+    listens elsewhere: said out loud, with how other shells find it."""
+    out = []
+    anvil, ipfs = record.get("anvil") or {}, (record.get("ipfs") or [{}])[0]
+    for what, var, wanted, got in (("anvil", "VERITY_ANVIL_PORT", s.anvil_port, anvil.get("port")),
+                                   ("IPFS API", "VERITY_IPFS_API_PORT", s.ipfs_api_port, ipfs.get("api_port"))):
+        if wanted and got and int(got) != int(wanted):
+            out.append(f"port {wanted} ({var}) is busy: {what} listens on {got} instead; commands run here find it "
+                       f"through the devnet's record, other shells with `eval $(python -m verity.devnet.services env)`")
+    return out
 
 
 def _interrupt(signum, frame):  # SIGTERM unwinds like Ctrl-C, so a killed `up` cleans up
