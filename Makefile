@@ -14,7 +14,7 @@ export PYTHONHASHSEED := 0
 
 setup: $(VENV)/.installed anvil/node_modules/.installed browser
 
-# Debian's chromium + chromium-driver for the explorer's browser tests (tests/explorer); nothing when present.
+# Debian's chromium + chromium-driver for the explorer's browser test (tests/nodes/test_explorer_browser.py); nothing when present.
 browser:
 	@scripts/install_browser.sh
 

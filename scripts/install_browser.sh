@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The headless browser tests/explorer drives (Selenium + chromedriver): Debian's chromium and chromium-driver.
+# The headless browser tests/nodes/test_explorer_browser.py drives (Selenium + chromedriver): Debian's chromium and chromium-driver.
 # Nothing to do when both are there; otherwise apt-get installs them (as root, or through sudo when it needs no
 # password). Exits nonzero when it cannot: the browser tests then fail saying so (they never skip).
 set -euo pipefail

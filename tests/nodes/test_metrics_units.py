@@ -47,7 +47,7 @@ def test_metricsServer_servesNodeMetricsAfterUpdates_succeeds():
     try:
         m.observe_snapshot(_snapshot())
         m.tick_done(0.2)
-        m.trained("solve", 3.0, 30)
+        m.trained("solve", 3.0, 30, contention=2.5)
         m.result_sent(42.0)
         m.item_failed("solve", CidNotFound("bafy", "/ip4/127.0.0.1/tcp/5001", 5.0))
         m.tick_failed(TxFailed("commit", "TooLate"))
@@ -67,6 +67,7 @@ def test_metricsServer_servesNodeMetricsAfterUpdates_succeeds():
         assert f"\n{name}" in text, f"{name} not served"
     assert 'verity_node_work_items{kind="solve",node="n1",phase="assigned"} 2.0' in text
     assert 'verity_node_earned_vrt_total{node="n1",source="task"} 2.0' in text
+    assert 'verity_node_contention_factor{node="n1"} 2.5' in text
     assert 'verity_node_rpc_errors_total{kind="TxFailed",node="n1"} 1.0' in text
     assert 'verity_node_ipfs_errors_total{kind="CidNotFound",node="n1"} 1.0' in text
     assert 'verity_node_info{address="%s",node="n1",roles="solver,verifier"} 1.0' % ME in text

@@ -102,7 +102,8 @@ def compute_result(ctx: NodeContext, task_id: int, task, *, label: str = "solve"
                 running = ctx.work.depth().get("long", (0, 1))[1] if hasattr(ctx.work, "depth") else 1
                 ctx.contention.observe(res.timings, concurrent=running)
             if getattr(ctx, "metrics", None) is not None:  # seconds per step (`node run --metrics-port`)
-                ctx.metrics.trained(label, res.timings.get("train", 0.0), fresh[0] * m.checkpoint_interval)
+                ctx.metrics.trained(label, res.timings.get("train", 0.0), fresh[0] * m.checkpoint_interval,
+                                    ctx.contention.factor if hasattr(ctx, "contention") else None)
         k = m.checkpoint_interval
     bundle = {"version": 1, "job": int(task.jobId), "round": int(task.round), "index": int(task.index),
               "k": k, "steps": k * (len(trace) - 1), "trace": ["0x" + h.hex() for h in trace],

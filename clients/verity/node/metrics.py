@@ -119,6 +119,8 @@ class NodeMetrics:
         self.step_seconds = metric(Histogram, "train_step_seconds", "seconds per training step of each task trained "
                                    "here (mean over the steps it ran), by work (solve, verify, audit, recover)",
                                    ("work",), buckets=STEP_BUCKETS)
+        self.contention = metric(Gauge, "contention_factor", "how much longer than their CPU time this node's "
+                                 "recent training steps took (>= 1; its time estimates are scaled by it)").labels(node)
         self.seconds_left = metric(Histogram, "result_seconds_left", "seconds left before the slot's deadline when "
                                    "this node committed, revealed or submitted its result (negative: late)",
                                    buckets=LEFT_BUCKETS).labels(node)
@@ -267,10 +269,13 @@ class NodeMetrics:
 
     # --- the work ------------------------------------------------------------------------------------------
     @_guarded
-    def trained(self, work: str, train_seconds: float, steps: int) -> None:
-        """One task's training: `steps` steps run here (resumed ones excluded) in `train_seconds`."""
+    def trained(self, work: str, train_seconds: float, steps: int, contention: float | None = None) -> None:
+        """One task's training: `steps` steps run here (resumed ones excluded) in `train_seconds`; `contention`:
+        the node's load factor after it (node/feasibility.Contention)."""
         if steps > 0:
             self.step_seconds.labels(self.node, work).observe(train_seconds / steps)
+        if contention is not None:
+            self.contention.set(contention)
 
     @_guarded
     def result_sent(self, seconds_left: float | Callable[[], float]) -> None:
