@@ -41,7 +41,7 @@ def sync(confirmations: Confirmations = None) -> None:
                 added = ix.sync(confirmations, progress=progress)
             blocks = ix.head - before
             console.print(f"indexed {added} events in {blocks} blocks (up to block {ix.head}) in "
-                          f"{time.monotonic() - started:.1f} s; index: {ix.path}", highlight=False)
+                          f"{time.monotonic() - started:.1f} s; index: {ix.path}", highlight=False, soft_wrap=True)
     except VerityError as exc:
         fail(exc)
 

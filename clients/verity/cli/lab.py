@@ -59,11 +59,11 @@ def up(
         fail(VerityError(f"lab up failed, and what it made was removed: {exc}"))
     _print_hosts(record)
     console.print(f"[green]lab {record['prefix']} up[/green] in {record['timings'].get('up_s')} s: chain "
-                  f"{record['rpc_url']}, deployments {record['deployments']}")
+                  f"{record['rpc_url']}, deployments {record['deployments']}", soft_wrap=True)
     console.print(f"a client here: VERITY_RPC_URL={record['rpc_url']} VERITY_IPFS_API={lab.ipfs['chain'].api_multiaddr} "
-                  f"VERITY_DEPLOYMENTS_DIR={record['deployments']}")
+                  f"VERITY_DEPLOYMENTS_DIR={record['deployments']}", soft_wrap=True, highlight=False)
     if detach:
-        console.print(f"detached: `verity lab down --dir {dir}` removes it")
+        console.print(f"detached: `verity lab down --dir {dir}` removes it", soft_wrap=True)
         return
     console.print("running; Ctrl-C removes every namespace, link and process of the lab")
     try:
