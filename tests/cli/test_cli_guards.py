@@ -123,9 +123,12 @@ def test_cli_ctrlC_whileStarting_isOneLineNotTraceback(tmp_path, delay):
     assert "Traceback" not in out + err, err
     if proc.returncode == 130:
         assert "interrupted" in err, err
-    else:  # the command had finished (its whole output written) when the signal came, or it came during shutdown
-        assert proc.returncode in (0, -signal.SIGINT), (proc.returncode, err)
+    elif proc.returncode == 0:  # the command had finished, its whole output written, when the signal came
         assert json.loads(out)["title"] == "Manifest"
+    else:  # it came during the interpreter's shutdown: killed by the signal, the pipe's unflushed output lost with it
+        # (seen once in CI under load, at delay 1.0), but never a traceback or half a message
+        assert proc.returncode == -signal.SIGINT, (proc.returncode, err)
+        assert out in ("", None) or json.loads(out)["title"] == "Manifest", out
 
 
 def test_devnet_up_says_out_loud_when_a_busy_port_was_replaced_succeeds():
