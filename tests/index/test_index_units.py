@@ -120,6 +120,10 @@ def test_liveEvents_includeTheUnconfirmedTail_withTheSameFilters_succeeds(tmp_pa
     assert [e.id is None for e in live].count(True) == 5       # blocks 3..5, StepPinpointed via dispute 100 too
     assert [e.name for e in ix.live_events(address=NODE_A, names=["PaymentSent"])] == ["PaymentSent"]
     assert ix.live_events(job_id=2) == []
+    # the explorer's "did anything happen?": a COUNT of the rows plus the tail, equal to reading them all
+    assert ix.live_count() == len(ix.live_events()) == 8
+    chain.mine(("JobEscrow", "PaymentSent", {"jobId": 1, "to": NODE_B, "amount": 1}))
+    assert ix.live_count() == 9
 
 
 def test_sync_reorgDeeperThanConfirmations_dropsAndRereadsTheLostBlocks_succeeds(tmp_path, monkeypatch):

@@ -155,7 +155,7 @@ class Explorer:
                 new_head = await run_in_threadpool(source.head_block, self.chain)
                 if new_head != head or now - built >= self.refresh_s:
                     head = new_head
-                    count = len(await run_in_threadpool(source.all_events, self.chain))
+                    count = await run_in_threadpool(source.event_count, self.chain)
                     if count != seen_events or now - built >= self.refresh_s:
                         seen_events, built = count, now
                         try:

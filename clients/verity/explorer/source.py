@@ -8,7 +8,7 @@ import threading
 
 from verity.chain.events import DecodedEvent
 
-__all__ = ["all_events", "job_events", "node_events", "head_block", "close"]
+__all__ = ["all_events", "event_count", "job_events", "node_events", "head_block", "close"]
 
 
 class _Feed:
@@ -46,6 +46,14 @@ def close(chain) -> None:
 
 def head_block(chain) -> int:
     return int(chain.w3.eth.block_number)
+
+
+def event_count(chain) -> int:
+    """How many events the deployment has now (a COUNT, not a read of them all): what the event streams poll."""
+    feed = _feed(chain)
+    with feed.lock:
+        feed.index.sync()
+        return feed.index.live_count()
 
 
 def all_events(chain, after: int | None = None) -> list[DecodedEvent]:

@@ -48,6 +48,15 @@ class Index:
         tail = self.source.events(head + 1, self.source.head())
         return stored + queries.matching(tail, db_deriver(self.db), job_id, address, names)
 
+    def live_count(self) -> int:
+        """How many events the deployment has now: the indexed rows (one COUNT) plus the unconfirmed tail's. A
+        cheap "did anything happen?" for a page that polls (the explorer's event streams)."""
+        with self.db:
+            self.db.execute("BEGIN")
+            stored = int(self.db.execute("SELECT count(*) FROM events").fetchone()[0])
+            head = self.head
+        return stored + len(self.source.events(head + 1, self.source.head()))
+
     def close(self) -> None:
         self.db.close()
 
