@@ -60,8 +60,13 @@ class _FakeCtx:
                          for t in (1, 2)}
         self.chain = _FakeChain(self.reps, self.partners)
 
+    storage = SimpleNamespace(timeout=30.0)
+
     def task(self, tid):
-        return SimpleNamespace(jobId=1, status=TaskStatus.ASSIGNED)
+        return SimpleNamespace(jobId=1, index=0, kind=1, status=TaskStatus.ASSIGNED)   # kind 1: TRAIN
+
+    def shard(self, job_id, index, timeout=None):  # the inputs the solver fetches within the decline grace
+        return None
 
     def replicas(self, tid):
         return [self.reps[tid], self.partners[tid]]

@@ -401,7 +401,7 @@ class _Storage:
             raise CidNotFound(cid, "http://ipfs", 1.0)
         return self.blobs[cid]
 
-    def get_bytes(self, cid, max_bytes=None):
+    def get_bytes(self, cid, max_bytes=None, timeout=None):
         return self._get(cid)
 
     def get_json(self, cid, max_bytes=None):

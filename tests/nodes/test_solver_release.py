@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from verity.chain.protocol import ReplicaStatus, TaskStatus
+from verity.chain.protocol import ReplicaStatus, TaskKind, TaskStatus
 from verity.node.phases import Phase
 from verity.node.snapshot import Snapshot, WorkItem
 from verity.node.solver import SolverRole
@@ -209,3 +209,39 @@ def test_a_result_waits_for_the_jobs_result_floor(floor, sent):
     assert ctx.chain.sent == sent
     assert item.phase == (Phase.TRAINED if not sent else Phase.COMMITTED)
     assert item.data.get("floor") == (NOW + 10 if not sent else None)
+
+
+def test_first_input_fetch_waits_only_what_the_decline_grace_leaves_and_an_unreachable_shard_is_declined_in_time():
+    """Netlab, 16 hosts: a solver back from a partition fetched its shard with the storage's own timeout, outlasted
+    the 30-s decline grace of a 120-s window, could not decline (DeclineTooLate) and was fined as late. The first
+    fetch of a drawn task's inputs now waits at most half of what the grace leaves after the decline's transaction,
+    so a shard that does not come is declined, unslashed, while the grace lasts."""
+    from verity.node.solver import InputsUnreachable
+    from verity.storage import CidNotFound
+
+    class Ctx(_FetchCtx):
+        def __init__(self, now):
+            super().__init__(now)
+            self.storage = SimpleNamespace(timeout=30.0)   # the default: one wait outlasts what is left
+            self.waited = []
+
+        def shard(self, job_id, index, timeout=None):
+            self.waited.append(timeout)
+            raise CidNotFound(SHARD_CID, "/ip4/127.0.0.1/tcp/5001/http", timeout)
+
+    ctx = Ctx(1_060)   # 40 s of the grace left (it ends at 1,100)
+    task = SimpleNamespace(jobId=1, index=0, kind=TaskKind.TRAIN)
+    item = WorkItem(key="task:1:0", kind="solve", phase=Phase.ASSIGNED, task_id=1)
+    role = SolverRole(ctx)
+    with pytest.raises(CidNotFound):
+        role._fetch_inputs(task, REP)
+    assert ctx.waited == [pytest.approx((40 - 6) / 2)]   # not the storage's 30 s
+    with pytest.raises(InputsUnreachable, match="decline grace left"):   # after that one wait: declined in time
+        role._unreachable(item, task, REP, CidNotFound(SHARD_CID, "/ip4/127.0.0.1/tcp/5001/http", ctx.waited[0]))
+    ctx.chain = SimpleNamespace(now=lambda: 1_000)   # 100 s left: the storage's own timeout
+    ctx.waited.clear()
+    with pytest.raises(CidNotFound):
+        role._fetch_inputs(task, REP)
+    assert ctx.waited == [30.0]
+    role._fetch_inputs(SimpleNamespace(jobId=1, index=0, kind=TaskKind.AGGREGATE), REP)   # fetched by the task
+    assert ctx.waited == [30.0]

@@ -103,13 +103,13 @@ class ServingContext(NodeContext):
     memory_mb: int | None = None  # the memory this node declared; a solver declines tasks estimated above it
     speeds: dict | None = None    # FLOPs per ms per served profile (node/feasibility.doctor_speeds)
 
-    def manifest(self, job_id: int):
+    def manifest(self, job_id: int, timeout: float | None = None):
         if job_id not in self._manifests and self.profiles is not None:
             bit = int(self.job(job_id).profileBit)
             if not bit & self.profiles:
                 raise ProfileUnsupported(profile_name(bit), "this node did not pass it (verity node doctor), so it "
                                                             "takes, verifies and referees none of its jobs")
-        return super().manifest(job_id)
+        return super().manifest(job_id, timeout)
 
 
 def profile_name(bit: int) -> str:

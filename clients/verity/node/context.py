@@ -101,10 +101,12 @@ class NodeContext:
         return dispute_view(read(self.chain, self.chain.dispute_lens, "getDispute", dispute_id), dispute_id)
 
     # ------------------------------------------------------------ inputs
-    def manifest(self, job_id: int) -> Manifest:
+    def manifest(self, job_id: int, timeout: float | None = None) -> Manifest:
+        """The job's manifest, checked against the chain (cached). `timeout`: seconds the fetch may wait (default:
+        the storage's), for a caller that must decide within a deadline."""
         if job_id not in self._manifests:
             job = self.job(job_id)
-            raw = self.storage.get_bytes(digest_to_cid(job.manifestCid), max_bytes=1 << 20)
+            raw = self.storage.get_bytes(digest_to_cid(job.manifestCid), max_bytes=1 << 20, timeout=timeout)
             if keccak(raw) != bytes(job.manifestHash):
                 raise InputRejected(f"manifest of job {job_id}", "keccak256 differs from the on-chain manifestHash")
             m = load_manifest(raw)
@@ -114,12 +116,12 @@ class NodeContext:
             self._manifests[job_id] = m
         return self._manifests[job_id]
 
-    def shard(self, job_id: int, index: int) -> Shard:
+    def shard(self, job_id: int, index: int, timeout: float | None = None) -> Shard:
         key = (job_id, index)
         if key not in self._shards:
-            m = self.manifest(job_id)
+            m = self.manifest(job_id, timeout)
             ref = m.shards[index]
-            data = self.storage.get_bytes(ref.cid, max_bytes=shard_cap(m.data, ref.samples))
+            data = self.storage.get_bytes(ref.cid, max_bytes=shard_cap(m.data, ref.samples), timeout=timeout)
             self._shards[key] = load_shard(data, m.data, samples=ref.samples, source=f"shard {index} of job {job_id}")
         return self._shards[key]
 

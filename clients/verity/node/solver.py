@@ -180,6 +180,20 @@ class SolverRole:
                  fit.memory_bytes / (1 << 20), f", {fit.seconds:.1f} s of training" if fit.seconds else "")
         return {"memory_mb": round(fit.memory_bytes / (1 << 20)), "seconds": fit.seconds}
 
+    def _fetch_inputs(self, task, rep) -> None:
+        """A training task's manifest and shard, each fetch waiting at most half of what the decline grace leaves
+        after the decline's own transaction. With the storage's own timeout (30 s by default, against a 30-s grace
+        for a 120-s window) one fetch from a node just back from a partition outlasted the grace, the decline
+        reverted (DeclineTooLate) and the node was fined as late (netlab, 16 hosts). A CidNotFound goes to
+        `_unreachable`, which declines in time. Cached: training reads them from the context."""
+        from verity.chain.protocol import TaskKind
+
+        if TaskKind(task.kind) != TaskKind.TRAIN:
+            return   # an aggregate's inputs are other replicas' results, fetched (and reported) by the task itself
+        left = decline_grace_end(self.ctx, task, rep) - self.ctx.chain.now() - DECLINE_TX_SECONDS
+        timeout = max(1.0, min(float(self.ctx.storage.timeout), left / 2))
+        self.ctx.shard(task.jobId, int(task.index), timeout=timeout)
+
     def _unreachable(self, item: WorkItem, task, rep, exc: CidNotFound) -> None:
         """An input did not arrive: retried (the loop counts attempts) while the decline grace leaves room for
         another fetch and the decline's transaction; then InputsUnreachable, so the slot is declined unslashed
@@ -229,6 +243,9 @@ class SolverRole:
                     snap.move(item, Phase.TRAINED, **found)
                 return
             try:
+                if "inputs" not in item.data:  # once: the poster's inputs, fetched within the decline grace
+                    self._fetch_inputs(task, rep)
+                    item.data["inputs"] = True
                 if "fit" not in item.data:  # once, inside the decline grace: raises (and the loop declines) if not
                     item.data["fit"] = self._fits(item.task_id, task, rep)
                 # nothing is published before our commitment is final: a copier finds no bundle to commit
