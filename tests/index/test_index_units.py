@@ -124,6 +124,9 @@ def test_liveEvents_includeTheUnconfirmedTail_withTheSameFilters_succeeds(tmp_pa
     assert ix.live_count() == len(ix.live_events()) == 8
     chain.mine(("JobEscrow", "PaymentSent", {"jobId": 1, "to": NODE_B, "amount": 1}))
     assert ix.live_count() == 9
+    # an overview's feed: the last events, unconfirmed tail included, in chain order
+    assert ix.latest_events(3) == ix.live_events()[-3:]
+    assert ix.latest_events(20) == ix.live_events() and ix.latest_events(0) == []
 
 
 def test_sync_reorgDeeperThanConfirmations_dropsAndRereadsTheLostBlocks_succeeds(tmp_path, monkeypatch):

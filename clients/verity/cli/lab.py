@@ -68,7 +68,7 @@ def up(
     console.print("running; Ctrl-C removes every namespace, link and process of the lab")
     try:
         while True:
-            time.sleep(3600)
+            signal.pause()   # until Ctrl-C (KeyboardInterrupt) or SIGTERM/SIGHUP (_interrupt raises it too)
     except KeyboardInterrupt:
         pass
     finally:

@@ -92,12 +92,11 @@ def overview(chain) -> Overview:
         if len(jobs) < MAX_JOBS:
             jobs.append((jid, status, min(int(j.currentRound) + 1, int(j.rounds)), int(j.rounds),
                          int(c.call(c.escrow.functions.escrowOf(jid)))))
-    events = source.all_events(c)
-    accepted = [e for e in events if e.name == "TaskAccepted"]
+    accepted = source.named_events(c, ["TaskAccepted"])
     last_hour = sum(1 for e in accepted if _block_time(c, e.block, _BLOCK_TIMES) >= now - HOUR)
     return Overview(now, block, nodes, sum(n.stake for n in nodes), sum(n.locked for n in nodes),
                     sorted((*k, v[0], v[1]) for k, v in classes.items()), jobs, dict(states), last_hour,
-                    len(accepted), events[-12:][::-1])
+                    len(accepted), source.latest_events(c, 12)[::-1])
 
 
 # ---------------------------------------------------------------------------------------------------------- job

@@ -8,7 +8,8 @@ import threading
 
 from verity.chain.events import DecodedEvent
 
-__all__ = ["all_events", "event_count", "job_events", "node_events", "head_block", "close"]
+__all__ = ["all_events", "event_count", "job_events", "latest_events", "named_events", "node_events", "head_block",
+           "close"]
 
 
 class _Feed:
@@ -54,6 +55,18 @@ def event_count(chain) -> int:
     with feed.lock:
         feed.index.sync()
         return feed.index.live_count()
+
+
+def named_events(chain, names: list[str]) -> list[DecodedEvent]:
+    """The events with these names, in chain order (an index lookup, not a read of every event)."""
+    return _feed(chain).read(names=names)
+
+
+def latest_events(chain, n: int) -> list[DecodedEvent]:
+    feed = _feed(chain)
+    with feed.lock:
+        feed.index.sync()
+        return feed.index.latest_events(n)
 
 
 def all_events(chain, after: int | None = None) -> list[DecodedEvent]:

@@ -57,6 +57,16 @@ class Index:
             head = self.head
         return stored + len(self.source.events(head + 1, self.source.head()))
 
+    def latest_events(self, n: int) -> list[DecodedEvent]:
+        """The last `n` events of the deployment, unconfirmed tail included, in chain order (an overview's feed)."""
+        with self.db:
+            self.db.execute("BEGIN")
+            rows = self.db.execute("SELECT id, contract, name, args, block, log_index, tx_hash FROM events "
+                                   "ORDER BY block DESC, log_index DESC LIMIT ?", (int(n),)).fetchall()
+            head = self.head
+        stored = [queries.event_of(r) for r in reversed(rows)]
+        return (stored + self.source.events(head + 1, self.source.head()))[-int(n):] if n > 0 else []
+
     def close(self) -> None:
         self.db.close()
 

@@ -16,7 +16,8 @@ _JOB = ("e.id IN (SELECT id FROM events WHERE job_id = :job UNION SELECT s.id FR
 _ADDRESS = "e.id IN (SELECT event FROM event_addresses WHERE address = :address)"
 
 
-def _event(row) -> DecodedEvent:
+def event_of(row) -> DecodedEvent:
+    """A DecodedEvent from a row (id, contract, name, args, block, log_index, tx_hash)."""
     return DecodedEvent(row[1], row[2], load_args(row[3]), row[4], row[5], row[6], id=row[0])
 
 
@@ -35,7 +36,7 @@ def select(db: sqlite3.Connection, job_id: Optional[int] = None, address: Option
         params.update({f"n{i}": n for i, n in enumerate(names)})
     sql = (f"SELECT e.id, e.contract, e.name, e.args, e.block, e.log_index, e.tx_hash FROM events e "
            f"WHERE {' AND '.join(where)} ORDER BY e.block, e.log_index")
-    return [_event(r) for r in db.execute(sql, params)]
+    return [event_of(r) for r in db.execute(sql, params)]
 
 
 def matching(events: list[DecodedEvent], deriver: Deriver, job_id: Optional[int] = None,
