@@ -28,6 +28,7 @@ class IpfsNode(ManagedProcess):
     _endpoint = "API"
     _log_file = "ipfs.log"
     _pid_file = "daemon.pid"
+    _ready_marker = b"Daemon is ready"
     _port_attrs = ("api_port", "swarm_port", "gateway_port", "rpc_port")
 
     def __init__(

@@ -168,6 +168,7 @@ class ManagedProcess:
     _endpoint: str  # what `_answers()` probes, for the timeout message
     _log_file: str
     _pid_file: str
+    _ready_marker: bytes | None = None  # a line the log must hold too before a start counts as done
 
     def __init__(self, directory: str | Path, *, start_timeout: float, stop_timeout: float,
                  die_with_parent: bool) -> None:
@@ -177,6 +178,7 @@ class ManagedProcess:
         self._pid: ProcessId | None = None
         self.extra_env: dict[str, str] = {}  # added to the child's environment (a devnet's owner mark)
         self._log_read = 0  # how far the (appended) log was scanned for a bind failure
+        self._log_start = 0  # where this start's part of the log begins
 
     @property
     def log_path(self) -> Path:
@@ -258,6 +260,7 @@ class ManagedProcess:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._prepare()
         self._log_read = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._log_start = self._log_read
         env = self._env()
         if self.extra_env:
             env = {**(os.environ if env is None else env), **self.extra_env}
@@ -285,6 +288,20 @@ class ManagedProcess:
         self._log_read = max(self._log_read, start + len(text))
         return any(marker in text for marker in BIND_FAILURES)
 
+    def _log_says_ready(self) -> bool:
+        """Whether this start's part of the log holds `_ready_marker` (always, when there is none).
+
+        A daemon may answer on its port a moment before it has finished starting (js-ipfs serves its
+        API before it prints "Daemon is ready"), so a start waits for both."""
+        if self._ready_marker is None:
+            return True
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_start)
+                return self._ready_marker in log.read(1 << 20)
+        except OSError:
+            return False
+
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.start_timeout
         while True:
@@ -294,7 +311,7 @@ class ManagedProcess:
                                 self.log_path)
             if exited:
                 raise ServiceError(self._label, f"exited with code {self._proc.returncode}", self.log_path)
-            if self._answers():
+            if self._answers() and self._log_says_ready():
                 return
             if time.monotonic() > deadline:
                 raise ServiceError(self._label, f"{self._endpoint} did not answer within {self.start_timeout:g} s",
