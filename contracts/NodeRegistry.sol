@@ -237,7 +237,9 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         n.slot = uint16(nodeList.length); // <= MAX_NODES
         _slotSince[nodeList.length] = _stamp();
         n.registeredAt = uint64(block.timestamp);
-        n.lastSeen = uint64(block.timestamp);
+        // INVARIANT: registering is not a check-in: a node is drawn only after its first heartbeat (a registered
+        // node that never started would otherwise be drawn, and fined, for a whole liveness window).
+        n.lastSeen = 0;
         // INVARIANT: taking a slot costs the minimum stake (a returning node left with an empty stake, so this is
         // all of its stake now).
         n.stake = (uint256(n.stake) + MIN_REGISTRATION_STAKE).toUint128();
@@ -495,7 +497,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
         ) {
             return false;
         }
-        if (block.timestamp > uint256(n.lastSeen) + livenessWindow) return false;
+        if (_offline(n)) return false;
         return _free(n) >= req.minFreeStake && _free(n) > 0;
     }
 
@@ -547,6 +549,11 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     }
 
     // ---------------------------------------------------------------- internals
+
+    /// @dev Whether the node has not checked in within the liveness window, or never since it registered.
+    function _offline(NodeRecord storage n) internal view returns (bool) {
+        return n.lastSeen == 0 || block.timestamp > uint256(n.lastSeen) + livenessWindow;
+    }
 
     /// @dev The current selection epoch's stamp: epoch + 1, so that 0 means "never written" in every stamped map.
     function _stamp() internal view returns (uint256) {
@@ -650,7 +657,7 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
             _base(n) * NodeMath.reputationBps(n.tasksCompleted, n.tasksLate, n.disputesLost)
                 * NodeMath.promptnessBps(n.usedWindowBps)
         ) / (BPS * BPS * WEIGHT_UNIT);
-        if (block.timestamp > uint256(n.lastSeen) + livenessWindow) w = 0; // offline: out until its next heartbeat
+        if (_offline(n)) w = 0; // out until its next heartbeat
         _setWeights(n, (n.roles & ROLE_SOLVER) != 0 ? w : 0, (n.roles & ROLE_REFEREE) != 0 ? w : 0);
     }
 

@@ -81,9 +81,11 @@ def basics(rep: Report, project, accounts, chain):
     s.fund(a, 1_000 * E18)
     s.token.approve(s.registry, 2**256 - 1, sender=a)
     rep.add("register", s.registry.register(ALL_ROLES, 0, 4096, 100, 1, "/ip4/127.0.0.1/tcp/4001", sender=a).gas_used,
-            "first registration: new slot, pulls the minimum stake, first weight in both sum trees")
-    rep.add("stake", s.registry.stake(990 * E18, sender=a).gas_used, "top-up to 1,000 (weight rewritten in 2 trees)")
-    rep.add("heartbeat", s.registry.heartbeat(sender=a).gas_used)
+            "first registration: new slot, pulls the minimum stake; no weight until the first heartbeat")
+    rep.add("stake", s.registry.stake(990 * E18, sender=a).gas_used, "top-up to 1,000 (not yet checked in: no tree write)")
+    rep.add("first heartbeat", s.registry.heartbeat(sender=a).gas_used,
+            "the first check-in: first weight in both sum trees")
+    rep.add("heartbeat", s.registry.heartbeat(sender=a).gas_used, "a later check-in (weight unchanged)")
     b = accounts[3]
     s.fund(b, 1_000 * E18)
     s.token.approve(s.registry, 2**256 - 1, sender=b)

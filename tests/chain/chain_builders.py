@@ -235,6 +235,7 @@ class Nodes:
             top_up = stake - self.s.registry.MIN_REGISTRATION_STAKE()
             if top_up > 0:
                 self.s.registry.stake(top_up, sender=a)
+            self.s.registry.heartbeat(sender=a)  # registering is not a check-in: drawn only after one
             self.all.append(a)
             out.append(a)
         next_epoch(self.s)

@@ -63,6 +63,7 @@ def register_solver(net, account: int) -> str:
     c.transact(c.registry.functions.register(ROLE_SOLVER, DEVICE_CPU, 4096, 100, PROFILE_PORTABLE_F32,
                                              "/ip4/127.0.0.1/tcp/4001"))
     c.transact(c.registry.functions.stake(1000 * 10**18))
+    c.transact(c.registry.functions.heartbeat())  # registering is not a check-in: drawn only after one
     net.next_epoch()  # draws read the weights as their epoch began: drawable from the next one
     return c.address
 

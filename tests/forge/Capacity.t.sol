@@ -25,6 +25,7 @@ contract CapacityTest is Fixture {
         vm.startPrank(node);
         token.approve(address(registry), min);
         registry.register(ROLE_SOLVER, 0, 16_000, 1, 1, MULTIADDR);
+        registry.heartbeat(); // registering is not a check-in: weighted from its first heartbeat
         vm.stopPrank();
     }
 
@@ -100,7 +101,7 @@ contract CapacityTest is Fixture {
         assertEq(n.stake, min, "stake");
         assertEq(token.balanceOf(node), 0, "pulled");
         (uint256 w,) = lens.weightsOf(node);
-        assertEq(w, (min * registry.MIN_REPUTATION_BPS()) / 10_000, "weighted from the start");
+        assertEq(w, (min * registry.MIN_REPUTATION_BPS()) / 10_000, "weighted from its first check-in");
     }
 
     // ---------------------------------------------------------------- the minimum

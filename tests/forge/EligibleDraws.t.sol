@@ -20,6 +20,7 @@ contract EligibleDrawsTest is Fixture {
         token.approve(address(registry), type(uint256).max);
         registry.register(ROLE_SOLVER | ROLE_REFEREE, device, memoryMb, 1, profiles, MULTIADDR);
         registry.stake(SYBIL_STAKE - registry.MIN_REGISTRATION_STAKE());
+        registry.heartbeat(); // registering is not a check-in: drawn only after one
         vm.stopPrank();
         _nextEpoch();
     }
@@ -77,6 +78,7 @@ contract EligibleDrawsTest is Fixture {
         vm.startPrank(gpu);
         token.approve(address(registry), type(uint256).max);
         registry.register(ROLE_SOLVER | ROLE_REFEREE, 1, 80_000, 1, 2, MULTIADDR); // stake: the minimum only
+        registry.heartbeat(); // registering is not a check-in: drawn only after one
         vm.stopPrank();
         _nextEpoch();
         (uint256 gpuWeight,) = lens.weightsOf(gpu);

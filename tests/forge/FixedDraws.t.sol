@@ -60,6 +60,7 @@ contract FixedDrawsTest is Fixture {
         vm.startPrank(fresh);
         token.approve(address(registry), type(uint256).max);
         registry.register(ALL_ROLES, 0, 16_000, 100, 3, MULTIADDR);
+        registry.heartbeat(); // registering is not a check-in: drawn only after one
         vm.stopPrank();
         assertEq(registry.getNode(fresh).slot, lastSlot, "the fresh identity took the heavy node's old slot");
         uint256 freshDrawn;

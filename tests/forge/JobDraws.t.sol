@@ -179,6 +179,7 @@ contract JobDrawsTest is Fixture {
         token.approve(address(registry), type(uint256).max);
         registry.register(ALL_ROLES, 0, 16_000, 100, 3, MULTIADDR);
         registry.stake(100 * NODE_STAKE - registry.MIN_REGISTRATION_STAKE());
+        registry.heartbeat(); // registering is not a check-in: drawn only after one
         vm.stopPrank();
     }
 }

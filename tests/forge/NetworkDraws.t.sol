@@ -43,6 +43,7 @@ contract NetworkDrawsTest is Fixture {
         token.approve(address(registry), type(uint256).max);
         registry.register(ROLE_SOLVER | ROLE_REFEREE, 0, MEMORY, 1, 3, MULTIADDR);
         registry.stake(SYBIL_STAKE - registry.MIN_REGISTRATION_STAKE());
+        registry.heartbeat(); // registering is not a check-in: drawn only after one
         if (region != 0 || bandwidthMbps != 0) registry.declareNetwork(region, bandwidthMbps);
         vm.stopPrank();
         _nextEpoch();

@@ -150,6 +150,45 @@ contract NodeRegistryTest is Fixture {
         assertTrue(registry.isEligible(alice, ROLE_SOLVER, 0, 1, 1, 0, 0, 1), "live");
     }
 
+    /// @dev Issue 25: a node registered and never started was drawn 5 times and fined while its status showed
+    ///      "promptness 100 %": registering counted as a check-in for a whole liveness window. Now only a heartbeat
+    ///      (or accepted work) does, also for a node that returns after leaving.
+    function test_register_isNotACheckIn_drawnOnlyAfterHeartbeat_succeeds() public {
+        address idle = address(0x1D1E);
+        token.mint(idle, 100 * NODE_STAKE);
+        vm.startPrank(idle);
+        token.approve(address(registry), type(uint256).max);
+        registry.register(ALL_ROLES, 0, 16_000, 100, 3, MULTIADDR);
+        registry.stake(100 * NODE_STAKE - registry.MIN_REGISTRATION_STAKE()); // 100x alice: drawn ~99 % if live
+        vm.stopPrank();
+        _nextEpoch();
+        assertFalse(registry.isEligible(idle, ROLE_SOLVER, 0, 1, 1, 0, 0, 1), "registered, never checked in");
+        (uint256 solverWeight, uint256 refereeWeight) = lens.weightsOf(idle);
+        assertEq(solverWeight + refereeWeight, 0, "no weight before its first heartbeat");
+        for (uint256 i = 0; i < 50; ++i) {
+            assertEq(_solverDrawn(keccak256(abi.encode(i)), 0, 1, 1, 0, 0, 0, new address[](0)), alice, "only alice");
+        }
+        vm.prank(idle);
+        registry.heartbeat();
+        _nextEpoch();
+        assertTrue(registry.isEligible(idle, ROLE_SOLVER, 0, 1, 1, 0, 0, 1), "live after its heartbeat");
+        uint256 idleDrawn;
+        for (uint256 i = 0; i < 50; ++i) {
+            if (_solverDrawn(keccak256(abi.encode(i)), 0, 1, 1, 0, 0, 0, new address[](0)) == idle) ++idleDrawn;
+        }
+        assertGt(idleDrawn, 40, "drawn by its stake once it checked in");
+        // a node that leaves and registers again right after its last heartbeat starts unseen too
+        vm.startPrank(idle);
+        registry.leave();
+        vm.warp(block.timestamp + registry.unbondingPeriod());
+        registry.heartbeat();
+        registry.withdraw(); // deregisters
+        registry.register(ALL_ROLES, 0, 16_000, 100, 3, MULTIADDR);
+        vm.stopPrank();
+        _nextEpoch();
+        assertFalse(registry.isEligible(idle, ROLE_SOLVER, 0, 1, 1, 0, 0, 1), "returned, not checked in since");
+    }
+
     function test_heartbeat_unregistered_reverts() public {
         vm.expectRevert(abi.encodeWithSelector(NodeNotRegistered.selector, address(this)));
         registry.heartbeat();

@@ -64,6 +64,7 @@ contract SelectionTest is Fixture {
         token.approve(address(registry), type(uint256).max);
         registry.register(ROLE_SOLVER, 1, 80_000, 1, 2, MULTIADDR);
         registry.stake(NODE_STAKE - registry.MIN_REGISTRATION_STAKE());
+        registry.heartbeat(); // registering is not a check-in: drawn only after one
         vm.stopPrank();
         _nextEpoch(); // draws read the weights as the epoch began
         address[] memory none = new address[](0);

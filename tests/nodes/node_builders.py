@@ -231,6 +231,7 @@ def register_account(net: Net, account: int, roles: int, stake: int = 1_000 * 10
     minimum = c.call(c.registry.functions.MIN_REGISTRATION_STAKE())
     if stake > minimum:
         c.transact(c.registry.functions.stake(stake - minimum))
+    c.transact(c.registry.functions.heartbeat())  # registering is not a check-in: drawn only after one
     return c
 
 

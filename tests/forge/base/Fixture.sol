@@ -129,6 +129,7 @@ abstract contract Fixture is Test {
         registry.register(roles, 0, 16_000, 100, 3, MULTIADDR);
         uint256 min = registry.MIN_REGISTRATION_STAKE();
         if (stakeAmount > min) registry.stake(stakeAmount - min);
+        registry.heartbeat(); // registering is not a check-in: drawn only after one
         vm.stopPrank();
         nodes.push(node);
         _nextEpoch();
@@ -149,6 +150,7 @@ abstract contract Fixture is Test {
         token.approve(address(registry), type(uint256).max);
         registry.register(ALL_ROLES, 0, 128_000, 1, 1, MULTIADDR);
         registry.stake(NODE_STAKE - registry.MIN_REGISTRATION_STAKE());
+        registry.heartbeat(); // registering is not a check-in: drawn only after one
         vm.stopPrank();
         _nextEpoch();
     }

@@ -79,6 +79,7 @@ abstract contract PanelFixture is Test {
         token.approve(address(registry), type(uint256).max);
         registry.register(ROLE_REFEREE | ROLE_VERIFIER, 0, 16_000, 100, 3, MULTIADDR); // pulls the minimum stake
         registry.stake(NODE_STAKE - registry.MIN_REGISTRATION_STAKE());
+        registry.heartbeat(); // registering is not a check-in: drawn only after one
         vm.stopPrank();
         _nextEpoch();
     }

@@ -186,6 +186,7 @@ abstract contract AdversarySide is HonestSide {
         try registry.register(uint8(bound(roles, 1, 7)), 0, 16_000, 100, 3, MULTIADDR) {
             ++ghostSybilRegistrations;
             if (returning) ++ghostSybilReturns;
+            registry.heartbeat(); // registering is not a check-in: drawn only after one
         } catch {}
         uint256 more = bound(extra, 0, 300e18);
         if (more > 0 && extra % 2 == 0) try registry.stake(more) {} catch {}

@@ -69,6 +69,7 @@ abstract contract InvariantSetup is Fixture {
         vm.startPrank(node);
         registry.register(roles, 0, memoryMb, 100, profiles, INELIGIBLE_ADDR);
         registry.stake(INELIGIBLE_STAKE - registry.MIN_REGISTRATION_STAKE());
+        registry.heartbeat(); // registering is not a check-in: drawn only after one
         vm.stopPrank();
         _nextEpoch();
     }
