@@ -119,6 +119,10 @@ def test_register_declares_region_and_bandwidth_and_a_region_job_is_eligible_onl
     assert (node.region, node.bandwidthMbps) == (REGIONS["europe"], 250)
     eligible = lambda region, mbps: c.call(c.registry.functions.isEligible(  # noqa: E731
         address, ROLE_SOLVER, 0, 0, PROFILE_PORTABLE_F32, region, mbps, 1))  # the one profile every node serves
+    # registered but never run: not drawn at all until its first heartbeat (`node run` sends it)
+    assert not eligible(REGIONS["europe"], 100) and not eligible(0, 0)
+    node_client = net.client(4)
+    node_client.transact(node_client.registry.functions.heartbeat())
     assert eligible(REGIONS["europe"], 100) and eligible(0, 0)
     assert not eligible(REGIONS["asia"], 0) and not eligible(REGIONS["europe"], 1000)
     status = _verity(net, "node", "status", "--name", "eu-1", "--account", "4")
