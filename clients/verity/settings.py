@@ -23,6 +23,9 @@ class Settings(BaseSettings):
     max_outage: float = Field(0.0, ge=0, description="seconds of one RPC/IPFS outage before a node stops; 0 = never")
     # EIP-1559: the most a transaction may bid per gas (maxFeePerGas), in gwei; above it nothing is sent (0: no cap)
     max_fee_gwei: float = Field(0.0, ge=0, description="cap on a transaction's maxFeePerGas in gwei; 0 = none")
+    # a node whose fetches of task inputs run below its declared bandwidth tier re-declares the tier they reach
+    # (node/netprobe.py); False: it only logs the verdict
+    self_demote: bool = Field(True, description="re-declare a lower bandwidth when the measured rate says so")
     # the event index (verity.index, docs/indexer.md) stores blocks this deep only; readers get newer ones live
     index_confirmations: int = Field(2, ge=0, description="blocks below the head before the index stores a block")
 

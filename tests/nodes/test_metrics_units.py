@@ -168,7 +168,7 @@ def _chain(fail: bool = False):
 def test_refreshChain_readsAtMostEveryInterval_succeeds(monkeypatch):
     import verity.chain.views as views
 
-    node = SimpleNamespace(stake=1000 * 10**18, locked=40 * 10**18, pendingUnstake=0)
+    node = SimpleNamespace(stake=1000 * 10**18, locked=40 * 10**18, pendingUnstake=0, bandwidthMbps=100)
     rep = SimpleNamespace(tasksCompleted=12, tasksLate=2, totalSlashed=3 * 10**18)
     monkeypatch.setattr(views, "read", lambda c, contract, fn, *a: node if fn == "getNode" else rep)
     now = [100.0]
@@ -179,6 +179,7 @@ def test_refreshChain_readsAtMostEveryInterval_succeeds(monkeypatch):
     assert _value(m, "verity_node_balance_vrt") == 5 and _value(m, "verity_node_unwithdrawn_vrt") == 2
     assert _value(m, "verity_node_tasks_late") == 2 and _value(m, "verity_node_tasks_completed") == 12
     assert _value(m, "verity_node_promptness_factor") == pytest.approx(0.9)
+    assert _value(m, "verity_node_declared_bandwidth_mbps") == 100
     reads = len(chain.calls)
     now[0] += 10
     m.refresh_chain(chain)

@@ -77,7 +77,7 @@ class _FakeCtx:
     def unavailable_inputs(self, task):  # P10: every input was fetched (nothing to report before the result)
         return []
 
-    def manifest(self, job_id):  # what the solver checks before training (node/feasibility.py)
+    def manifest(self, job_id, timeout=None):  # what the solver checks before training (node/feasibility.py)
         from verity.engine.reference import build_manifest
 
         return build_manifest("mlp")

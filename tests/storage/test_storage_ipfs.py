@@ -105,3 +105,19 @@ def test_peer_multiaddr_dialable_succeeds(ipfs_node, storage):
     addr = storage.peer_multiaddr()
     assert addr == ipfs_node.swarm_multiaddr
     assert storage.ping()["Version"]
+
+
+def test_holds_sees_a_pinned_cid_and_not_one_it_lacks_without_searching_succeeds(ipfs_pair):
+    """A drawn solver counts no fetch time for an input its node holds (node/locality.py). js-ipfs 0.66 has no
+    offline `block/stat` (it searches the network until its timeout), so `holds` asks `pin/ls <cid>`, which answers
+    from the local repo: a CID a connected peer holds, or nobody does, is not held, at once."""
+    first, second = ipfs_pair
+    with first.storage(timeout=10) as mine, second.storage(timeout=10) as peer:
+        held = mine.put_bytes(os.urandom(300_000))
+        theirs = peer.put_bytes(os.urandom(300_000))
+        nobodys = cid_of_bytes(os.urandom(1_000))
+        t0 = time.monotonic()
+        assert mine.holds(held) and not mine.holds(theirs) and not mine.holds(nobodys)
+        assert time.monotonic() - t0 < 3
+        mine.get_bytes(theirs)
+        assert not mine.holds(theirs)   # fetched blocks are cached unpinned: still counted as a fetch (conservative)

@@ -24,6 +24,7 @@ from verity.node.faults import Faults
 from verity.node.feasibility import Contention
 from verity.node.keeper import Keeper
 from verity.node.loop import NodeLoop
+from verity.node.netprobe import NetworkObserver
 from verity.node.referee import RefereeRole
 from verity.node.snapshot import ChainBinding, SnapshotStore
 from verity.node.statedir import StateDirClaim, bind_account
@@ -237,6 +238,10 @@ def start_metrics(ctx: NodeContext, cfg: NodeConfig):
 
 def build_loop(ctx: NodeContext, cfg: NodeConfig) -> NodeLoop:
     ctx.faults.install()
+    # measured fetch rates and chain round trips; a bandwidth the fetches do not reach is re-declared lower
+    # (node/netprobe.py; VERITY_SELF_DEMOTE=0: only logged)
+    ctx.network = NetworkObserver.load(cfg.state_dir, self_demote=cfg.settings.self_demote,
+                                       metrics=getattr(ctx, "metrics", None))
     roles = set(r.strip() for r in cfg.roles.split(","))
     handlers: list = [Keeper(ctx)]
     if "solver" in roles:

@@ -7,6 +7,7 @@ bundles against the revealed roots. Nothing fetched is ever unpickled.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,6 +81,9 @@ class NodeContext:
     # verity.node.metrics.NodeMetrics when `node run --metrics-port` serves metrics (training step times, results'
     # margins); None: nothing is measured
     metrics: object | None = None
+    # verity.node.netprobe.NetworkObserver when `node run` measures its fetches of task inputs (rate, self-demotion);
+    # None: nothing is measured
+    network: object | None = None
 
     @property
     def me(self) -> str:
@@ -121,9 +125,21 @@ class NodeContext:
         if key not in self._shards:
             m = self.manifest(job_id, timeout)
             ref = m.shards[index]
-            data = self.storage.get_bytes(ref.cid, max_bytes=shard_cap(m.data, ref.samples), timeout=timeout)
+            data = self.input_bytes(ref.cid, shard_cap(m.data, ref.samples), timeout)
             self._shards[key] = load_shard(data, m.data, samples=ref.samples, source=f"shard {index} of job {job_id}")
         return self._shards[key]
+
+    def input_bytes(self, cid: str, max_bytes: int, timeout: float | None = None) -> bytes:
+        """storage.get_bytes of a task input (shard, weights, checkpoint); with `network`, a fetch of what this
+        node's IPFS node did not hold is timed into it (node/netprobe.py)."""
+        if self.network is None:
+            return self.storage.get_bytes(cid, max_bytes=max_bytes, timeout=timeout)
+        held = self.storage.holds(cid)
+        started = time.monotonic()
+        data = self.storage.get_bytes(cid, max_bytes=max_bytes, timeout=timeout)
+        if not held:
+            self.network.fetched(len(data), time.monotonic() - started)
+        return data
 
     def bundle(self, result_cid: bytes, root: bytes | None = None) -> Bundle:
         raw = self.storage.get_json(digest_to_cid(result_cid), max_bytes=MAX_BUNDLE_BYTES)
@@ -142,7 +158,7 @@ class NodeContext:
     def state_bytes(self, cid: str, expected_hash: bytes, manifest: Manifest) -> bytes:
         from verity.engine.checkpoint import load_checkpoint
 
-        data = self.storage.get_bytes(cid, max_bytes=checkpoint_cap(manifest))
+        data = self.input_bytes(cid, checkpoint_cap(manifest))
         load_checkpoint(data, manifest, expected_hash=bytes(expected_hash), source=cid)  # validates shape/dtype/hash
         return data
 
@@ -150,7 +166,7 @@ class NodeContext:
         """The step-0 state every shard task of `task.round` starts from, checked against `task.inputHash`."""
         m = self.manifest(task.jobId)
         if task.round == 0:
-            weights = self.storage.get_bytes(m.init.weights, max_bytes=checkpoint_cap(m)) if m.init.weights else None
+            weights = self.input_bytes(m.init.weights, checkpoint_cap(m)) if m.init.weights else None
             state = initial_state(m, weights)
             if state.hash != bytes(task.inputHash):
                 raise InputRejected(f"round 0 input of job {task.jobId}", "initial state hash differs from the chain's")

@@ -18,7 +18,11 @@ task that does not fit is declined unslashed instead of being trained, missed an
    clock read under load once said 50x and was cached); this node's own recent training then says how much
    slower than its CPU time a step runs here now (`Contention`), and the estimate is scaled by that.
 
-2 and 3 are this node's limits, not the poster's: `CapacityExceeded`, declined without blame. A module task
+4. **fetch** — the task's inputs this node's IPFS node does not already hold (node/locality.py), at the rate its own
+   fetches measured (node/netprobe.py; its declared bandwidth until enough were measured), add to the time of 3: a
+   node that would fetch past the deadline declines, one that holds the inputs counts nothing for them.
+
+2, 3 and 4 are this node's limits, not the poster's: `CapacityExceeded`, declined without blame. A module task
 needs memory only for its own modules, so a node too small for the whole model still takes module tasks.
 """
 from __future__ import annotations
@@ -63,6 +67,7 @@ class Contention:
 class Fit:
     memory_bytes: int
     seconds: float | None  # None: this node has no speed measurement for the job's profile
+    fetch_seconds: float = 0.0
 
 
 def doctor_speeds(checks: dict) -> dict[str, dict[str, StepSpeed]]:
@@ -103,11 +108,12 @@ def check_declared_window(manifest, execution_window: int) -> None:
 
 def check_task_fits(manifest, index: int, *, execution_window: int, seconds_left: float, memory_mb: int,
                     speeds: dict | None, aggregate: bool = False, backlog_s: float = 0.0,
-                    contention: float = 1.0) -> Fit:
+                    contention: float = 1.0, fetch_s: float = 0.0) -> Fit:
     """Raise ManifestInvalid (the poster's window contradicts its manifest) or CapacityExceeded (this node cannot
     hold or finish the task in time, after `backlog_s` seconds of work it already runs or queued); return the
     estimates otherwise. `speeds`: doctor_speeds' result (profile -> arch -> StepSpeed); `contention`: this node's
-    Contention factor (its steps run that much slower than their CPU time now)."""
+    Contention factor (its steps run that much slower than their CPU time now); `fetch_s`: seconds to fetch the
+    inputs this node does not hold (locality.fetch_seconds)."""
     from verity.engine.estimate import estimate_task_memory, estimate_task_seconds
 
     check_declared_window(manifest, execution_window)
@@ -131,14 +137,25 @@ def check_task_fits(manifest, index: int, *, execution_window: int, seconds_left
     if family and not aggregate:
         seconds = estimate_task_seconds(manifest, index, family)
         seconds = seconds * max(1.0, contention) if seconds is not None else None
-    if seconds is not None and seconds * SAFETY + backlog_s > seconds_left:
-        queued = f" after {backlog_s:,.0f} s of work already running or queued here" if backlog_s >= 1 else ""
-        loaded = f", x{contention:.1f} for this machine's load" if contention >= 1.05 else ""
-        raise CapacityExceeded(f"task {index}", f"about {seconds:,.0f} s of training at this node's measured "
-                                                f"speed (x{SAFETY} margin{loaded}){queued}, {seconds_left:,.0f} s left in "
-                                                "the window",
-                               note=f"time {math.ceil(seconds * SAFETY + backlog_s)}/{int(seconds_left)} s")
-    return Fit(need, seconds)
+    if seconds is not None or fetch_s > 0:
+        check_time_left(index, seconds, fetch_s, backlog_s, seconds_left, contention)
+    return Fit(need, seconds, fetch_s)
+
+
+def check_time_left(index: int, seconds: float | None, fetch_s: float, backlog_s: float, seconds_left: float,
+                    contention: float) -> None:
+    """Rules 3 and 4: training (x SAFETY), fetching and the backlog must end before the deadline."""
+    total = (seconds or 0.0) * SAFETY + fetch_s + backlog_s
+    if total <= seconds_left:
+        return
+    queued = f" after {backlog_s:,.0f} s of work already running or queued here" if backlog_s >= 1 else ""
+    loaded = f", x{contention:.1f} for this machine's load" if contention >= 1.05 else ""
+    training = (f"about {seconds:,.0f} s of training at this node's measured speed (x{SAFETY} margin{loaded})"
+                if seconds is not None else "")
+    fetching = f"{fetch_s:,.0f} s to fetch the inputs it does not hold" if fetch_s > 0 else ""
+    raise CapacityExceeded(f"task {index}", f"{' + '.join(p for p in (training, fetching) if p)}{queued}, "
+                                            f"{seconds_left:,.0f} s left in the window",
+                           note=f"time {math.ceil(total)}/{int(seconds_left)} s")
 
 
 def unverified_family(ctx, job_id: int) -> str | None:

@@ -2,7 +2,8 @@
 (`assign`, P4 two-phase draws), report missed deadlines, finalize candidates the contract says
 are ready (`finalizable`: window and reveal grace passed, no open dispute), seat and advance the
 referee panels of disputes this node is part of, heartbeat, withdraw earned credits (DisputeGame,
-RefereePanel; JobEscrow pushes task payments straight to the payee, so it holds none).
+RefereePanel; JobEscrow pushes task payments straight to the payee, so it holds none). It also times its chain
+round trips and re-declares a bandwidth the node's own fetches do not reach (node/netprobe.py).
 
 Anyone may call these functions; when several nodes race, one transaction wins and the
 others revert harmlessly (logged at debug level).
@@ -16,6 +17,7 @@ from verity.chain import TxFailed
 from verity.chain.protocol import PanelPhase, ReplicaStatus, TaskStatus
 from verity.chain.views import read
 from verity.node.context import NodeContext
+from verity.node.netprobe import demote_if_overstated
 from verity.node.snapshot import Snapshot
 
 log = logging.getLogger("verity.node.keeper")
@@ -66,17 +68,37 @@ class Keeper:
             return
         self._last = time.monotonic()
         ctx, c = self.ctx, self.ctx.chain
-        now = c.now()
+        now = self._round_trip("call", c.now)
         for tid in list(snap.active_tasks):
             self._guard(self._task, snap, tid, now)
         for did in list(snap.active_panels):
             self._guard(self._panel, snap, did, now)
         if self._heartbeat_due(snap, now):
-            self._try(c.registry.functions.heartbeat())
+            self._round_trip("transaction", lambda: self._try(c.registry.functions.heartbeat()))
             snap.last_heartbeat, snap.last_heartbeat_chain = time.time(), now
         for contract in (c.game, c.panel):  # JobEscrow pays at once: nothing to withdraw there
             if c.call(contract.functions.credits(ctx.me)):
                 self._try(contract.functions.withdraw())
+        self._judge_bandwidth()
+
+    def _round_trip(self, kind: str, fn):
+        """fn(); its wall time goes to the node's NetworkObserver (node/netprobe.py) as a chain round trip."""
+        started = time.monotonic()
+        result = fn()
+        network = getattr(self.ctx, "network", None)
+        if network is not None:
+            network.chain_round_trip(kind, time.monotonic() - started)
+        return result
+
+    def _judge_bandwidth(self) -> None:
+        """node/netprobe.py: re-declare a lower bandwidth when new fetches measured less than the declared tier."""
+        network = getattr(self.ctx, "network", None)
+        if network is None:
+            return
+        try:
+            demote_if_overstated(self.ctx, network)
+        except TxFailed as exc:
+            log.warning("could not re-declare the measured bandwidth: %s", exc)
 
     def _heartbeat_due(self, snap: Snapshot, now: int) -> bool:
         """Every `heartbeat_every` s of wall time, and whenever half the registry's liveness window has passed in

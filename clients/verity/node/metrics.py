@@ -28,6 +28,8 @@ WEI = 10**18
 TICK_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 STEP_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 LEFT_BUCKETS = (0, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
+MBPS_BUCKETS = (1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 10000)
+RTT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 # events naming this node that move tokens to it: (contract, event) -> earned_vrt_total's `source`
 EARNINGS = {("JobEscrow", "PaymentSent"): "task", ("DisputeGame", "Credited"): "dispute",
             ("RefereePanel", "Credited"): "referee", ("VerificationFees", "FeePaid"): "fee"}
@@ -147,6 +149,18 @@ class NodeMetrics:
                                     "reputation)").labels(node)
         self.promptness = metric(Gauge, "promptness_factor", "the promptness factor the draws weigh this node by "
                                  "(1 = on time; lower when it used more of its windows)").labels(node)
+        self.fetch_rate = metric(Histogram, "input_fetch_mbps", "Mbit/s of each fetch of a task input this node's "
+                                 "IPFS node did not hold (256 KiB or more; node/netprobe.py)", buckets=MBPS_BUCKETS
+                                 ).labels(node)
+        self.fetch_median = metric(Gauge, "input_fetch_median_mbps", "median rate of the last counted input fetches, "
+                                   "what the bandwidth verdict reads (set once 5 were counted)").labels(node)
+        self.chain_rtt = metric(Histogram, "chain_round_trip_seconds", "seconds from sending a chain request to its "
+                                "answer, by kind (call: one RPC read; transaction: sent until its receipt)",
+                                ("kind",), buckets=RTT_BUCKETS)
+        self.demotions = metric(Counter, "bandwidth_demotions", "re-declarations of a lower bandwidth because this "
+                                "node's measured fetch rate did not reach its declared tier").labels(node)
+        self.declared_bandwidth = metric(Gauge, "declared_bandwidth_mbps", "the bandwidth this node declared on-chain "
+                                         "(declareNetwork)").labels(node)
         self.chain_read = metric(Gauge, "chain_read_timestamp_seconds", "unix time of the last read of the gauges "
                                  "above from the chain").labels(node)
         if address or roles:
@@ -233,6 +247,7 @@ class NodeMetrics:
         me = Web3.to_checksum_address(address or self.address)   # self.address is lower-case, for event matching
         node = read(chain, chain.registry, "getNode", me)
         self.stake.set(int(node.stake) / WEI)
+        self.declared_bandwidth.set(int(node.bandwidthMbps))
         self.locked.set(int(node.locked) / WEI)
         self.unbonding.set(int(node.pendingUnstake) / WEI)
         self.balance.set(chain.call(chain.token.functions.balanceOf(me)) / WEI)
@@ -282,6 +297,20 @@ class NodeMetrics:
         """A result committed, revealed in place of a commit, or submitted, with `seconds_left` before the slot's
         deadline (a callable is evaluated here, so a failed chain read stays in the metrics path)."""
         self.seconds_left.observe(float(seconds_left() if callable(seconds_left) else seconds_left))
+
+    @_guarded
+    def fetch_observed(self, mbps: float, median_mbps: float | None) -> None:
+        self.fetch_rate.observe(mbps)
+        if median_mbps is not None:
+            self.fetch_median.set(median_mbps)
+
+    @_guarded
+    def chain_round_trip(self, kind: str, seconds: float) -> None:
+        self.chain_rtt.labels(self.node, kind).observe(seconds)
+
+    @_guarded
+    def demoted(self) -> None:
+        self.demotions.inc()
 
     def measure(self, loop: NodeLoop, chain=None) -> "MeasuredLoop":
         """The same loop (its fields as build_loop set them), measured; these metrics also count the events it

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from verity.chain.protocol import ReplicaStatus, TaskStatus, decline_grace, replica_commitment
+from verity.chain.views import read
 from verity.node.compute import compute_result, published
 from verity.node.context import InputRejected, NodeContext
 from verity.node.dispute import open_dispute
@@ -158,14 +159,14 @@ class SolverRole:
         return False
 
     def _fits(self, task_id: int, task, rep) -> dict:
-        """node/feasibility.py: the job's declared work fits its window, and this node can hold and finish the task
-        (ManifestInvalid / CapacityExceeded otherwise). A context without the node's memory and speeds (a bare
-        NodeContext) checks only the declared window."""
+        """node/feasibility.py: the job's declared work fits its window, and this node can hold and finish the task,
+        its inputs' fetch included (ManifestInvalid / CapacityExceeded otherwise). A context without the node's
+        memory and speeds (a bare NodeContext) checks only the declared window."""
         from verity.chain.protocol import TaskKind
         from verity.node.feasibility import check_declared_window, check_task_fits
 
         ctx = self.ctx
-        m = ctx.manifest(task.jobId)
+        m = ctx.manifest(task.jobId, timeout=self._fetch_timeout(task, rep))
         window = int(ctx.job(task.jobId).executionWindow)
         memory_mb = getattr(ctx, "memory_mb", None)
         if memory_mb is None:
@@ -175,24 +176,51 @@ class SolverRole:
         fit = check_task_fits(m, int(task.index), execution_window=window,
                               seconds_left=max(0, int(rep.deadline) - ctx.chain.now()), memory_mb=memory_mb,
                               speeds=getattr(ctx, "speeds", None), aggregate=TaskKind(task.kind) == TaskKind.AGGREGATE,
-                              backlog_s=backlog, contention=ctx.contention.factor if hasattr(ctx, "contention") else 1.0)
-        log.info("task %d fits: about %.0f MB%s", task_id,
-                 fit.memory_bytes / (1 << 20), f", {fit.seconds:.1f} s of training" if fit.seconds else "")
+                              backlog_s=backlog, contention=ctx.contention.factor if hasattr(ctx, "contention") else 1.0,
+                              fetch_s=self._fetch_seconds(task, m))
+        log.info("task %d fits: about %.0f MB%s%s", task_id, fit.memory_bytes / (1 << 20),
+                 f", {fit.seconds:.1f} s of training" if fit.seconds else "",
+                 f", {fit.fetch_seconds:.1f} s of fetching" if fit.fetch_seconds else "")
         return {"memory_mb": round(fit.memory_bytes / (1 << 20)), "seconds": fit.seconds}
 
+    def _fetch_seconds(self, task, manifest) -> float:
+        """node/locality.py: seconds to fetch the task's inputs this node's IPFS node does not hold, at its measured
+        fetch rate (its declared bandwidth until enough fetches were measured); 0 for an aggregate (its inputs are
+        other replicas' results, fetched by the task) and without a NetworkObserver."""
+        from verity.chain.protocol import TaskKind
+        from verity.node.locality import bytes_to_fetch, fetch_seconds, train_inputs
+
+        ctx = self.ctx
+        if getattr(ctx, "network", None) is None or TaskKind(task.kind) != TaskKind.TRAIN:
+            return 0.0
+        declared = int(read(ctx.chain, ctx.chain.registry, "getNode", ctx.me).bandwidthMbps)
+        return fetch_seconds(bytes_to_fetch(ctx.storage, train_inputs(ctx, task, manifest)),
+                             ctx.network.median_mbps() or declared)
+
+    def _fetch_timeout(self, task, rep) -> float:
+        """Half of what the decline grace leaves after the decline's own transaction. With the storage's own timeout
+        (30 s by default, against a 30-s grace for a 120-s window) one fetch from a node just back from a partition
+        outlasted the grace, the decline reverted (DeclineTooLate) and the node was fined as late (netlab, 16
+        hosts). A CidNotFound goes to `_unreachable`, which declines in time."""
+        left = decline_grace_end(self.ctx, task, rep) - self.ctx.chain.now() - DECLINE_TX_SECONDS
+        return max(1.0, min(float(self.ctx.storage.timeout), left / 2))
+
     def _fetch_inputs(self, task, rep) -> None:
-        """A training task's manifest and shard, each fetch waiting at most half of what the decline grace leaves
-        after the decline's own transaction. With the storage's own timeout (30 s by default, against a 30-s grace
-        for a 120-s window) one fetch from a node just back from a partition outlasted the grace, the decline
-        reverted (DeclineTooLate) and the node was fined as late (netlab, 16 hosts). A CidNotFound goes to
-        `_unreachable`, which declines in time. Cached: training reads them from the context."""
+        """A training task's shard, waiting at most `_fetch_timeout`. Cached: training reads it from the context."""
         from verity.chain.protocol import TaskKind
 
         if TaskKind(task.kind) != TaskKind.TRAIN:
             return   # an aggregate's inputs are other replicas' results, fetched (and reported) by the task itself
-        left = decline_grace_end(self.ctx, task, rep) - self.ctx.chain.now() - DECLINE_TX_SECONDS
-        timeout = max(1.0, min(float(self.ctx.storage.timeout), left / 2))
-        self.ctx.shard(task.jobId, int(task.index), timeout=timeout)
+        self.ctx.shard(task.jobId, int(task.index), timeout=self._fetch_timeout(task, rep))
+
+    def _dial_holders(self, task) -> None:
+        """Before a training task's first fetch, connect to the nodes likely to hold its inputs (node/locality.py);
+        only a measured node (`node run`: the context has a NetworkObserver), not a bare context."""
+        from verity.chain.protocol import TaskKind
+        from verity.node.locality import dial_holders
+
+        if getattr(self.ctx, "network", None) is not None and TaskKind(task.kind) == TaskKind.TRAIN:
+            dial_holders(self.ctx, task)
 
     def _unreachable(self, item: WorkItem, task, rep, exc: CidNotFound) -> None:
         """An input did not arrive: retried (the loop counts attempts) while the decline grace leaves room for
@@ -243,11 +271,12 @@ class SolverRole:
                     snap.move(item, Phase.TRAINED, **found)
                 return
             try:
+                if "fit" not in item.data:  # once, inside the decline grace: raises (and the loop declines) if not
+                    self._dial_holders(task)
+                    item.data["fit"] = self._fits(item.task_id, task, rep)
                 if "inputs" not in item.data:  # once: the poster's inputs, fetched within the decline grace
                     self._fetch_inputs(task, rep)
                     item.data["inputs"] = True
-                if "fit" not in item.data:  # once, inside the decline grace: raises (and the loop declines) if not
-                    item.data["fit"] = self._fits(item.task_id, task, rep)
                 # nothing is published before our commitment is final: a copier finds no bundle to commit
                 res = ctx.work.poll(item.key, lambda: compute_result(ctx, item.task_id, task, publish=False),
                                     what=f"training task {item.task_id}",

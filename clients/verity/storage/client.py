@@ -191,10 +191,10 @@ class Storage:
         addr = addrs[0]
         return addr if "/p2p/" in addr else f"{addr}/p2p/{info['ID']}"
 
-    def connect_peer(self, multiaddr: str, *, timeout: float | None = None) -> None:
+    def connect_peer(self, multiaddr: str, *, timeout: float | None = None, retries: int | None = None) -> None:
         """Dial another node (`/swarm/connect`; ipfshttpclient's own wrapper is broken)."""
         self._call("swarm/connect", lambda t: self._request("/swarm/connect", (multiaddr,), timeout=t),
-                   timeout=timeout)
+                   timeout=timeout, retries=retries)
 
     def peers(self) -> list[str]:
         res = self._call("swarm/peers", lambda t: self._request("/swarm/peers", timeout=t))
@@ -274,6 +274,20 @@ class Storage:
             elif "Cid" in part:
                 found.append(part["Cid"] if isinstance(part["Cid"], str) else part["Cid"]["/"])
         return found
+
+    def holds(self, cid: str, *, timeout: float = 5.0) -> bool:
+        """This node pins `cid` recursively, so it holds every block of it: a fetch would not touch the network.
+        `pin/ls <cid>` answers from the local repo on Kubo and js-ipfs alike; js-ipfs 0.66 has no offline
+        `block/stat` (it searches the network until its timeout), so a block cached unpinned counts as not held."""
+        validate_cid(cid)
+        try:
+            res = self._call("pin/ls", lambda t: self._request("/pin/ls", (cid,), opts={"type": "recursive"},
+                                                                timeout=t), timeout=timeout)
+        except StorageRequestFailed as exc:
+            if "not pinned" in exc.reason:
+                return False
+            raise
+        return any(cid in part.get("Keys", {}) for part in (res if isinstance(res, list) else [res]))
 
     # ------------------------------------------------------------------- get
     def size(self, cid: str, *, timeout: float | None = None) -> int:
