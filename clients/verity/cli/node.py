@@ -169,6 +169,7 @@ def run(
 ) -> None:
     """Run the node: check its profiles (doctor, cached), register/stake if needed, then work until stopped."""
     from verity.node.app import build_loop, claim_state_dir, connect, ensure_registered, serve_profiles, start_metrics
+    from verity.node.startup import startup_patience, until_reachable
     from verity.node.work import WorkPool
 
     try:
@@ -182,13 +183,18 @@ def run(
     setup_logging(log_level.value, cfg.state_dir / "node.log", name, json_lines=log_json)
     metrics = None
     try:
-        ctx = connect(cfg, WorkPool(long_threads=workers))
+        # a node (re)started while its endpoints do not answer waits for them (node/startup.py) instead of exiting
+        s = cfg.settings
+        patience, endpoints = startup_patience(cfg.state_dir, s.max_outage), {"chain": s.rpc_url, "ipfs": s.ipfs_api}
+        pool = WorkPool(long_threads=workers)
+        ctx = until_reachable(lambda: connect(cfg, pool), "connecting", patience=patience, endpoints=endpoints)
         with claim_state_dir(ctx, cfg):  # before any transaction: one process per name and per account
             if ctx.faults:
                 console.print(f"[yellow]TEST-ONLY FAULTS ACTIVE[/yellow]: {', '.join(ctx.faults.specs)}")
             serve_profiles(ctx, cfg, *_served_profiles(vectors))  # once, before anything is registered or taken
             metrics = start_metrics(ctx, cfg)  # --metrics-port: served from now on
-            ensure_registered(ctx, cfg)
+            until_reachable(lambda: ensure_registered(ctx, cfg), "registering", patience=patience,
+                            endpoints=endpoints)
             loop = build_loop(ctx, cfg)
             if metrics is not None:
                 loop = metrics.measure(loop, ctx.chain)
