@@ -15,7 +15,7 @@ from verity.chain import ChainClient, EventCursor
 from verity.chain.client import devnet_key
 from verity.chain.deployments import load_deployments
 from verity.chain.protocol import JobStatus
-from verity.chain.views import read
+from verity.chain.views import checked_in_nodes, read
 from verity.devnet.ticker import rpc_call
 from verity.storage import Storage
 from verity.submit.prepare import JobSpec, post_job_web3, prepare_job
@@ -108,12 +108,13 @@ class Net:
         return subprocess.Popen(args, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_registered(self, count: int, timeout: float = 120) -> None:
+        """Until `count` nodes registered and checked in (drawable: registering alone is not a check-in)."""
         c = self.client()
         deadline = time.monotonic() + timeout
-        while c.call(c.registry.functions.nodeCount()) < count:
+        while c.call(c.registry.functions.nodeCount()) < count or checked_in_nodes(c) < count:
             dead = [n.name for n in self.nodes if not n.killed and n.proc.poll() is not None]
             assert not dead, f"node(s) {dead} exited:\n" + "\n".join(n.text()[-2000:] for n in self.nodes if n.name in dead)
-            assert time.monotonic() < deadline, "nodes did not register in time"
+            assert time.monotonic() < deadline, "nodes did not register and check in in time"
             time.sleep(0.5)
 
     def post(self, **spec) -> int:

@@ -28,3 +28,11 @@ def read(client, contract, fn_name: str, *args):
     if len(outputs) == 1:
         return _name(value, outputs[0])
     return tuple(_name(v, o) for v, o in zip(value, outputs))
+
+
+def checked_in_nodes(client) -> int:
+    """Registered nodes that have checked in (a heartbeat or accepted work) since they registered: the ones draws can
+    pick. Registering alone is not a check-in (NodeRegistry._offline). One call per node: for tests and the lab."""
+    count = client.call(client.registry.functions.nodeCount())
+    nodes = (client.call(client.registry.functions.nodeList(i)) for i in range(count))
+    return sum(1 for node in nodes if read(client, client.registry, "getNode", node).lastSeen != 0)

@@ -195,6 +195,9 @@ def run(
             metrics = start_metrics(ctx, cfg)  # --metrics-port: served from now on
             until_reachable(lambda: ensure_registered(ctx, cfg), "registering", patience=patience,
                             endpoints=endpoints)
+            # checked in before it says it runs: draws take a node only after a heartbeat, not at registration
+            until_reachable(lambda: ctx.chain.transact(ctx.chain.registry.functions.heartbeat()), "checking in",
+                            patience=patience, endpoints=endpoints)
             loop = build_loop(ctx, cfg)
             if metrics is not None:
                 loop = metrics.measure(loop, ctx.chain)

@@ -207,12 +207,15 @@ class Lab:
                            self.deployments_file_loaded())
 
     def wait_registered(self, count: int, timeout: float = 240) -> None:
+        """Until `count` nodes registered and checked in (drawable: registering alone is not a check-in)."""
+        from verity.chain.views import checked_in_nodes
+
         c = self.client()
         deadline = time.monotonic() + timeout
-        while c.call(c.registry.functions.nodeCount()) < count:
+        while c.call(c.registry.functions.nodeCount()) < count or checked_in_nodes(c) < count:
             self.check_nodes()
             if time.monotonic() > deadline:
-                raise LabFailed(f"{count} nodes did not register within {timeout:g} s\n{self.logs()}")
+                raise LabFailed(f"{count} nodes did not register and check in within {timeout:g} s\n{self.logs()}")
             time.sleep(0.5)
 
     def check_nodes(self) -> None:
