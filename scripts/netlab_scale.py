@@ -1,5 +1,6 @@
 """Scale benchmark on the network lab (issue 25): N node hosts, M concurrent jobs of mixed kinds, M cheaters (one
-per job: TEST-ONLY bitflip solvers, drawn into any job), one kill -9 + restart, two partitions.
+per job: TEST-ONLY bitflip solvers that are not referees, drawn into any job), one kill -9 + restart, one leave +
+join 15 s later, two partitions.
 
     sudo scripts/netlab_scale.py --nodes 8 --jobs 2 [--bandwidth-mbit 100] [--latency-ms 10] [--out bench/out/netlab.json]
 
@@ -12,21 +13,62 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import threading
 import time
 from pathlib import Path
 
+from verity.demo_modules import MODULES
 from verity.devnet.faucet import devnet_address
-from verity.lab.faults import FaultLog, in_background, kill9, partition, restart
+from verity.lab.faults import FaultLog, in_background, join, kill9, leave, partition, restart
 from verity.lab.lab import Lab
 from verity.lab.ledger import job_gas, slashed, token_conservation
 
-KINDS = [  # mixed kinds of small, fast jobs (digits data): an MLP and a CNN, alternating
-    {"model": "mlp", "shards": 2, "rounds": 2, "steps": 20, "k": 10},
-    {"model": "cnn", "shards": 2, "rounds": 1, "steps": 20, "k": 10},
-]
+# Mixed kinds of small, fast jobs, taken in turn: replicated MLP and CNN on the digits, a GPT on a text corpus
+# (written by `corpus`), an optimistic MLP (one solver, a challenge window the verifiers sample) and a
+# module-parallel MLP (body and head trained by different tasks, as `verity demo --scenario modules`).
+KINDS = {
+    "mlp": {"model": "mlp", "shards": 2, "rounds": 2, "steps": 20, "k": 10},
+    "cnn": {"model": "cnn", "shards": 2, "rounds": 1, "steps": 20, "k": 10},
+    "gpt": {"model": "gpt", "shards": 2, "rounds": 1, "steps": 20, "k": 10, "block": 32, "batch_size": 16},
+    "optimistic": {"model": "mlp", "shards": 2, "rounds": 1, "steps": 20, "k": 10, "replication": 1},
+    "modules": {"model": "mlp", "shards": 2, "rounds": 1, "steps": 20, "k": 10, "modules": MODULES},
+}
+# Long enough for a verifier to re-execute a task on a loaded host: two cheaters drawn into one task agree on the
+# same flipped bit, and only a verifier's challenge inside this window catches them (3 s, the lab's floor, let
+# such results through in an 8-host run).
+CHALLENGE_WINDOW_S = 30
+VERIFIER_SAMPLE_RATE = 0.5  # each verifier re-executes half the results: with 8 verifiers, 1 in 256 goes unchecked
+ORDER = ["mlp", "gpt", "optimistic", "cnn", "modules", "mlp", "gpt", "cnn"]  # the first --jobs of them, then again
+WORDS = ("verity trains models on many hosts and every result is checked by others who stake on it before "
+         "anyone is paid the network keeps going when hosts leave and return").split()
+
+
+def corpus(path: Path, chars: int = 60_000, seed: int = 7) -> Path:
+    """A deterministic text corpus for the GPT jobs (sentences of `WORDS` drawn by a seeded generator)."""
+    rng = random.Random(seed)
+    text, size = [], 0
+    while size < chars:
+        sentence = " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 14))).capitalize() + ".\n"
+        text.append(sentence)
+        size += len(sentence)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(text))
+    return path
+
+
+def job_specs(jobs: int, text: Path) -> list[dict]:
+    """The benchmark's jobs: kinds in ORDER, replication 2 unless the kind says otherwise, own seeds."""
+    specs = []
+    for j in range(jobs):
+        kind = ORDER[j % len(ORDER)]
+        spec = {"replication": 2, "challenge_window": CHALLENGE_WINDOW_S, **KINDS[kind], "seed": 1000 + j}
+        if spec["model"] == "gpt":
+            spec["dataset"] = str(text)
+        specs.append({"kind": kind, **spec})
+    return specs
 
 
 def rss_kb(pid: int) -> int:
@@ -107,8 +149,14 @@ def main(argv: list[str] | None = None) -> int:
     roles = roles_for(args.nodes)
     solvers = [f"h{i + 1}" for i, r in enumerate(roles) if r.startswith("solver")]
     cheaters = solvers[-args.jobs:]  # the last solvers flip one bit after step 15 of every task they train
+    verifiers = [f"h{i + 1}" for i, r in enumerate(roles) if r.startswith("verifier")]
     lab = Lab(args.dir, args.nodes, bandwidth_mbit=args.bandwidth_mbit, latency_ms=args.latency_ms,
-              node_args={h: ["--fault", "bitflip@step=15"] for h in cheaters})
+              node_args={**{h: ["--fault", "bitflip@step=15"] for h in cheaters},
+                         **{h: ["--sample-rate", str(VERIFIER_SAMPLE_RATE)] for h in verifiers}})
+    # Cheaters solve only: panels assume an honest majority of referee stake (docs/protocol-v2.md), and a cheater's
+    # TEST-ONLY bit flip would apply to its recomputations too (with a quarter of the referees cheating, 16 % of
+    # 3-seat panels have a corrupt majority: the 16-host run of docs/network-lab.md measured that case).
+    lab.roles = ["solver" if f"h{i + 1}" in cheaters else r for i, r in enumerate(lab.roles)]
     sampler = RssSampler(lab)
     log = FaultLog()
     t_start = time.monotonic()
@@ -119,9 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         first_block = c.block_number()
         t_post = time.monotonic()
         jobs = []
-        for j in range(args.jobs):
-            spec = dict(KINDS[j % len(KINDS)], replication=2, challenge_window=3, seed=1000 + j)
-            jobs.append((lab.post_job(**spec), spec["model"]))
+        for spec in job_specs(args.jobs, corpus(args.dir / "corpus.txt")):
+            kind = spec.pop("kind")
+            jobs.append((lab.post_job(**spec), kind))
         log.t0 = time.monotonic()  # fault times count from the posts
         honest = [h for h in solvers if h not in cheaters]
         faults = [in_background(partition, lab, honest[0], args.partition_s, log, after=3.0),
@@ -130,8 +178,13 @@ def main(argv: list[str] | None = None) -> int:
         def churn():
             kill9(lab, honest[-1], log)
             restart(lab, honest[-1], log)
-        faults.append(in_background(churn, after=10.0))
-        done_at = wait_all(lab, [j for j, _ in jobs], t_post, args.timeout, expected_dead={honest[-1]})
+
+        def leave_and_join():  # an operator switches its node off mid-job and on again (SIGTERM, then a start)
+            leave(lab, honest[-2], log)
+            time.sleep(15.0)
+            join(lab, honest[-2], log)
+        faults += [in_background(churn, after=10.0), in_background(leave_and_join, after=40.0)]
+        done_at = wait_all(lab, [j for j, _ in jobs], t_post, args.timeout, expected_dead={honest[-1], honest[-2]})
         span_s = time.monotonic() - t_post
         for f in faults:
             f.join(timeout=60)
@@ -157,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         result = {
             "config": {"nodes": args.nodes, "jobs": args.jobs, "kinds": [k for _, k in jobs],
                        "bandwidth_mbit": args.bandwidth_mbit, "latency_ms": args.latency_ms,
-                       "cheaters": cheaters, "roles": dict(zip([f"h{i + 1}" for i in range(args.nodes)], roles))},
+                       "cheaters": cheaters, "roles": dict(zip([f"h{i + 1}" for i in range(args.nodes)], lab.roles))},
             "lab_up_s": round(lab.timings.get("up_s", 0), 1),
             "span_s": round(span_s, 1),
             "jobs_completed": len(done_at),
