@@ -23,7 +23,7 @@ from pathlib import Path
 from verity.demo_modules import MODULES
 from verity.devnet.faucet import devnet_address
 from verity.lab.faults import FaultLog, in_background, join, kill9, leave, partition, restart
-from verity.lab.lab import Lab
+from verity.lab.lab import LAB_WINDOWS, Lab
 from verity.lab.ledger import job_gas, slashed, token_conservation
 
 # Mixed kinds of small, fast jobs, taken in turn: replicated MLP and CNN on the digits, a GPT on a text corpus
@@ -108,8 +108,11 @@ def pct(values: list[float], q: float) -> float | None:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
-def wait_all(lab: Lab, job_ids: list[int], t0: float, timeout: float, expected_dead: set[str]) -> dict[int, float]:
-    """Seconds from t0 until each job completed (polled together, so each gets its own time)."""
+def wait_all(lab: Lab, job_ids: list[int], t0: float, timeout: float,
+             expected_dead: set[str]) -> tuple[dict[int, float], str | None]:
+    """Seconds from t0 until each job completed (polled together, so each gets its own time), and why the wait
+    stopped early (a job that failed, a node that died, the timeout), None when every job completed: the report is
+    written either way."""
     from verity.chain.protocol import JobStatus
     from verity.chain.views import read
 
@@ -121,14 +124,15 @@ def wait_all(lab: Lab, job_ids: list[int], t0: float, timeout: float, expected_d
                 if status == JobStatus.COMPLETED:
                     done[job_id] = time.monotonic() - t0
                 elif status != JobStatus.ACTIVE:
-                    raise SystemExit(f"job {job_id} ended {status.name}")
+                    return done, f"job {job_id} ended {status.name}"
         dead = [n.name for h, n in lab.nodes.items() if h not in expected_dead and n.exited() is not None]
         if dead:
-            raise SystemExit(f"node process(es) {dead} died\n{lab.logs()}")
+            print(lab.logs(), file=sys.stderr)
+            return done, f"node process(es) {dead} died"
         if time.monotonic() - t0 > timeout:
-            raise SystemExit(f"jobs {sorted(set(job_ids) - set(done))} not completed after {timeout:g} s")
+            return done, f"jobs {sorted(set(job_ids) - set(done))} not completed after {timeout:g} s"
         time.sleep(0.5)
-    return done
+    return done, None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,6 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bandwidth-mbit", type=float, default=100.0)
     ap.add_argument("--latency-ms", type=float, default=10.0)
     ap.add_argument("--partition-s", type=float, default=5.0)
+    ap.add_argument("--execution-window", type=int, default=LAB_WINDOWS["execution"],
+                    help="the deployment's default execution window, s (its quarter is the decline grace: a drawn "
+                         "node's time to fetch the inputs before it must take or decline the task)")
+    ap.add_argument("--post-interval", type=float, default=0.0,
+                    help="seconds between two job posts (0: all at once; jobs on a real network arrive over time)")
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--dir", type=Path, default=Path(".verity/netlab-bench"))
     ap.add_argument("--out", type=Path, default=Path("bench/out/netlab.json"))
@@ -151,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     cheaters = solvers[-args.jobs:]  # the last solvers flip one bit after step 15 of every task they train
     verifiers = [f"h{i + 1}" for i, r in enumerate(roles) if r.startswith("verifier")]
     lab = Lab(args.dir, args.nodes, bandwidth_mbit=args.bandwidth_mbit, latency_ms=args.latency_ms,
+              windows={**LAB_WINDOWS, "execution": args.execution_window},
               node_args={**{h: ["--fault", "bitflip@step=15"] for h in cheaters},
                          **{h: ["--sample-rate", str(VERIFIER_SAMPLE_RATE)] for h in verifiers}})
     # Cheaters solve only: panels assume an honest majority of referee stake (docs/protocol-v2.md), and a cheater's
@@ -166,14 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         c = lab.client()
         first_block = c.block_number()
         t_post = time.monotonic()
-        jobs = []
-        for spec in job_specs(args.jobs, corpus(args.dir / "corpus.txt")):
-            kind = spec.pop("kind")
-            jobs.append((lab.post_job(**spec), kind))
-        log.t0 = time.monotonic()  # fault times count from the posts
         honest = [h for h in solvers if h not in cheaters]
-        faults = [in_background(partition, lab, honest[0], args.partition_s, log, after=3.0),
-                  in_background(partition, lab, honest[1 % len(honest)], args.partition_s, log, after=20.0)]
 
         def churn():
             kill9(lab, honest[-1], log)
@@ -183,8 +186,17 @@ def main(argv: list[str] | None = None) -> int:
             leave(lab, honest[-2], log)
             time.sleep(15.0)
             join(lab, honest[-2], log)
-        faults += [in_background(churn, after=10.0), in_background(leave_and_join, after=40.0)]
-        done_at = wait_all(lab, [j for j, _ in jobs], t_post, args.timeout, expected_dead={honest[-1], honest[-2]})
+        specs = job_specs(args.jobs, corpus(args.dir / "corpus.txt"))
+        jobs = [(lab.post_job(**{k: v for k, v in specs[0].items() if k != "kind"}), specs[0]["kind"])]
+        log.t0 = time.monotonic()  # fault times count from the first post; the other jobs arrive meanwhile
+        faults = [in_background(partition, lab, honest[0], args.partition_s, log, after=3.0),
+                  in_background(partition, lab, honest[1 % len(honest)], args.partition_s, log, after=20.0),
+                  in_background(churn, after=10.0), in_background(leave_and_join, after=40.0)]
+        for spec in specs[1:]:
+            time.sleep(args.post_interval)
+            jobs.append((lab.post_job(**{k: v for k, v in spec.items() if k != "kind"}), spec["kind"]))
+        done_at, stopped = wait_all(lab, [j for j, _ in jobs], t_post, args.timeout,
+                                    expected_dead={honest[-1], honest[-2]})
         span_s = time.monotonic() - t_post
         for f in faults:
             f.join(timeout=60)
@@ -210,10 +222,12 @@ def main(argv: list[str] | None = None) -> int:
         result = {
             "config": {"nodes": args.nodes, "jobs": args.jobs, "kinds": [k for _, k in jobs],
                        "bandwidth_mbit": args.bandwidth_mbit, "latency_ms": args.latency_ms,
+                       "post_interval_s": args.post_interval, "execution_window_s": args.execution_window,
                        "cheaters": cheaters, "roles": dict(zip([f"h{i + 1}" for i in range(args.nodes)], lab.roles))},
             "lab_up_s": round(lab.timings.get("up_s", 0), 1),
             "span_s": round(span_s, 1),
             "jobs_completed": len(done_at),
+            "stopped_early": stopped,
             "job_done_s": {str(j): round(t, 1) for j, t in done_at.items()},
             "jobs_per_hour": round(len(done_at) * 3600 / span_s, 1),
             "tasks_accepted": len(finality),
