@@ -471,8 +471,8 @@ CLIENTS = [
         "p-backlog-ignored",
         "a busy node takes a slot it cannot start in time behind the work it already runs or queued",
         "clients/verity/node/feasibility.py",
-        "    if seconds is not None and seconds * SAFETY + backlog_s > seconds_left:",
-        "    if seconds is not None and seconds * SAFETY > seconds_left:",
+        "    total = (seconds or 0.0) * SAFETY + fetch_s + backlog_s",
+        "    total = (seconds or 0.0) * SAFETY + fetch_s",
         pytest("tests/nodes/test_feasibility_units.py", k="queued"),
     ),
     Mutant(
