@@ -23,11 +23,14 @@ def _own_text() -> str:
 
 
 def _estimates(net) -> list[float]:
-    """Every training estimate the nodes logged (`task N fits: about M MB, X s of training`), in seconds."""
+    """Every training estimate the nodes logged (`task N fits: about M MB, X s of training[ (xF load)]`), in seconds,
+    without the load factor: an idle node's estimate, to compare with an idle run (CI runs forge beside these nodes,
+    and a node's estimate rightly grows with its machine's load)."""
     out = []
+    pattern = r"fits: about \d+ MB, ([\d.]+) s of training(?: \(x([\d.]+) load\))?"
     for node in net.nodes:
         log = net.root / "state" / "nodes" / node.name / "node.log"
-        out += [float(x) for x in re.findall(r"fits: about \d+ MB, ([\d.]+) s of training", log.read_text())]
+        out += [float(s) / float(f or 1) for s, f in re.findall(pattern, log.read_text())]
     return out
 
 

@@ -68,6 +68,7 @@ class Fit:
     memory_bytes: int
     seconds: float | None  # None: this node has no speed measurement for the job's profile
     fetch_seconds: float = 0.0
+    contention: float = 1.0  # the load factor `seconds` includes (1.0: an idle machine)
 
 
 def doctor_speeds(checks: dict) -> dict[str, dict[str, StepSpeed]]:
@@ -139,7 +140,7 @@ def check_task_fits(manifest, index: int, *, execution_window: int, seconds_left
         seconds = seconds * max(1.0, contention) if seconds is not None else None
     if seconds is not None or fetch_s > 0:
         check_time_left(index, seconds, fetch_s, backlog_s, seconds_left, contention)
-    return Fit(need, seconds, fetch_s)
+    return Fit(need, seconds, fetch_s, max(1.0, contention) if seconds is not None else 1.0)
 
 
 def check_time_left(index: int, seconds: float | None, fetch_s: float, backlog_s: float, seconds_left: float,

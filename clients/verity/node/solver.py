@@ -179,7 +179,8 @@ class SolverRole:
                               backlog_s=backlog, contention=ctx.contention.factor if hasattr(ctx, "contention") else 1.0,
                               fetch_s=self._fetch_seconds(task, m))
         log.info("task %d fits: about %.0f MB%s%s", task_id, fit.memory_bytes / (1 << 20),
-                 f", {fit.seconds:.1f} s of training" if fit.seconds else "",
+                 f", {fit.seconds:.1f} s of training" + (f" (x{fit.contention:.2f} load)" if fit.contention > 1 else "")
+                 if fit.seconds else "",
                  f", {fit.fetch_seconds:.1f} s of fetching" if fit.fetch_seconds else "")
         return {"memory_mb": round(fit.memory_bytes / (1 << 20)), "seconds": fit.seconds}
 
