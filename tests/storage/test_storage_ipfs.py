@@ -121,3 +121,22 @@ def test_holds_sees_a_pinned_cid_and_not_one_it_lacks_without_searching_succeeds
         assert time.monotonic() - t0 < 3
         mine.get_bytes(theirs)
         assert not mine.holds(theirs)   # fetched blocks are cached unpinned: still counted as a fetch (conservative)
+
+
+def test_fetch_cut_short_by_a_missing_block_leaves_the_daemon_running_reverts(ipfs_pair):
+    """js-ipfs 0.66 exits (an unhandled rejection) when a `cat` is cut short while it still wants a block from a
+    peer: in the 32-host lab, one slow peer took six nodes' IPFS daemons down, and their nodes missed every deadline
+    after. The client brings the blocks in first (`dag/export`, `refs`: both end cleanly), so a missing block is a
+    CidNotFound and the daemon keeps serving."""
+    first, second = ipfs_pair
+    with first.storage(timeout=10) as mine, second.storage(timeout=2, retries=1) as peer:
+        cid = mine.put_bytes(os.urandom(4 * CHUNK_SIZE + 1000))
+        leaves = [link["Hash"] for link in mine._request("/object/links", (cid,))[0]["Links"]]
+        mine._request("/pin/rm", (cid,))
+        mine._request("/block/rm", (leaves[-1],))  # the first node serves every block but the last
+        with pytest.raises(CidNotFound):
+            peer.get_bytes(cid)
+        time.sleep(1.0)
+        assert second.running(), "the IPFS daemon exited"
+        assert peer.is_up()
+        assert peer.get_bytes(mine.put_bytes(b"still serving")) == b"still serving"

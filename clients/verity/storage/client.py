@@ -10,11 +10,13 @@ content that differs from what the CID names.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -48,6 +50,7 @@ ADD_OPTS = {
     "progress": "false",
 }
 _READ_SIZE = 1 << 20
+FETCH_WORKERS = 32  # blocks fetched at a time before a `cat` (Storage._make_local; scripts/bench_storage.py)
 _NOT_FOUND_HINTS = ("not found", "deadline exceeded", "timed out", "timeout", "aborted")
 
 
@@ -292,17 +295,21 @@ class Storage:
     # ------------------------------------------------------------------- get
     def size(self, cid: str, *, timeout: float | None = None) -> int:
         """File size in bytes from the root block (`files/stat`), before any download."""
+        return int(self._stat(cid, timeout)["Size"])
+
+    def _stat(self, cid: str, timeout: float | None) -> dict:
+        """The root block's `files/stat` answer (Size; Blocks: its links, absent on some nodes)."""
         validate_cid(cid)
         res = self._call("files/stat", lambda t: self._request("/files/stat", (f"/ipfs/{cid}",),
                                                                   opts=_server_timeout(t), timeout=t),
                          timeout=timeout, cid=cid)
-        item = res[0] if isinstance(res, list) else res
-        return int(item["Size"])
+        return res[0] if isinstance(res, list) else res
 
     def _fetch(self, cid: str, limit: int, timeout: float | None, sink: Callable[[bytes], Any],
                reset: Callable[[], Any]) -> int:
         timeout = self.timeout if timeout is None else float(timeout)
-        size = self.size(cid, timeout=timeout)
+        stat = self._stat(cid, timeout)
+        size = int(stat["Size"])
         if size > limit:
             raise ObjectTooLarge(cid, size, limit)
         budget = timeout + size / self.min_rate
@@ -311,22 +318,16 @@ class Storage:
             reset()
             builder = CidBuilder()
             deadline = time.monotonic() + budget
-            opts = {"length": str(limit + 1), **_server_timeout(budget)}
-            stream = self._http.request("/cat", (cid,), opts=opts, stream=True, decoder="none", timeout=t)
-            try:
-                for piece in stream:
-                    if builder.size + len(piece) > limit:
-                        raise ObjectTooLarge(cid, builder.size + len(piece), limit)
-                    builder.update(piece)
-                    sink(piece)
-                    if time.monotonic() > deadline:
-                        raise CidNotFound(cid, self.api_addr, budget, f"slow: {builder.size} of {size} bytes")
-            except requests.exceptions.RequestException as exc:
-                if "timed out" in str(exc).lower() or isinstance(exc, requests.exceptions.Timeout):
-                    raise CidNotFound(cid, self.api_addr, t, f"stalled after {builder.size} of {size} bytes") from exc
-                raise ipfs_exc.ConnectionError(exc) from exc
-            finally:
-                stream.close()
+            if int(stat.get("Blocks", 1)):  # the root links to other blocks (absent: the node does not say)
+                self._make_local(cid, limit, deadline, t)
+
+            def take(piece: bytes, got: int) -> None:
+                if got > limit:
+                    raise ObjectTooLarge(cid, got, limit)
+                builder.update(piece)
+                sink(piece)
+            opts = {"length": str(limit + 1), **_server_timeout(_left(deadline))}
+            self._stream("/cat", cid, opts, t, deadline, take, f"of {size} bytes")
             return builder
 
         builder = self._call("cat", attempt, timeout=timeout, cid=cid)
@@ -334,6 +335,76 @@ class Storage:
         if actual != cid:
             raise ContentMismatch(cid, actual)
         return builder.size
+
+    def _make_local(self, cid: str, limit: int, deadline: float, t: float) -> None:
+        """Bring every block of `cid` into the local node before `cat` reads them. js-ipfs 0.66 exits (an unhandled
+        rejection in its UnixFS exporter) when a `cat` is cut short, by its timeout or by the client hanging up,
+        while it still wants a block from its peers: one slow peer took six nodes' IPFS daemons down in the 32-host
+        lab run. `block/stat` (one block) and `refs` of a local block end cleanly when cut short; FETCH_WORKERS of
+        them at a time keep a fetch near a `cat`'s speed (scripts/bench_storage.py; `refs -r` and `dag/export`
+        fetch one block per round trip). Walked level by level from the root (`files/stat` fetched it); the bytes
+        and blocks fetched are counted, so a root that understates its file cannot make this node fetch more than
+        a file of `limit` bytes holds."""
+        max_blocks = 8 + 2 * (limit // CHUNK_SIZE + 1)  # a CIDv0 file: one leaf per chunk, 1 node per 174 links
+        cap = limit + limit // 64 + 65536               # plus a few dozen bytes of framing per block
+        seen, frontier, fetched = {cid}, [cid], 0
+        pool = ThreadPoolExecutor(FETCH_WORKERS)
+        try:
+            while frontier:
+                children = [c for links in pool.map(lambda c: self._links(c, deadline), frontier) for c in links]
+                frontier = [c for c in dict.fromkeys(children) if c not in seen]
+                seen.update(frontier)
+                if len(seen) > max_blocks:
+                    raise ObjectTooLarge(cid, fetched, limit)
+                # a sliding window of FETCH_WORKERS fetches, counted as each ends: past the cap, at most the ones
+                # still in flight land
+                todo, running = iter(frontier), set()
+                while True:
+                    running |= {pool.submit(self._fetch_block, c, deadline)
+                                for c in itertools.islice(todo, FETCH_WORKERS - len(running))}
+                    if not running:
+                        break
+                    done, running = wait(running, return_when=FIRST_COMPLETED)
+                    fetched += sum(f.result() for f in done)
+                    if fetched > cap:
+                        raise ObjectTooLarge(cid, fetched, limit)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _links(self, block: str, deadline: float) -> list[str]:
+        """The CIDs a local block links to (`refs`, not recursive)."""
+        res = self._call("refs", lambda t: self._request("/refs", (block,), opts=_server_timeout(t), timeout=t),
+                         timeout=_left(deadline), cid=block)
+        rows = res if isinstance(res, list) else [res]
+        missing = [r["Err"] for r in rows if r.get("Err")]
+        if missing:
+            raise CidNotFound(block, self.api_addr, _left(deadline), missing[0])
+        return [r["Ref"] for r in rows if r.get("Ref")]
+
+    def _fetch_block(self, block: str, deadline: float) -> int:
+        """Fetch one block into the local node (`block/stat`); its size in bytes."""
+        res = self._call("block/stat", lambda t: self._request("/block/stat", (block,), opts=_server_timeout(t),
+                                                               timeout=t), timeout=_left(deadline), cid=block)
+        return int((res[0] if isinstance(res, list) else res)["Size"])
+
+    def _stream(self, path: str, cid: str, opts: dict, t: float, deadline: float,
+                take: Callable[[bytes, int], Any], of: str) -> None:
+        """Stream `path` for `cid`, handing each piece and the bytes so far to `take`; a stream past `deadline` or
+        stalled for `t` seconds is the content's absence (CidNotFound), a broken one a connection failure."""
+        got = 0
+        stream = self._http.request(path, (cid,), opts=opts, stream=True, decoder="none", timeout=t)
+        try:
+            for piece in stream:
+                got += len(piece)
+                take(piece, got)
+                if time.monotonic() > deadline:
+                    raise CidNotFound(cid, self.api_addr, t, f"slow: {got} bytes {of} by the deadline")
+        except requests.exceptions.RequestException as exc:
+            if "timed out" in str(exc).lower() or isinstance(exc, requests.exceptions.Timeout):
+                raise CidNotFound(cid, self.api_addr, t, f"stalled after {got} bytes {of}") from exc
+            raise ipfs_exc.ConnectionError(exc) from exc
+        finally:
+            stream.close()
 
     def get_bytes(self, cid: str, max_bytes: int | None = None, *, timeout: float | None = None) -> bytes:
         """Fetch and verify the content of `cid`, at most `max_bytes` (default: `self.max_bytes`)."""
@@ -375,6 +446,11 @@ class Storage:
             return json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise InvalidJson(cid, str(exc)) from None
+
+
+def _left(deadline: float) -> float:
+    """Seconds until `deadline` (a monotonic time), at least one: a request needs a positive timeout."""
+    return max(1.0, deadline - time.monotonic())
 
 
 def _server_timeout(seconds: float) -> dict[str, str]:
