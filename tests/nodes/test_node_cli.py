@@ -77,6 +77,9 @@ def test_stake_top_up_while_running_then_status_and_ctrl_c_succeeds(net):
     net.start_node("solver-2", 2)
     net.wait_registered(2)
     wait_for(lambda: "running as" in a.text(), 60, "solver-1 to start its loop")
+    time.sleep(6)  # three keeper ticks (2 s), well inside its 30-s heartbeat period
+    beats = [e.block for e in net.events() if e.name == "Heartbeat" and e.args["node"] == a.address]
+    assert len(beats) == 1, beats  # `node run` checked in, and its keeper's first tick did not check in again
     top_up = _verity(net, "node", "register", "--name", "solver-1", "--account", "1", "--roles", "solver,referee",
                      "--stake", "1500")  # the same key sends while the node runs
     assert top_up.returncode == 0, _one_line(top_up)

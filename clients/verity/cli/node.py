@@ -195,10 +195,12 @@ def run(
             metrics = start_metrics(ctx, cfg)  # --metrics-port: served from now on
             until_reachable(lambda: ensure_registered(ctx, cfg), "registering", patience=patience,
                             endpoints=endpoints)
-            # checked in before it says it runs: draws take a node only after a heartbeat, not at registration
+            loop = build_loop(ctx, cfg)
+            # checked in before it says it runs: draws take a node only after a heartbeat, not at registration;
+            # stamped on the snapshot, so the keeper's first tick does not send a second one
             until_reachable(lambda: ctx.chain.transact(ctx.chain.registry.functions.heartbeat()), "checking in",
                             patience=patience, endpoints=endpoints)
-            loop = build_loop(ctx, cfg)
+            loop.snap.last_heartbeat, loop.snap.last_heartbeat_chain = time.time(), ctx.chain.now()
             if metrics is not None:
                 loop = metrics.measure(loop, ctx.chain)
             console.print(f"node {name} ({ctx.me}) running as {roles}; state in {cfg.state_dir}")
