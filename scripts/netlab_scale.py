@@ -24,7 +24,7 @@ from verity.demo_modules import MODULES
 from verity.devnet.faucet import devnet_address
 from verity.lab.faults import FaultLog, in_background, join, kill9, leave, partition, restart
 from verity.lab.lab import LAB_WINDOWS, Lab
-from verity.lab.ledger import job_gas, slashed, token_conservation
+from verity.lab.ledger import job_gas, slash_reasons, slashed, token_conservation
 
 # Mixed kinds of small, fast jobs, taken in turn: replicated MLP and CNN on the digits, a GPT on a text corpus
 # (written by `corpus`), an optimistic MLP (one solver, a challenge window the verifiers sample) and a
@@ -40,6 +40,9 @@ KINDS = {
 # same flipped bit, and only a verifier's challenge inside this window catches them (3 s, the lab's floor, let
 # such results through in an 8-host run).
 CHALLENGE_WINDOW_S = 30
+# The protocol's default reveal window (JobRegistryBase.defaultRevealWindow): at load 30-40 on 2 cores a node's loop
+# took 27 s from a finished training to its reveal, and the lab's 10 s fined two honest nodes in the 32-host run.
+REVEAL_WINDOW_S = 60
 VERIFIER_SAMPLE_RATE = 0.5  # each verifier re-executes half the results: with 8 verifiers, 1 in 256 goes unchecked
 ORDER = ["mlp", "gpt", "optimistic", "cnn", "modules", "mlp", "gpt", "cnn"]  # the first --jobs of them, then again
 WORDS = ("verity trains models on many hosts and every result is checked by others who stake on it before "
@@ -129,6 +132,8 @@ def wait_all(lab: Lab, job_ids: list[int], t0: float, timeout: float,
         if dead:
             print(lab.logs(), file=sys.stderr)
             return done, f"node process(es) {dead} died"
+        if lab.dead_daemons():
+            return done, f"the IPFS daemon(s) of {lab.dead_daemons()} exited"
         if time.monotonic() - t0 > timeout:
             return done, f"jobs {sorted(set(job_ids) - set(done))} not completed after {timeout:g} s"
         time.sleep(0.5)
@@ -145,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--execution-window", type=int, default=LAB_WINDOWS["execution"],
                     help="the deployment's default execution window, s (its quarter is the decline grace: a drawn "
                          "node's time to fetch the inputs before it must take or decline the task)")
+    ap.add_argument("--reveal-window", type=int, default=REVEAL_WINDOW_S,
+                    help="the deployment's default reveal window, s (a replica that committed reveals within it; "
+                         "the lab's own 10 s is for quick tests on an idle machine)")
     ap.add_argument("--post-interval", type=float, default=0.0,
                     help="seconds between two job posts (0: all at once; jobs on a real network arrive over time)")
     ap.add_argument("--timeout", type=float, default=900.0)
@@ -160,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     cheaters = solvers[-args.jobs:]  # the last solvers flip one bit after step 15 of every task they train
     verifiers = [f"h{i + 1}" for i, r in enumerate(roles) if r.startswith("verifier")]
     lab = Lab(args.dir, args.nodes, bandwidth_mbit=args.bandwidth_mbit, latency_ms=args.latency_ms,
-              windows={**LAB_WINDOWS, "execution": args.execution_window},
+              windows={**LAB_WINDOWS, "execution": args.execution_window, "reveal": args.reveal_window},
               node_args={**{h: ["--fault", "bitflip@step=15"] for h in cheaters},
                          **{h: ["--sample-rate", str(VERIFIER_SAMPLE_RATE)] for h in verifiers}})
     # Cheaters solve only: panels assume an honest majority of referee stake (docs/protocol-v2.md), and a cheater's
@@ -223,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
             "config": {"nodes": args.nodes, "jobs": args.jobs, "kinds": [k for _, k in jobs],
                        "bandwidth_mbit": args.bandwidth_mbit, "latency_ms": args.latency_ms,
                        "post_interval_s": args.post_interval, "execution_window_s": args.execution_window,
+                       "reveal_window_s": args.reveal_window,
                        "cheaters": cheaters, "roles": dict(zip([f"h{i + 1}" for i in range(args.nodes)], lab.roles))},
             "lab_up_s": round(lab.timings.get("up_s", 0), 1),
             "span_s": round(span_s, 1),
@@ -238,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             "disputes_resolved": sum(e.name == "DisputeResolved" for e in events),
             "slashed_vrt": {h: slash[a] / 1e18 for h, a in addresses.items()},
             "honest_slashed": {h: slash[a] / 1e18 for h, a in addresses.items() if h not in cheaters and slash[a]},
+            "honest_slash_reasons": {h: r for h, r in slash_reasons(events, addresses).items() if h not in cheaters},
             "tokens": {k: (str(v) if k in ("total", "minted", "burned") else v) for k, v in tokens.items()},
             "rss_peak_mb": {k: round(v / 1024, 1) for k, v in sorted(sampler.peak.items())},
             "bytes_between_hosts": moved,

@@ -179,3 +179,24 @@ def test_lab_refuses_a_directory_that_is_not_a_labs(tmp_path, monkeypatch):
     with pytest.raises(LabFailed, match="holds no lab"):
         Lab(tmp_path, 1).up()
     assert (tmp_path / "precious.txt").read_text() == "keep me"
+
+
+def test_slash_reasons_names_the_events_of_each_slashing_transaction():
+    from verity.chain.events import DecodedEvent
+    from verity.lab.ledger import slash_reasons
+
+    a, b = "0x" + "aa" * 20, "0x" + "bb" * 20
+
+    def ev(name, tx, **args):
+        return DecodedEvent("X", name, args, 5, 0, tx)
+
+    events = [ev("ReplicaLate", "t1", node=a.upper(), taskId=3, slot=0, slashed=10**18),
+              ev("StakeSlashed", "t1", node=a.upper(), to="0x0", amount=10**18),
+              ev("Transfer", "t1", value=1),
+              ev("StakeSlashed", "t2", node=a, to="0x0", amount=2 * 10**18),
+              ev("RefereeSlashed", "t2", referee=a, amount=2 * 10**18),
+              ev("DisputeResolved", "t2"),
+              ev("StakeSlashed", "t3", node="0x" + "cc" * 20, to="0x0", amount=5)]  # not a lab host
+    assert slash_reasons(events, {"h1": a, "h2": b}) == {
+        "h1": [{"block": 5, "vrt": 1.0, "events": ["ReplicaLate"]},
+               {"block": 5, "vrt": 2.0, "events": ["DisputeResolved", "RefereeSlashed"]}]}

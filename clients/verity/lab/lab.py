@@ -256,9 +256,15 @@ class Lab:
                         if h not in expected_dead and h not in self.down_on_purpose and n.exited() is not None]
             if dead:
                 raise LabFailed(f"node process(es) {[n.name for n in dead]} died\n{self.logs(dead)}")
+            if self.dead_daemons():
+                raise LabFailed(f"the IPFS daemon(s) of {self.dead_daemons()} exited (see <host>/ipfs/ipfs.log)")
             if time.monotonic() > deadline:
                 raise LabFailed(f"job {job_id} still {status.name} after {timeout:g} s\n{self.logs()}")
             time.sleep(0.5)
+
+    def dead_daemons(self) -> list[str]:
+        """Hosts whose IPFS daemon is no longer running (no fault stops one: js-ipfs exiting on its own is a bug)."""
+        return [h for h, d in self.ipfs.items() if not d.running()]
 
     # -------------------------------------------------------------- network
     def link_bytes(self) -> dict[str, dict[str, int]]:

@@ -54,3 +54,21 @@ def bitswap_stats(api_url: str, timeout: float = 5.0) -> dict[str, int]:
         s = json.loads(res.read())
     return {"data_received": int(s.get("DataReceived", 0)), "data_sent": int(s.get("DataSent", 0)),
             "blocks_received": int(s.get("BlocksReceived", 0)), "blocks_sent": int(s.get("BlocksSent", 0))}
+
+
+def slash_reasons(events, hosts: dict[str, str]) -> dict[str, list[dict]]:
+    """host -> one entry per StakeSlashed of its address among `events` (DecodedEvents in chain order): the VRT and the
+    other events of the same transaction (ReplicaLate, RefereeSlashed, DisputeResolved, ...) that say why. `hosts`:
+    host name -> address."""
+    by_address = {a.lower(): h for h, a in hosts.items()}
+    by_tx: dict[str, list] = {}
+    for e in events:
+        by_tx.setdefault(e.tx_hash, []).append(e)
+    out: dict[str, list[dict]] = {}
+    for e in events:
+        host = by_address.get(str(e.args.get("node", "")).lower()) if e.name == "StakeSlashed" else None
+        if host is None:
+            continue
+        why = sorted({x.name for x in by_tx[e.tx_hash] if x.name not in ("StakeSlashed", "Transfer")})
+        out.setdefault(host, []).append({"block": e.block, "vrt": e.args["amount"] / 1e18, "events": why})
+    return out
