@@ -153,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reveal-window", type=int, default=REVEAL_WINDOW_S,
                     help="the deployment's default reveal window, s (a replica that committed reveals within it; "
                          "the lab's own 10 s is for quick tests on an idle machine)")
+    ap.add_argument("--ipfs-timeout", type=float, default=30.0,
+                    help="the nodes' VERITY_IPFS_TIMEOUT, s (the client's default; the lab's own 10 s made referees "
+                         "at load 35-40 vote 'no data' on checkpoints that were there, and an honest challenger lost)")
     ap.add_argument("--post-interval", type=float, default=0.0,
                     help="seconds between two job posts (0: all at once; jobs on a real network arrive over time)")
     ap.add_argument("--timeout", type=float, default=900.0)
@@ -169,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     verifiers = [f"h{i + 1}" for i, r in enumerate(roles) if r.startswith("verifier")]
     lab = Lab(args.dir, args.nodes, bandwidth_mbit=args.bandwidth_mbit, latency_ms=args.latency_ms,
               windows={**LAB_WINDOWS, "execution": args.execution_window, "reveal": args.reveal_window},
+              ipfs_timeout=args.ipfs_timeout,
               node_args={**{h: ["--fault", "bitflip@step=15"] for h in cheaters},
                          **{h: ["--sample-rate", str(VERIFIER_SAMPLE_RATE)] for h in verifiers}})
     # Cheaters solve only: panels assume an honest majority of referee stake (docs/protocol-v2.md), and a cheater's
@@ -231,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
             "config": {"nodes": args.nodes, "jobs": args.jobs, "kinds": [k for _, k in jobs],
                        "bandwidth_mbit": args.bandwidth_mbit, "latency_ms": args.latency_ms,
                        "post_interval_s": args.post_interval, "execution_window_s": args.execution_window,
-                       "reveal_window_s": args.reveal_window,
+                       "reveal_window_s": args.reveal_window, "ipfs_timeout_s": args.ipfs_timeout,
                        "cheaters": cheaters, "roles": dict(zip([f"h{i + 1}" for i in range(args.nodes)], lab.roles))},
             "lab_up_s": round(lab.timings.get("up_s", 0), 1),
             "span_s": round(span_s, 1),

@@ -106,7 +106,9 @@ def test_commands_run_inside_the_hosts_namespace():
     assert rpc_url_for_nodes(plan, 10) == "http://10.77.3.1:18545"
     env = node_env({"A": "1"}, rpc_url="http://x", deployments_dir=Path("/d"), state_dir=Path("/s"), accounts=30)
     assert env["VERITY_IPFS_API"] == "/ip4/127.0.0.1/tcp/5001/http" and env["VERITY_DEVNET_ACCOUNTS"] == "30"
-    assert env["A"] == "1" and env["VERITY_RPC_URL"] == "http://x"
+    assert env["A"] == "1" and env["VERITY_RPC_URL"] == "http://x" and env["VERITY_IPFS_TIMEOUT"] == "10"
+    assert node_env({}, rpc_url="x", deployments_dir=Path("/d"), state_dir=Path("/s"), accounts=30,
+                    ipfs_timeout=30)["VERITY_IPFS_TIMEOUT"] == "30"
 
 
 def test_mapping_parses_and_rejects():

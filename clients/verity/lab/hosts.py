@@ -184,12 +184,17 @@ class NodeProc:
                 "started": self.pid.started if self.pid else None}
 
 
-def node_env(base: dict, *, rpc_url: str, deployments_dir: Path, state_dir: Path, accounts: int) -> dict:
+LAB_IPFS_TIMEOUT = 10.0  # s: short IPFS bounds for quick runs (the client's default, 30 s, for loaded benchmarks)
+
+
+def node_env(base: dict, *, rpc_url: str, deployments_dir: Path, state_dir: Path, accounts: int,
+             ipfs_timeout: float = LAB_IPFS_TIMEOUT) -> dict:
     """Environment of a node process: the chain through the lab (proxied when latency is on), its own host's IPFS on
-    loopback, short IPFS bounds, one intra-op thread (many nodes share this machine's cores)."""
+    loopback, `ipfs_timeout` IPFS bounds, one intra-op thread (many nodes share this machine's cores)."""
     return {**base, "VERITY_RPC_URL": rpc_url,
             "VERITY_IPFS_API": f"/ip4/127.0.0.1/tcp/{PORTS['ipfs_api']}/http",
             "VERITY_DEPLOYMENTS_DIR": str(deployments_dir), "VERITY_STATE_DIR": str(state_dir),
-            "VERITY_DEVNET_ACCOUNTS": str(accounts), "VERITY_IPFS_TIMEOUT": "10", "VERITY_IPFS_RETRIES": "3",
+            "VERITY_DEVNET_ACCOUNTS": str(accounts), "VERITY_IPFS_TIMEOUT": f"{ipfs_timeout:g}",
+            "VERITY_IPFS_RETRIES": "3",
             "VERITY_DEVNET_DIR": str(state_dir / "no-devnet"),
             "OMP_NUM_THREADS": "1", "MKL_CBWR": "AUTO"}

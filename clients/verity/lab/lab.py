@@ -24,7 +24,7 @@ from typing import Any
 from verity.devnet.process import ProcessId, spawn, start_time
 from verity.errors import VerityError
 from verity.lab import netns
-from verity.lab.hosts import (SUBMITTER_ACCOUNT, LabAnvil, LabIpfs, NodeProc, in_netns, node_account, node_env,
+from verity.lab.hosts import (LAB_IPFS_TIMEOUT, SUBMITTER_ACCOUNT, LabAnvil, LabIpfs, NodeProc, in_netns, node_account, node_env,
                               proxy_command, roles_for, rpc_url_for_nodes, start_all)
 
 RECORD = "lab.json"
@@ -44,8 +44,10 @@ class LabFailed(VerityError, RuntimeError):
 class Lab:
     def __init__(self, directory: Path, node_hosts: int = 4, *, bandwidth_mbit: float | None = None,
                  latency_ms: float = 0.0, solvers: int | None = None, die_with_parent: bool = True,
-                 windows: dict | None = None, node_args: dict[str, list[str]] | None = None) -> None:
+                 windows: dict | None = None, node_args: dict[str, list[str]] | None = None,
+                 ipfs_timeout: float = LAB_IPFS_TIMEOUT) -> None:
         self.directory = Path(directory).resolve()
+        self.ipfs_timeout = ipfs_timeout  # the nodes' VERITY_IPFS_TIMEOUT
         self.node_hosts, self.bandwidth_mbit, self.latency_ms = node_hosts, bandwidth_mbit, latency_ms
         self.roles = roles_for(node_hosts, solvers)
         self.die_with_parent = die_with_parent
@@ -191,7 +193,8 @@ class Lab:
 
     def _start_nodes(self) -> None:
         env = node_env(dict(os.environ), rpc_url=rpc_url_for_nodes(self.plan, self.latency_ms),
-                       deployments_dir=self.deployments_dir, state_dir=self.state_dir, accounts=self.accounts)
+                       deployments_dir=self.deployments_dir, state_dir=self.state_dir, accounts=self.accounts,
+                       ipfs_timeout=self.ipfs_timeout)
         if any("--fault" in args for args in self.node_args.values()):
             env["VERITY_ENABLE_FAULTS"] = "1"
         for h, roles in zip(self.plan.nodes, self.roles):
@@ -290,6 +293,7 @@ class Lab:
             "prefix": plan.prefix if plan else None, "subnet": str(plan.network) if plan else None,
             "bridge": plan.bridge if plan else None, "bridge_address": plan.bridge_address if plan else None,
             "node_hosts": self.node_hosts, "bandwidth_mbit": self.bandwidth_mbit, "latency_ms": self.latency_ms,
+            "ipfs_timeout": self.ipfs_timeout,
             "rpc_url": self.rpc_url, "rpc_url_for_nodes": rpc_url_for_nodes(plan, self.latency_ms) if plan else None,
             "deployments": str(self.deployments_dir), "owner": self.owner, "detached": not self.die_with_parent,
             "anvil": self.anvil.info() if self.anvil else None,
@@ -316,7 +320,7 @@ class Lab:
         except FileNotFoundError:
             raise LabFailed(f"no lab recorded in {directory} (run `verity lab up` first)") from None
         lab = cls(directory, rec["node_hosts"], bandwidth_mbit=rec["bandwidth_mbit"], latency_ms=rec["latency_ms"],
-                  die_with_parent=False)
+                  die_with_parent=False, ipfs_timeout=rec.get("ipfs_timeout", LAB_IPFS_TIMEOUT))
         if rec["lab_id"]:
             lab.plan = netns.AddressPlan(rec["lab_id"], int(rec["subnet"].split(".")[2]), rec["node_hosts"])
         lab.rpc_url, lab.owner, lab.timings = rec["rpc_url"], rec["owner"], rec.get("timings", {})
@@ -331,7 +335,7 @@ class Lab:
                 node = NodeProc(host, n["name"], n["account"], n["roles"], Path(n["log"]),
                                 node_env(dict(os.environ), rpc_url=rec["rpc_url_for_nodes"],
                                          deployments_dir=lab.deployments_dir, state_dir=lab.state_dir,
-                                         accounts=lab.accounts))
+                                         accounts=lab.accounts, ipfs_timeout=lab.ipfs_timeout))
                 if n["pid"] and start_time(n["pid"]) == n["started"]:
                     node.pid = ProcessId(n["pid"], n["started"])
                 lab.nodes[h["name"]] = node
