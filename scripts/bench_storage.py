@@ -1,5 +1,5 @@
 """Benchmark of a fetch between two js-ipfs nodes (verity.storage): the client brings every block into the local node
-first (`block/stat` of each, eight at a time, counted against the cap) and only then `cat`s it, because
+first (`block/stat` of each, 32 at a time, counted against the cap) and only then `cat`s it, because
 js-ipfs 0.66 exits when a `cat` is cut short while it still wants a block from a peer. This times that fetch next to
 a bare `cat` of the same size (the old way), each on fresh content the fetching node never held, in alternation.
 Prints a table; writes bench/out/storage.json.

@@ -132,8 +132,9 @@ def wait_all(lab: Lab, job_ids: list[int], t0: float, timeout: float,
         if dead:
             print(lab.logs(), file=sys.stderr)
             return done, f"node process(es) {dead} died"
-        if lab.dead_daemons():
-            return done, f"the IPFS daemon(s) of {lab.dead_daemons()} exited"
+        gone = lab.dead_daemons()
+        if gone:
+            return done, f"the IPFS daemon(s) of {gone} exited"
         if time.monotonic() - t0 > timeout:
             return done, f"jobs {sorted(set(job_ids) - set(done))} not completed after {timeout:g} s"
         time.sleep(0.5)

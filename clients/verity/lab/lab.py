@@ -24,8 +24,8 @@ from typing import Any
 from verity.devnet.process import ProcessId, spawn, start_time
 from verity.errors import VerityError
 from verity.lab import netns
-from verity.lab.hosts import (LAB_IPFS_TIMEOUT, SUBMITTER_ACCOUNT, LabAnvil, LabIpfs, NodeProc, in_netns, node_account, node_env,
-                              proxy_command, roles_for, rpc_url_for_nodes, start_all)
+from verity.lab.hosts import (LAB_IPFS_TIMEOUT, SUBMITTER_ACCOUNT, LabAnvil, LabIpfs, NodeProc, in_netns,
+                              node_account, node_env, proxy_command, roles_for, rpc_url_for_nodes, start_all)
 
 RECORD = "lab.json"
 REGISTRY = Path("/tmp/verity-lab")
@@ -259,8 +259,9 @@ class Lab:
                         if h not in expected_dead and h not in self.down_on_purpose and n.exited() is not None]
             if dead:
                 raise LabFailed(f"node process(es) {[n.name for n in dead]} died\n{self.logs(dead)}")
-            if self.dead_daemons():
-                raise LabFailed(f"the IPFS daemon(s) of {self.dead_daemons()} exited (see <host>/ipfs/ipfs.log)")
+            gone = self.dead_daemons()
+            if gone:
+                raise LabFailed(f"the IPFS daemon(s) of {gone} exited (see <host>/ipfs/ipfs.log)")
             if time.monotonic() > deadline:
                 raise LabFailed(f"job {job_id} still {status.name} after {timeout:g} s\n{self.logs()}")
             time.sleep(0.5)

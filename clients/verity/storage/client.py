@@ -320,14 +320,22 @@ class Storage:
             deadline = time.monotonic() + budget
             if int(stat.get("Blocks", 1)):  # the root links to other blocks (absent: the node does not say)
                 self._make_local(cid, limit, deadline, t)
-
-            def take(piece: bytes, got: int) -> None:
-                if got > limit:
-                    raise ObjectTooLarge(cid, got, limit)
-                builder.update(piece)
-                sink(piece)
             opts = {"length": str(limit + 1), **_server_timeout(_left(deadline))}
-            self._stream("/cat", cid, opts, t, deadline, take, f"of {size} bytes")
+            stream = self._http.request("/cat", (cid,), opts=opts, stream=True, decoder="none", timeout=t)
+            try:
+                for piece in stream:
+                    if builder.size + len(piece) > limit:
+                        raise ObjectTooLarge(cid, builder.size + len(piece), limit)
+                    builder.update(piece)
+                    sink(piece)
+                    if time.monotonic() > deadline:
+                        raise CidNotFound(cid, self.api_addr, budget, f"slow: {builder.size} of {size} bytes")
+            except requests.exceptions.RequestException as exc:
+                if "timed out" in str(exc).lower() or isinstance(exc, requests.exceptions.Timeout):
+                    raise CidNotFound(cid, self.api_addr, t, f"stalled after {builder.size} of {size} bytes") from exc
+                raise ipfs_exc.ConnectionError(exc) from exc
+            finally:
+                stream.close()
             return builder
 
         builder = self._call("cat", attempt, timeout=timeout, cid=cid)
@@ -351,6 +359,8 @@ class Storage:
         pool = ThreadPoolExecutor(FETCH_WORKERS)
         try:
             while frontier:
+                if time.monotonic() > deadline:
+                    raise CidNotFound(cid, self.api_addr, t, f"slow: {len(seen)} blocks by the deadline")
                 children = [c for links in pool.map(lambda c: self._links(c, deadline), frontier) for c in links]
                 frontier = [c for c in dict.fromkeys(children) if c not in seen]
                 seen.update(frontier)
@@ -386,25 +396,6 @@ class Storage:
         res = self._call("block/stat", lambda t: self._request("/block/stat", (block,), opts=_server_timeout(t),
                                                                timeout=t), timeout=_left(deadline), cid=block)
         return int((res[0] if isinstance(res, list) else res)["Size"])
-
-    def _stream(self, path: str, cid: str, opts: dict, t: float, deadline: float,
-                take: Callable[[bytes, int], Any], of: str) -> None:
-        """Stream `path` for `cid`, handing each piece and the bytes so far to `take`; a stream past `deadline` or
-        stalled for `t` seconds is the content's absence (CidNotFound), a broken one a connection failure."""
-        got = 0
-        stream = self._http.request(path, (cid,), opts=opts, stream=True, decoder="none", timeout=t)
-        try:
-            for piece in stream:
-                got += len(piece)
-                take(piece, got)
-                if time.monotonic() > deadline:
-                    raise CidNotFound(cid, self.api_addr, t, f"slow: {got} bytes {of} by the deadline")
-        except requests.exceptions.RequestException as exc:
-            if "timed out" in str(exc).lower() or isinstance(exc, requests.exceptions.Timeout):
-                raise CidNotFound(cid, self.api_addr, t, f"stalled after {got} bytes {of}") from exc
-            raise ipfs_exc.ConnectionError(exc) from exc
-        finally:
-            stream.close()
 
     def get_bytes(self, cid: str, max_bytes: int | None = None, *, timeout: float | None = None) -> bytes:
         """Fetch and verify the content of `cid`, at most `max_bytes` (default: `self.max_bytes`)."""
