@@ -89,8 +89,8 @@ def run() -> None:
     """The `verity` entry point: an unexpected exception is one line, not a traceback
     (VERITY_DEBUG=1 shows it); deliberate errors already exit with their own line."""
     from verity.cli.common import err_console
+    from verity.entry import exit_interrupted
 
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # from here a Ctrl-C is KeyboardInterrupt, said below
     try:
         app()
     except SystemExit as exc:  # typer turns a Ctrl-C inside a command into a silent exit 130: say it
@@ -109,3 +109,10 @@ def run() -> None:
         err_console.print(f"[red]error:[/red] {escape(type(exc).__name__)}: {escape(first)}", highlight=False)
         err_console.print("(unexpected; run again with VERITY_DEBUG=1 to see the traceback)")
         sys.exit(1)
+    finally:  # the command is over: a Ctrl-C while the interpreter shuts down ends it at once, no atexit traceback
+        signal.signal(signal.SIGINT, exit_interrupted)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a reader that went away, or a stream already closed
+                pass
