@@ -445,6 +445,29 @@ CLIENTS = [
         pytest(NODE_V2, k="keeper_finalizes"),
     ),
     Mutant(
+        "p-keeper-reads-every-task", "every node reads every live task each chore round (a thousand calls a second "
+        "at 32 nodes)",
+        "clients/verity/node/keeper.py",
+        "            if now >= self._next_look.get(tid, 0):",
+        "            if True:",
+        pytest(NODE_V2, k="keeper_readsARevealedTask"),
+    ),
+    Mutant(
+        "p-keeper-deaf-to-task-events", "an event about a task does not bring its next look forward",
+        "clients/verity/node/keeper.py",
+        "            self._next_look.pop(int(ev.args[\"taskId\"]), None)",
+        "            pass",
+        pytest(NODE_V2, k="keeper_readsARevealedTask"),
+    ),
+    Mutant(
+        "p-verifier-reads-while-computing", "a verifier's item reads the task and its claim every tick while its "
+        "re-execution runs",
+        "clients/verity/node/verifier.py",
+        "        if \"final\" not in item.data and ctx.work.running(item.key):",
+        "        if False:",
+        pytest(NODE_V2, k="reExecuting_readsNothing"),
+    ),
+    Mutant(
         "p-publish-before-commit", "a result's checkpoints are added to IPFS as they are written, before the commit",
         "clients/verity/node/compute.py",
         "        if publish:\n            return ctx.storage.put_file(path)",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -84,23 +85,44 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 class RssSampler(threading.Thread):
-    """Peak resident memory of every node process and IPFS daemon, sampled once a second."""
+    """Once a second: peak resident memory of every node process and IPFS daemon, the CPU seconds each has used
+    (by pid, so a restarted node adds its new process) and the machine's 1-minute load average."""
 
     def __init__(self, lab: Lab) -> None:
         super().__init__(daemon=True)
         self.lab, self.peak, self.stop = lab, {}, threading.Event()
+        self.cpu: dict[tuple[str, int], float] = {}
+        self.load: list[float] = []
 
     def run(self) -> None:
         while not self.stop.wait(1.0):
-            for host, node in list(self.lab.nodes.items()):
-                if node.pid is not None:
-                    key = f"{host}/node"
-                    self.peak[key] = max(self.peak.get(key, 0), rss_kb(node.pid.pid))
-            for host, ipfs in self.lab.ipfs.items():
-                if ipfs.pid:
-                    key = f"{host}/ipfs"
-                    self.peak[key] = max(self.peak.get(key, 0), rss_kb(ipfs.pid))
+            procs = [(f"{h}/node", n.pid.pid) for h, n in list(self.lab.nodes.items()) if n.pid is not None]
+            procs += [(f"{h}/ipfs", i.pid) for h, i in list(self.lab.ipfs.items()) if i.pid]
+            for key, pid in procs:
+                self.peak[key] = max(self.peak.get(key, 0), rss_kb(pid))
+                used = cpu_s(pid)
+                if used:
+                    self.cpu[(key, pid)] = used
+            self.load.append(os.getloadavg()[0])
+
+    def cpu_report(self, span_s: float) -> dict:
+        """CPU seconds by process kind, and in cores (seconds / the run's span)."""
+        out: dict = {}
+        for kind in ("node", "ipfs"):
+            total = sum(v for (key, _), v in self.cpu.items() if key.endswith("/" + kind))
+            out[kind] = {"cpu_s": round(total, 1), "cores": round(total / max(span_s, 1e-9), 2)}
+        out["load_avg_1m"] = {"p50": pct(self.load, 50), "max": max(self.load, default=None)}
+        return out
 
 
 def pct(values: list[float], q: float) -> float | None:
@@ -255,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
             "honest_slash_reasons": {h: r for h, r in slash_reasons(events, addresses).items() if h not in cheaters},
             "tokens": {k: (str(v) if k in ("total", "minted", "burned") else v) for k, v in tokens.items()},
             "rss_peak_mb": {k: round(v / 1024, 1) for k, v in sorted(sampler.peak.items())},
+            "cpu": sampler.cpu_report(time.monotonic() - t_start),
             "bytes_between_hosts": moved,
             "bytes_total_sent": sum(v["sent"] for v in moved.values()),
             "faults": log.events,

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from verity.chain.protocol import PanelPhase, TaskKind, TaskStatus, challenge_commitment, vote_commitment
+from verity.chain.protocol import PanelPhase, ReplicaStatus, TaskKind, TaskStatus, challenge_commitment, vote_commitment
 from verity.engine import merkle
 from verity.engine.checkpoint import checkpoint_bytes, initial_state
 from verity.engine.manifest import load_manifest
@@ -205,6 +205,41 @@ def test_verifier_persists_salt_commits_then_reveals_on_a_later_tick_succeeds(ve
     assert item.phase == Phase.DONE and item.data["outcome"] == "challenger_wins"
 
 
+def test_verifier_reExecuting_readsNothingUntilItsResultIsIn_succeeds(verifier, monkeypatch):
+    """A re-execution takes minutes at load; its item read the task and its claim twice a second meanwhile."""
+    import threading
+
+    from verity.node.work import WorkPool
+
+    v = verifier
+    release = threading.Event()
+
+    def slow_result(*a, **k):
+        release.wait(30)
+        return Result(list(TRACE), merkle.root(TRACE), CID, 10)
+    monkeypatch.setattr(verifier_mod, "compute_result", slow_result)
+    v.ctx.work = WorkPool()
+    reads = []
+    task = v.ctx.task
+    v.ctx.task = lambda tid: reads.append(tid) or task(tid)
+    _window(v)
+    reads.clear()
+    _tick(v)  # starts the re-execution
+    started_reads = len(reads)
+    for _ in range(5):
+        _tick(v)
+    assert len(reads) == started_reads and not v.chain.reads  # nothing read while it runs
+    release.set()
+    item = v.snap.items[watch_key(7, 0)]
+    for _ in range(100):
+        _tick(v)
+        if "final" in item.data:
+            break
+        threading.Event().wait(0.05)
+    assert "final" in item.data and len(reads) > started_reads  # the result is in: the candidate is read again
+    v.ctx.work.close(1.0)
+
+
 def test_verifier_reveal_waits_for_a_later_block_succeeds(verifier):
     v = verifier
     _window(v)
@@ -290,6 +325,74 @@ def test_keeper_finalizes_only_after_window_plus_grace_with_no_open_dispute_succ
     snap = Snapshot(active_tasks=[4], last_heartbeat=1e18)
     k(snap)
     assert (("finalize", (4,)) in chain.sent) == finalized
+
+
+def _counting_task_reads(ctx):
+    reads = []
+    tasks = ctx.tasks
+
+    def task(tid):
+        reads.append(tid)
+        return tasks[tid]
+    ctx.task = task
+    return reads
+
+
+def test_keeper_readsARevealedTask_againOnlyAtItsWindowEndOrOnAnEvent_succeeds(monkeypatch):
+    """32 nodes each reading every live task every 2 s was a thousand calls a second on the lab's chain: a task
+    whose next chore (finalize) is due at its window's end is not read before then, unless an event names it."""
+    from verity.chain.events import DecodedEvent
+
+    k, ctx, chain = _keeper(monkeypatch)
+    reads = _counting_task_reads(ctx)
+    ctx.tasks[4] = SimpleNamespace(status=TaskStatus.REVEALED, epoch=0, openDisputes=0)
+    chain.views.update(finalizable=lambda tid: (chain.time > 1_020, 1_020), credits=lambda who: 0)
+    snap = Snapshot(active_tasks=[4], last_heartbeat=1e18)
+    for t in (1_000, 1_010, 1_020):
+        chain.time = t
+        k(snap)
+    assert reads == [4]  # one look, then nothing is due before 1_021
+    k.on_event(snap, DecodedEvent("JobRegistry", "ChallengeWindowOpened", {"taskId": 4, "deadline": 1_020}, 11, 0, "0x"))
+    k(snap)
+    assert reads == [4, 4]  # an event about it: looked at again at once
+    chain.time = 1_021
+    k(snap)
+    assert reads == [4, 4, 4] and ("finalize", (4,)) in chain.sent
+
+
+def test_keeper_readsATask_atItsReplicaDeadline_thenReportsLate_succeeds(monkeypatch):
+    k, ctx, chain = _keeper(monkeypatch)
+    reads = _counting_task_reads(ctx)
+    ctx.tasks[4] = SimpleNamespace(status=TaskStatus.ASSIGNED, epoch=0, openDisputes=0)
+    ctx.replicas = lambda tid: [SimpleNamespace(status=ReplicaStatus.ASSIGNED, deadline=1_100),
+                                SimpleNamespace(status=ReplicaStatus.COMMITTED, deadline=1_200)]
+    chain.views.update(credits=lambda who: 0)
+    snap = Snapshot(active_tasks=[4], last_heartbeat=1e18)
+    for t in (1_000, 1_029, 1_100):
+        chain.time = t
+        k(snap)
+    assert reads == [4, 4]  # the first look, then the quiet bound (1_030) came before the deadline
+    assert not [c for c in chain.sent if c[0] == "reportLate"]
+    chain.time = 1_101
+    k(snap)
+    assert reads == [4, 4, 4] and ("reportLate", (4, 0)) in chain.sent
+
+
+def test_keeper_stillLooksAtAQuietTask_withinQuietMax_succeeds(monkeypatch):
+    """A state change that no event announced (the keeper missed it, or none exists) is seen within QUIET_MAX_S."""
+    k, ctx, chain = _keeper(monkeypatch)
+    reads = _counting_task_reads(ctx)
+    ctx.tasks[4] = SimpleNamespace(status=TaskStatus.REVEALED, epoch=0, openDisputes=1)
+    chain.views.update(finalizable=lambda tid: (False, 900), credits=lambda who: 0)  # window over, a dispute open
+    snap = Snapshot(active_tasks=[4], last_heartbeat=1e18)
+    chain.time = 1_000
+    k(snap)
+    chain.time = 1_000 + keeper_mod.QUIET_MAX_S - 1
+    k(snap)
+    assert reads == [4]
+    chain.time = 1_000 + keeper_mod.QUIET_MAX_S
+    k(snap)
+    assert reads == [4, 4]
 
 
 @pytest.mark.parametrize("chain_since, beats", [(299, False), (301, True)])

@@ -7,6 +7,12 @@ round trips and re-declares a bandwidth the node's own fetches do not reach (nod
 
 Anyone may call these functions; when several nodes race, one transaction wins and the
 others revert harmlessly (logged at debug level).
+
+Every node watches every task of the network, so a chore round must not read every task: with 32 nodes and 30 live
+tasks, reading each task's record and replicas every 2 s was about a thousand calls a second on one chain. After a
+look the keeper knows the next chain time a chore could fall due (a replica's deadline, the challenge window's end)
+and does not read the task again before then, unless an event names it; `QUIET_MAX_S` of chain time bounds the wait
+(a state change that no event announced). Open tasks and panels are read every round.
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from verity.node.snapshot import Snapshot
 
 log = logging.getLogger("verity.node.keeper")
 MAX_WATCHED = 10_000
+QUIET_MAX_S = 30  # chain seconds a watched task goes unread at most when nothing names it
 TASK_EVENTS = ("TaskCreated", "DrawRequested", "TaskReopened", "ReplicaLate", "TaskAssigned", "ChallengeWindowOpened",
                "TaskContested", "CandidateReplaced")
 
@@ -37,8 +44,11 @@ class Keeper:
         # Open-task check covers them.
         self._draws: dict[int, int] = {}
         self._liveness: int | None = None  # the registry's livenessWindow, read at the first heartbeat check
+        self._next_look: dict[int, int] = {}  # task id -> chain time before which none of its chores can be due
 
     def on_event(self, snap: Snapshot, ev) -> None:
+        if "taskId" in ev.args:  # its state moved: look at it next round
+            self._next_look.pop(int(ev.args["taskId"]), None)
         if ev.name in TASK_EVENTS and ev.contract == "JobRegistry":
             tid = int(ev.args["taskId"])
             if tid not in snap.active_tasks and len(snap.active_tasks) < MAX_WATCHED:
@@ -70,7 +80,8 @@ class Keeper:
         ctx, c = self.ctx, self.ctx.chain
         now = self._round_trip("call", c.now)
         for tid in list(snap.active_tasks):
-            self._guard(self._task, snap, tid, now)
+            if now >= self._next_look.get(tid, 0):
+                self._guard(self._task, snap, tid, now)
         for did in list(snap.active_panels):
             self._guard(self._panel, snap, did, now)
         if self._heartbeat_due(snap, now):
@@ -117,17 +128,32 @@ class Keeper:
         status = TaskStatus(task.status)
         if status in (TaskStatus.ACCEPTED, TaskStatus.CANCELLED, TaskStatus.NONE):
             snap.active_tasks.remove(tid)
+            self._next_look.pop(tid, None)
             return
-        if status == TaskStatus.OPEN and self._drawable(int(task.drawRequest)):
-            self._try(c.jobs.functions.assign(tid))  # a stale request is renewed by assign() itself
+        due = [now + QUIET_MAX_S]  # chain times at which a chore of this task can fall due
+        if status == TaskStatus.OPEN:
+            due.append(now)  # read every round until drawn
+            if self._drawable(int(task.drawRequest)):
+                self._try(c.jobs.functions.assign(tid))  # a stale request is renewed by assign() itself
         for slot, r in enumerate(ctx.replicas(tid)):
-            if ReplicaStatus(r.status) in (ReplicaStatus.ASSIGNED, ReplicaStatus.COMMITTED) and r.deadline and now > int(r.deadline):
-                log.info("task %d slot %d missed its deadline: reporting", tid, slot)
-                self._try(c.jobs.functions.reportLate(tid, slot))
+            if ReplicaStatus(r.status) in (ReplicaStatus.ASSIGNED, ReplicaStatus.COMMITTED) and r.deadline:
+                if now > int(r.deadline):
+                    log.info("task %d slot %d missed its deadline: reporting", tid, slot)
+                    self._try(c.jobs.functions.reportLate(tid, slot))
+                    due.append(now)
+                else:
+                    due.append(int(r.deadline) + 1)
         if status == TaskStatus.REVEALED:
-            ready, _ = c.call(c.jobs.functions.finalizable(tid))  # the contract's own rule (window, grace, disputes)
+            # the contract's own rule (window, grace, disputes)
+            ready, window_end = c.call(c.jobs.functions.finalizable(tid))
             if ready and self._try(c.jobs.functions.finalize(tid)):
                 log.info("task %d finalized (window and reveal grace passed, no open dispute)", tid)
+            if ready:
+                due.append(now)
+            elif int(window_end) >= now:
+                due.append(int(window_end) + 1)
+            # else open disputes hold it: their end is an event (OpenDisputesChanged) that names the task
+        self._next_look[tid] = min(due)
 
     def _panel(self, snap: Snapshot, did: int, now: int) -> None:
         c = self.ctx.chain

@@ -104,6 +104,11 @@ class WorkPool:
     def busy(self, key: str) -> bool:
         return key in self._jobs
 
+    def running(self, key: str) -> bool:
+        """Queued or computing, its result not in yet (`busy` also counts a result that waits for its `poll`)."""
+        job = self._jobs.get(key)
+        return job is not None and not job.done.is_set()
+
     def forget(self, key: str) -> None:
         """Drop the jobs of an item that ended meanwhile (`key` and `key:…`); results that come are discarded."""
         for k in [k for k in self._jobs if k == key or k.startswith(key + ":")]:
