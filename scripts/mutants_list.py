@@ -468,6 +468,21 @@ CLIENTS = [
         pytest(NODE_V2, k="reExecuting_readsNothing"),
     ),
     Mutant(
+        "p-referee-reads-while-computing", "a referee's seat reads the panel, its seat, the dispute and the task every "
+        "tick while it recomputes the step",
+        "clients/verity/node/referee.py",
+        "        if \"vote\" not in item.data and ctx.work.running(item.key):",
+        "        if False:",
+        pytest(NODE_V2, k="recomputing_readsNothing"),
+    ),
+    Mutant(
+        "p-solver-reads-while-training", "a training solver reads its task and replicas every tick",
+        "clients/verity/node/solver.py",
+        "        if item.phase == Phase.ASSIGNED and ctx.work.running(item.key):",
+        "        if False:",
+        pytest("tests/nodes/test_node_concurrency.py", k="readsNothingOfItsTask"),
+    ),
+    Mutant(
         "p-publish-before-commit", "a result's checkpoints are added to IPFS as they are written, before the commit",
         "clients/verity/node/compute.py",
         "        if publish:\n            return ctx.storage.put_file(path)",

@@ -146,6 +146,22 @@ def test_long_training_does_not_block_heartbeats_or_another_task_succeeds(tmp_pa
     assert [n for n, t in ctx.chain.sent if t == 1] == ["commit", "reveal"]  # each sent exactly once
 
 
+def test_training_readsNothingOfItsTaskUntilDone_succeeds(tmp_path, long_task_1):
+    """Minutes of training at load read the task and its replicas twice a second; now nothing until it ends."""
+    release, started = long_task_1
+    ctx, snap, loop, _ = _node(tmp_path, WorkPool(long_threads=2))
+    reads, task = [], ctx.task
+    ctx.task = lambda tid: reads.append(tid) or task(tid)
+    _tick_until(loop, lambda s: started.is_set())
+    before = reads.count(1)
+    for _ in range(10):
+        loop.tick()
+    assert reads.count(1) == before
+    release.set()
+    _tick_until(loop, lambda s: s.items["task:1:0"].phase == Phase.REVEALED)
+    assert reads.count(1) > before
+
+
 def test_stop_request_names_the_work_in_flight_and_returns_within_seconds_succeeds(tmp_path, long_task_1, caplog):
     release, started = long_task_1
     ctx, snap, loop, _ = _node(tmp_path, WorkPool(long_threads=1))

@@ -490,6 +490,46 @@ def test_referee_commits_when_committing_and_reveals_when_revealing_succeeds(mon
     assert item.phase == Phase.DONE
 
 
+def test_referee_recomputing_readsNothingUntilTheVoteIsIn_succeeds(monkeypatch):
+    """Inside the panel's 60-s commit window a referee's recomputation competes for the CPU; its item read the panel,
+    its seat, the dispute and the task twice a second meanwhile."""
+    import threading
+
+    from verity.node.work import WorkPool
+
+    chain = _Chain()
+    ctx = _Ctx(chain)
+    ctx.work = WorkPool()
+    release = threading.Event()
+    monkeypatch.setattr(referee_mod, "read", _fake_read)
+    monkeypatch.setattr(referee_mod, "referee_vote", lambda ctx, task, d: release.wait(30) and b"\x42" * 32)
+    ctx.disputes[5] = SimpleNamespace(taskId=7)
+    ctx.tasks[7] = SimpleNamespace()
+    panel = SimpleNamespace(phase=PanelPhase.COMMITTING, verdict=0, majorityVote=b"\0" * 32, commitDeadline=2_000,
+                            revealDeadline=3_000)
+    seat = SimpleNamespace(seated=True, committed=False, revealed=False)
+    views = []
+    chain.views.update(panelOf=lambda did: views.append("panelOf") or panel,
+                       voteOf=lambda did, who: views.append("voteOf") or seat)
+    role, snap = RefereeRole(ctx), Snapshot()
+    role.on_event(snap, SimpleNamespace(name="RefereesSeated", contract="RefereePanel",
+                                        args={"disputeId": 5, "referees": [ME], "commitDeadline": 2_000}))
+    item = snap.items["seat:5"]
+    role.advance(snap, item)  # starts the recomputation
+    started = len(views)
+    for _ in range(5):
+        role.advance(snap, item)
+    assert len(views) == started
+    release.set()
+    for _ in range(100):
+        role.advance(snap, item)
+        if "vote" in item.data:
+            break
+        threading.Event().wait(0.05)
+    assert item.data.get("vote") == "0x" + "42" * 32 and len(views) > started
+    ctx.work.close(1.0)
+
+
 # ---------------------------------------------------------------- referee vote with bad party data (P9)
 
 

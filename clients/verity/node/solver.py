@@ -246,6 +246,8 @@ class SolverRole:
 
     def advance(self, snap: Snapshot, item: WorkItem) -> None:
         ctx, c = self.ctx, self.ctx.chain
+        if item.phase == Phase.ASSIGNED and ctx.work.running(item.key):
+            return  # training: the task and its replicas are read again once it is done, not twice a second meanwhile
         task = ctx.task(item.task_id)
         rep = ctx.replicas(item.task_id)[item.slot]
         status = ReplicaStatus(rep.status)
