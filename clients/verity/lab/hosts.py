@@ -96,6 +96,13 @@ class LabIpfs(IpfsNode):
                 "Swarm": [f"/ip4/{self.host.address}/tcp/{self.swarm_port}"],
                 "Announce": [f"/ip4/{self.host.address}/tcp/{self.dial_port}"] if self.proxied else []}
 
+    def _init_config(self) -> dict[str, Any]:
+        """No DHT and no pubsub: the lab dials every daemon to every other (Lab.connect_mesh), so bitswap finds each
+        block among connected peers, and nobody publishes. With them (js-ipfs's defaults), each daemon announced every
+        block it added or fetched to the DHT and ran gossipsub heartbeats with 32 peers: the 33 daemons took more CPU
+        than the 32 nodes that trained (docs/network-lab.md)."""
+        return {**super()._init_config(), "Routing": {"Type": "none"}, "Pubsub": {"Enabled": False}}
+
     def command(self) -> list[str]:
         return in_netns(self.host.netns, super().command())
 
