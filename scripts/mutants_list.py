@@ -483,6 +483,21 @@ CLIENTS = [
         pytest("tests/nodes/test_node_concurrency.py", k="readsNothingOfItsTask"),
     ),
     Mutant(
+        "p-loop-vote-waits-a-tick", "a referee's computed vote is committed a whole loop tick later",
+        "clients/verity/node/loop.py",
+        "                        if handler.advance(self.snap, item) is SAVE_AND_GO_ON and item.phase not in TERMINAL:",
+        "                        if handler.advance(self.snap, item) is None and False:",
+        pytest(NODE_V2, k="inTheTickThatComputedIt"),
+    ),
+    Mutant(
+        "p-loop-acts-before-saving", "the loop advances an item again before saving what it decided (a crash "
+        "leaves a commitment whose salt is lost)",
+        "clients/verity/node/loop.py",
+        "                            self.store.save(self.snap)  # what it decided (a salt, a vote) is on disk before it acts",
+        "                            pass",
+        pytest(NODE_V2, k="inTheTickThatComputedIt"),
+    ),
+    Mutant(
         "p-publish-before-commit", "a result's checkpoints are added to IPFS as they are written, before the commit",
         "clients/verity/node/compute.py",
         "        if publish:\n            return ctx.storage.put_file(path)",

@@ -490,6 +490,39 @@ def test_referee_commits_when_committing_and_reveals_when_revealing_succeeds(mon
     assert item.phase == Phase.DONE
 
 
+def test_referee_commitsItsVote_inTheTickThatComputedIt_afterSavingIt_succeeds(monkeypatch, tmp_path):
+    """The vote and its salt go to disk first (a crash must not leave a commitment we cannot open), then the commitment
+    out in the same loop tick: waiting for the next tick (every other item and the keeper's chores first) cost a
+    referee 12 s of a 60-s window at load and its seat (docs/network-lab.md, eleventh stop)."""
+    from verity.node.loop import NodeLoop
+    from verity.node.snapshot import SnapshotStore
+
+    chain = _Chain()
+    ctx = _Ctx(chain)
+    monkeypatch.setattr(referee_mod, "read", _fake_read)
+    monkeypatch.setattr(referee_mod, "referee_vote", lambda ctx, task, d: b"\x42" * 32)
+    ctx.disputes[5] = SimpleNamespace(taskId=7)
+    ctx.tasks[7] = SimpleNamespace()
+    panel = SimpleNamespace(phase=PanelPhase.COMMITTING, verdict=0, majorityVote=b"\0" * 32, commitDeadline=2_000,
+                            revealDeadline=3_000)
+    seat = SimpleNamespace(seated=True, committed=False, revealed=False)
+    chain.views.update(panelOf=lambda did: panel, voteOf=lambda did, who: seat)
+    store = SnapshotStore(tmp_path)
+    on_disk_when_sent = []
+    send = chain.transact
+    chain.transact = lambda call, gas=None: (on_disk_when_sent.append(store.load().items["seat:5"].data.get("salt")),
+                                             send(call, gas))[1]
+    role, snap = RefereeRole(ctx), Snapshot()
+    role.on_event(snap, SimpleNamespace(name="RefereesSeated", contract="RefereePanel",
+                                        args={"disputeId": 5, "referees": [ME], "commitDeadline": 2_000}))
+    cursor = SimpleNamespace(next_block=0, poll=lambda: [])
+    NodeLoop(cursor, store, snap, [role], poll_interval=0.01).tick()
+    item = snap.items["seat:5"]
+    salt = bytes.fromhex(item.data["salt"][2:])
+    assert chain.sent == [("commitVote", (5, vote_commitment(5, b"\x42" * 32, salt, ME)))]  # one tick
+    assert on_disk_when_sent == [item.data["salt"]] and item.phase == Phase.VOTE_COMMITTED
+
+
 def test_referee_recomputing_readsNothingUntilTheVoteIsIn_succeeds(monkeypatch):
     """Inside the panel's 60-s commit window a referee's recomputation competes for the CPU; its item read the panel,
     its seat, the dispute and the task twice a second meanwhile."""

@@ -70,7 +70,7 @@ class Handler(Protocol):
 
     def on_event(self, snap: Snapshot, event) -> None: ...
 
-    def advance(self, snap: Snapshot, item: WorkItem) -> None: ...
+    def advance(self, snap: Snapshot, item: WorkItem) -> str | None: ...  # SAVE_AND_GO_ON: again, this tick
 
 
 @dataclass
@@ -213,7 +213,9 @@ class NodeLoop:
             for handler in self.handlers:
                 if item.kind in handler.kinds:
                     try:
-                        handler.advance(self.snap, item)
+                        if handler.advance(self.snap, item) is SAVE_AND_GO_ON and item.phase not in TERMINAL:
+                            self.store.save(self.snap)  # what it decided (a salt, a vote) is on disk before it acts
+                            handler.advance(self.snap, item)
                     except Exception as exc:  # noqa: BLE001 — one bad item must not take the node down
                         if transport_failure(exc, self.endpoints) is not None:
                             raise  # not this item's fault: fails the tick (an outage), the item keeps its retries
@@ -257,6 +259,10 @@ def decline_note_of(exc: Exception) -> str:
 
 
 SERVICE_NAMES = {"chain": "chain RPC", "ipfs": "IPFS node", "network": "chain RPC or IPFS node"}
+# What `advance` returns when it persisted a decision in the item and its next step (a transaction) is urgent: the loop
+# saves the snapshot and advances the item again in the same tick, instead of after every other item and the next
+# tick's chores (seconds to tens of seconds at load; a referee's vote missed the panel's window by that)
+SAVE_AND_GO_ON = "save-and-go-on"
 OUTAGE_REMINDER_S = 600.0   # while an outage lasts, one "still unreachable" line this often
 BACKOFF_JITTER = 0.1        # a backoff wait is its capped value minus up to this fraction
 

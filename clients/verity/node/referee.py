@@ -17,6 +17,7 @@ from verity.chain.protocol import PanelPhase, vote_commitment
 from verity.chain.views import read
 from verity.node.compute import referee_vote
 from verity.node.context import NodeContext
+from verity.node.loop import SAVE_AND_GO_ON
 from verity.node.phases import Phase
 from verity.node.snapshot import Snapshot, WorkItem
 
@@ -49,7 +50,7 @@ class RefereeRole:
             snap.items[key] = WorkItem(key=key, kind="seat", phase=Phase.SEATED, dispute_id=did)
             log.info("seated as referee in dispute %d (commit by %d)", did, int(ev.args["commitDeadline"]))
 
-    def advance(self, snap: Snapshot, item: WorkItem) -> None:
+    def advance(self, snap: Snapshot, item: WorkItem) -> str | None:
         ctx, c = self.ctx, self.ctx.chain
         if "vote" not in item.data and ctx.work.running(item.key):
             return  # recomputing the step: four reads a tick would only slow it; the panel is read once it is done
@@ -75,7 +76,8 @@ class RefereeRole:
                     return
                 item.data.pop("computing", None)
                 item.data.update(vote="0x" + vote.hex(), salt="0x" + secrets.token_bytes(32).hex(), task_id=int(d.taskId))
-                return  # persisted before committing: a crash can't leave a commitment we can't open
+                return SAVE_AND_GO_ON  # persisted before committing (a crash can't leave a commitment we can't open),
+                # then committed in this same tick: the panel's commit window is short
             if seat.committed:
                 snap.move(item, Phase.VOTE_COMMITTED)
                 return
