@@ -457,21 +457,30 @@ def test_keeper_seats_advances_panels_and_withdraws_every_credit_succeeds(monkey
 # ---------------------------------------------------------------- referee seat
 
 
-def test_referee_commits_when_committing_and_reveals_when_revealing_succeeds(monkeypatch):
+def _seated(monkeypatch, vote=lambda ctx, task, d: b"\x42" * 32, views=None):
+    """A referee seated in dispute 5 (task 7) of a panel that is committing until 2_000; `views` records reads."""
     chain = _Chain()
     ctx = _Ctx(chain)
     monkeypatch.setattr(referee_mod, "read", _fake_read)
-    monkeypatch.setattr(referee_mod, "referee_vote", lambda ctx, task, d: b"\x42" * 32)
+    monkeypatch.setattr(referee_mod, "referee_vote", vote)
     ctx.disputes[5] = SimpleNamespace(taskId=7)
     ctx.tasks[7] = SimpleNamespace()
     panel = SimpleNamespace(phase=PanelPhase.COMMITTING, verdict=0, majorityVote=b"\0" * 32, commitDeadline=2_000,
                             revealDeadline=3_000)
     seat = SimpleNamespace(seated=True, committed=False, revealed=False)
-    chain.views.update(panelOf=lambda did: panel, voteOf=lambda did, who: seat)
+    seen = views if views is not None else []
+    chain.views.update(panelOf=lambda did: seen.append("panelOf") or panel,
+                       voteOf=lambda did, who: seen.append("voteOf") or seat)
     role, snap = RefereeRole(ctx), Snapshot()
     role.on_event(snap, SimpleNamespace(name="RefereesSeated", contract="RefereePanel",
                                         args={"disputeId": 5, "referees": [OTHER, ME.upper().replace("0X", "0x")],
                                               "commitDeadline": 2_000}))
+    return SimpleNamespace(chain=chain, ctx=ctx, panel=panel, seat=seat, role=role, snap=snap)
+
+
+def test_referee_commits_when_committing_and_reveals_when_revealing_succeeds(monkeypatch):
+    r = _seated(monkeypatch)
+    chain, panel, seat, role, snap = r.chain, r.panel, r.seat, r.role, r.snap
     item = snap.items["seat:5"]
     assert item.phase == Phase.SEATED and snap.active_panels == [5]
     role.advance(snap, item)  # compute and persist first
@@ -497,24 +506,13 @@ def test_referee_commitsItsVote_inTheTickThatComputedIt_afterSavingIt_succeeds(m
     from verity.node.loop import NodeLoop
     from verity.node.snapshot import SnapshotStore
 
-    chain = _Chain()
-    ctx = _Ctx(chain)
-    monkeypatch.setattr(referee_mod, "read", _fake_read)
-    monkeypatch.setattr(referee_mod, "referee_vote", lambda ctx, task, d: b"\x42" * 32)
-    ctx.disputes[5] = SimpleNamespace(taskId=7)
-    ctx.tasks[7] = SimpleNamespace()
-    panel = SimpleNamespace(phase=PanelPhase.COMMITTING, verdict=0, majorityVote=b"\0" * 32, commitDeadline=2_000,
-                            revealDeadline=3_000)
-    seat = SimpleNamespace(seated=True, committed=False, revealed=False)
-    chain.views.update(panelOf=lambda did: panel, voteOf=lambda did, who: seat)
+    r = _seated(monkeypatch)
+    chain, role, snap = r.chain, r.role, r.snap
     store = SnapshotStore(tmp_path)
     on_disk_when_sent = []
     send = chain.transact
     chain.transact = lambda call, gas=None: (on_disk_when_sent.append(store.load().items["seat:5"].data.get("salt")),
                                              send(call, gas))[1]
-    role, snap = RefereeRole(ctx), Snapshot()
-    role.on_event(snap, SimpleNamespace(name="RefereesSeated", contract="RefereePanel",
-                                        args={"disputeId": 5, "referees": [ME], "commitDeadline": 2_000}))
     cursor = SimpleNamespace(next_block=0, poll=lambda: [])
     NodeLoop(cursor, store, snap, [role], poll_interval=0.01).tick()
     item = snap.items["seat:5"]
@@ -530,23 +528,10 @@ def test_referee_recomputing_readsNothingUntilTheVoteIsIn_succeeds(monkeypatch):
 
     from verity.node.work import WorkPool
 
-    chain = _Chain()
-    ctx = _Ctx(chain)
+    release, views = threading.Event(), []
+    r = _seated(monkeypatch, vote=lambda ctx, task, d: release.wait(30) and b"\x42" * 32, views=views)
+    ctx, role, snap = r.ctx, r.role, r.snap
     ctx.work = WorkPool()
-    release = threading.Event()
-    monkeypatch.setattr(referee_mod, "read", _fake_read)
-    monkeypatch.setattr(referee_mod, "referee_vote", lambda ctx, task, d: release.wait(30) and b"\x42" * 32)
-    ctx.disputes[5] = SimpleNamespace(taskId=7)
-    ctx.tasks[7] = SimpleNamespace()
-    panel = SimpleNamespace(phase=PanelPhase.COMMITTING, verdict=0, majorityVote=b"\0" * 32, commitDeadline=2_000,
-                            revealDeadline=3_000)
-    seat = SimpleNamespace(seated=True, committed=False, revealed=False)
-    views = []
-    chain.views.update(panelOf=lambda did: views.append("panelOf") or panel,
-                       voteOf=lambda did, who: views.append("voteOf") or seat)
-    role, snap = RefereeRole(ctx), Snapshot()
-    role.on_event(snap, SimpleNamespace(name="RefereesSeated", contract="RefereePanel",
-                                        args={"disputeId": 5, "referees": [ME], "commitDeadline": 2_000}))
     item = snap.items["seat:5"]
     role.advance(snap, item)  # starts the recomputation
     started = len(views)
