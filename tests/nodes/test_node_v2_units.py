@@ -219,9 +219,7 @@ def test_verifier_reExecuting_readsNothingUntilItsResultIsIn_succeeds(verifier, 
         return Result(list(TRACE), merkle.root(TRACE), CID, 10)
     monkeypatch.setattr(verifier_mod, "compute_result", slow_result)
     v.ctx.work = WorkPool()
-    reads = []
-    task = v.ctx.task
-    v.ctx.task = lambda tid: reads.append(tid) or task(tid)
+    reads = _counting_task_reads(v.ctx)
     _window(v)
     reads.clear()
     _tick(v)  # starts the re-execution
@@ -328,13 +326,9 @@ def test_keeper_finalizes_only_after_window_plus_grace_with_no_open_dispute_succ
 
 
 def _counting_task_reads(ctx):
-    reads = []
-    tasks = ctx.tasks
-
-    def task(tid):
-        reads.append(tid)
-        return tasks[tid]
-    ctx.task = task
+    """Wraps ctx.task: the returned list gets the id of every task read."""
+    reads, task = [], ctx.task
+    ctx.task = lambda tid: reads.append(tid) or task(tid)
     return reads
 
 
