@@ -646,7 +646,8 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
                 parties: [d.sides[0].party, d.sides[1].party, d.coDefender],
                 deviceClass: c.deviceClass,
                 minMemoryMb: c.minMemoryMb,
-                profileBit: c.profileBit
+                profileBit: c.profileBit,
+                workWindow: c.executionWindow
             })
         );
     }

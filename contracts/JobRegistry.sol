@@ -328,6 +328,7 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         c.deviceClass = job.deviceClass;
         c.minMemoryMb = job.minMemoryMb;
         c.profileBit = job.profileBit;
+        c.executionWindow = job.executionWindow;
     }
 
     /// @inheritdoc IJobRegistry

@@ -29,6 +29,8 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     uint8 public constant MAX_REDRAWS = 2;
     /// @notice Largest value accepted for any window.
     uint64 public constant MAX_WINDOW = 7 days;
+    /// @notice Longest commit window a task's own execution window can buy its panel (see `_enterCommitting`).
+    uint64 public constant MAX_WORK_WINDOW = 1 hours;
     /// @notice Bounds of `refereeStake`: at most NodeRegistry.MIN_REGISTRATION_STAKE (10 VRT), so any registered
     ///         referee with nothing locked can be seated; at least 1 VRT, so a blind vote always risks a slash.
     uint256 public constant MIN_REFEREE_STAKE = 1e18;
@@ -80,6 +82,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         uint8 deviceClass;
         uint32 minMemoryMb;
         uint32 profileBit;
+        uint32 workWindow; // the disputed task's execution window (PanelRequest.workWindow)
     }
 
     /// @notice A referee's standing in one panel, as `voteOf` shows it (`commitment` reads 0 once revealed).
@@ -239,7 +242,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         // INVARIANT: the panel's rules are fixed now; later owner changes never reach it (P8).
         p.rules = rulesVersion;
         uint256 size = _rules[p.rules].size;
-        p.request = Case(r.deviceClass, r.minMemoryMb, r.profileBit);
+        p.request = Case(r.deviceClass, r.minMemoryMb, r.profileBit, r.workWindow);
         for (uint256 i = 0; i < size; ++i) {
             p.seats.push();
         }
@@ -449,9 +452,16 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         _rules[++rulesVersion] = r;
     }
 
+    /// @dev A seated referee must fetch the disputed checkpoint and recompute a step of the task before it can commit.
+    ///      The solvers were given the task's execution window for all of its steps on the same device class, so a
+    ///      commit window that long can always be met by a node that could have solved the task (issue 25: honest
+    ///      referees on a loaded host took 15-70 s against the 60-s default and were fined). The rules' window stays
+    ///      the floor; MAX_WORK_WINDOW bounds how long a no-show can hold the dispute per seating round.
     function _enterCommitting(uint256 disputeId, Panel storage p) internal {
         p.phase = PanelPhase.Committing;
-        uint64 deadline = uint64(block.timestamp) + _rules[p.rules].commitWindow;
+        uint64 window = p.request.workWindow < MAX_WORK_WINDOW ? p.request.workWindow : MAX_WORK_WINDOW;
+        uint64 floor = _rules[p.rules].commitWindow;
+        uint64 deadline = uint64(block.timestamp) + (window > floor ? window : floor);
         p.commitDeadline = deadline;
         emit RefereesSeated(disputeId, p.seats, deadline);
     }

@@ -285,6 +285,22 @@ CONTRACTS = [
         Forge("tests/forge/RefereePanel.t.sol", fuzz_runs=64),
     ),
     Mutant(
+        "c-panel-commit-window-fixed", "a seated referee gets the rules' 60 s to commit, not the disputed task's "
+        "execution window (issue 25: honest referees on a loaded host fined as no-shows)",
+        "contracts/RefereePanel.sol",
+        "(window > floor ? window : floor)",
+        "floor",
+        Forge("tests/forge/RefereePanel.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
+        "c-panel-commit-window-uncapped", "a task's execution window buys its panel any commit window (a no-show "
+        "can hold a dispute for days per seating round)",
+        "contracts/RefereePanel.sol",
+        "p.request.workWindow < MAX_WORK_WINDOW ? p.request.workWindow : MAX_WORK_WINDOW",
+        "p.request.workWindow",
+        Forge("tests/forge/RefereePanel.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
         "c-clock-stopped-expires",
         "a stopped chess clock can expire (a party loses on time while the game awaits the other)",
         "contracts/lib/ChessClock.sol",

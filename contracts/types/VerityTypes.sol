@@ -203,6 +203,7 @@ struct TaskContext {
     uint8 deviceClass;
     uint32 minMemoryMb;
     uint32 profileBit;
+    uint32 executionWindow; // seconds a replica has to do the task's work (the job's window)
 }
 
 struct Node {
@@ -278,6 +279,7 @@ struct PanelRequest {
     uint8 deviceClass;
     uint32 minMemoryMb;
     uint32 profileBit;
+    uint32 workWindow; // the task's execution window: a referee recomputing one of its steps gets as long to commit
 }
 
 /// @notice One-transaction pinpointing: proofs of both parties' leaves at `index` (equal) and `index + 1` (different).

@@ -69,6 +69,7 @@ contract DisputeGameTest is DisputeFixture {
         assertEq(r.parties[2], address(0), "no co-defender");
         assertEq(r.minMemoryMb, 1_000, "memory from the job");
         assertEq(r.profileBit, 1, "profile from the job");
+        assertEq(r.workWindow, jobs.defaultExecutionWindow(), "referees get the task's execution window (issue 25)");
         (uint256 a, uint256 b) = disputeLens.clocksRemaining(id);
         vm.warp(block.timestamp + 1_000);
         (uint256 a2, uint256 b2) = disputeLens.clocksRemaining(id);
@@ -606,7 +607,7 @@ contract DisputeGameRealPanelTest is Fixture {
                 panel.seat(id); // a retry draws again from a fresh value
                 continue;
             }
-            vm.warp(block.timestamp + panel.commitWindow() + 1);
+            vm.warp(panel.panelOf(id).commitDeadline + 1); // the task's execution window (issue 25)
             panel.advance(id);
         }
         assertEq(uint8(panel.panelOf(id).verdict), uint8(Verdict.NoDecision), "no decision");

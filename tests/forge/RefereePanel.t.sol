@@ -325,6 +325,51 @@ contract RefereePanelTest is PanelFixture {
         _commit(ID, seats[0], CLAIM_A);
     }
 
+    /// @dev Opens panel `id` for a task whose execution window is `work` seconds and seats it.
+    function _openAndSeatWork(uint256 id, uint32 work) internal returns (address[] memory seats) {
+        PanelRequest memory r = _request();
+        r.workWindow = work;
+        game.open(id, r);
+        seats = _seat(id);
+    }
+
+    /// @notice Issue 25: a seated referee must fetch the checkpoint and recompute a step before it can commit, so its
+    ///         window is the disputed task's execution window (what a solver had for every step of it); the rules'
+    ///         window stays the floor and MAX_WORK_WINDOW the cap (how long one no-show can hold the dispute).
+    function test_seat_commitWindow_isTheTasksExecutionWindow_succeeds() public {
+        uint32[3] memory work = [uint32(300), 10, 5 hours];
+        uint64[3] memory window = [uint64(300), 60, 1 hours];
+        for (uint256 i = 0; i < work.length; ++i) {
+            uint256 id = ID + i;
+            PanelRequest memory r = _request();
+            r.workWindow = work[i];
+            game.open(id, r);
+            _seat(id);
+            assertEq(_panel(id).commitDeadline, block.timestamp + window[i], "commit window");
+        }
+        assertEq(panel.MAX_WORK_WINDOW(), 1 hours, "cap");
+    }
+
+    /// @notice Issue 25, the honest referee on a loaded host: one that commits in the last second of the task's
+    ///         window is in time and nobody can unseat it before then; a seat still empty after it is slashed.
+    function test_advance_commitWithinTheWorkWindow_notANoShow_succeeds() public {
+        address[] memory seats = _openAndSeatWork(ID, 300);
+        uint64 deadline = _panel(ID).commitDeadline;
+        _commit(ID, seats[0], CLAIM_A);
+        vm.warp(block.timestamp + 61); // the old 60-s window is over
+        vm.expectRevert(abi.encodeWithSelector(NothingToAdvance.selector, ID, PanelPhase.Committing, deadline));
+        panel.advance(ID);
+        vm.warp(deadline);
+        _commit(ID, seats[1], CLAIM_A);
+        vm.warp(deadline + 1);
+        vm.expectEmit(true, true, false, true, address(panel));
+        emit IRefereePanel.RefereeSlashed(ID, seats[2], 1e18, 1);
+        panel.advance(ID);
+        assertEq(_stake(seats[1]), NODE_STAKE, "late-window committer slashed");
+        assertEq(_stake(seats[2]), NODE_STAKE - 1e18, "no-show not slashed");
+        _assertConserved();
+    }
+
     function test_commitVote_notCommitting_reverts() public {
         _open(ID);
         vm.expectRevert(
