@@ -352,12 +352,15 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
     }
 
     /// @notice Removes an offline node's weight from every tree (anyone; the node's next heartbeat restores it), so
-    ///         a node that stopped heartbeating stops costing draws attempts. Reverts while the node is live.
+    ///         a node that stopped heartbeating stops costing draws attempts. Reverts while the node is live, unless
+    ///         the node evicts itself: it signs off (an operator stopping it) and is not drawn until its next
+    ///         heartbeat, instead of being drawn, and fined as late, for the rest of its liveness window (issue 25).
     function evictOffline(address node) external {
         NodeRecord storage n = _nodes[node];
         if (n.slot == 0) revert NodeNotRegistered(node);
         uint256 liveUntil = uint256(n.lastSeen) + livenessWindow;
-        if (block.timestamp <= liveUntil) revert NodeStillLive(node, liveUntil);
+        if (node == msg.sender) n.lastSeen = 0;
+        else if (block.timestamp <= liveUntil) revert NodeStillLive(node, liveUntil);
         _setWeights(n, 0, 0);
     }
 
@@ -392,8 +395,8 @@ contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuard {
                 uint16((uint256(n.usedWindowBps) * (PROMPTNESS_SMOOTHING - 1) + usedBps) / PROMPTNESS_SMOOTHING);
         }
         // Accepted work counts as liveness; the weight (out of probation) grows on the node's next heartbeat, so
-        // the task path does not pay for two tree updates.
-        n.lastSeen = uint64(block.timestamp);
+        // the task path does not pay for two tree updates. A node that signed off stays off until it heartbeats.
+        if (n.lastSeen != 0) n.lastSeen = uint64(block.timestamp);
         _emitReputation(node, n);
     }
 

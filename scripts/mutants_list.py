@@ -285,6 +285,20 @@ CONTRACTS = [
         Forge("tests/forge/RefereePanel.t.sol", fuzz_runs=64),
     ),
     Mutant(
+        "c-sign-off-stays-live", "a node that signs itself off keeps its liveness (drawn, and fined, while away)",
+        "contracts/NodeRegistry.sol",
+        "if (node == msg.sender) n.lastSeen = 0;",
+        "if (node == msg.sender) n.lastSeen = n.lastSeen;",
+        Forge("tests/forge/EligibleDraws.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
+        "c-accepted-work-signs-back-on", "a signed-off node's accepted work makes it live again while it is away",
+        "contracts/NodeRegistry.sol",
+        "if (n.lastSeen != 0) n.lastSeen = uint64(block.timestamp);",
+        "n.lastSeen = uint64(block.timestamp);",
+        Forge("tests/forge/EligibleDraws.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
         "c-panel-commit-window-fixed", "a seated referee gets the rules' 60 s to commit, not the disputed task's "
         "execution window (issue 25: honest referees on a loaded host fined as no-shows)",
         "contracts/RefereePanel.sol",
@@ -499,6 +513,22 @@ CLIENTS = [
         pytest("tests/nodes/test_node_concurrency.py", k="readsNothingOfItsTask"),
     ),
     Mutant(
+        "p-solver-declines-after-the-grace", "a solver that first sees its slot after the decline grace still "
+        "declines it (the decline reverts and the node is fined as late)",
+        "clients/verity/node/solver.py",
+        " or left <= DECLINE_TX_SECONDS:\n            raise exc",
+        ":\n            raise exc",
+        pytest("tests/nodes/test_solver_release.py", k="after_the_grace"),
+    ),
+    Mutant(
+        "p-solver-bets-on-a-hurried-fetch", "a solver blames the poster's inputs after a fetch too short to judge "
+        "them (an honest node loses its decline bet)",
+        "clients/verity/node/solver.py",
+        "        fair = fetched >= self._fair_fetch_s(task) / 2",
+        "        fair = True",
+        pytest("tests/nodes/test_solver_release.py", k="fair_fetch"),
+    ),
+    Mutant(
         "p-loop-vote-waits-a-tick", "a referee's computed vote is committed a whole loop tick later",
         "clients/verity/node/loop.py",
         "                        if handler.advance(self.snap, item) is SAVE_AND_GO_ON and item.phase not in TERMINAL:",
@@ -532,7 +562,7 @@ CLIENTS = [
         "p-unreachable-input-retried-late",
         "a drawn solver retries an unreachable input past the decline grace (reported late and slashed)",
         "clients/verity/node/solver.py",
-        "        if left > 2 * exc.timeout + DECLINE_TX_SECONDS:",
+        "        if left > 2 * exc.timeout + DECLINE_TX_SECONDS or left <= DECLINE_TX_SECONDS:",
         "        if True:",
         pytest("tests/nodes/test_solver_release.py", k="unreachable"),
     ),

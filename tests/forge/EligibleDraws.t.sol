@@ -125,6 +125,31 @@ contract EligibleDrawsTest is Fixture {
         assertGt(s, 0, "weighted again");
     }
 
+    /// @dev Issue 25: an operator stopping its node signs it off (`evictOffline` on itself, while live): no draw
+    ///      returns it, not even one in the epoch whose weights still hold it, and its accepted work does not sign it
+    ///      back on; its heartbeat does. Before, it was drawn, and fined as late, for the rest of its liveness window.
+    function test_evictOffline_self_signsOffUntilItsHeartbeat_succeeds() public {
+        address node = _sybil(1, 0, 16_000, 1); // 900x an honest node's stake: drawn nearly always while on
+        assertEq(_solverDrawn(bytes32(0), 0, 1_000, 1, 0, 0, 1, new address[](0)), node, "drawn while on");
+        vm.prank(node);
+        registry.evictOffline(node);
+        assertEq(registry.getNode(node).lastSeen, 0, "signed off");
+        (uint256 s, uint256 r) = lens.weightsOf(node);
+        assertEq(s + r, 0, "weightless");
+        for (uint256 i = 0; i < 20; ++i) {
+            assertNotEq(_solverDrawn(bytes32(i), 0, 1_000, 1, 0, 0, 1, new address[](0)), node, "drawn while off");
+        }
+        vm.prank(address(jobs));
+        registry.unlockCompleted(node, 0, true, 5_000); // a task it held is accepted meanwhile
+        assertEq(registry.getNode(node).lastSeen, 0, "accepted work signed it back on");
+        _nextEpoch();
+        assertNotEq(_solverDrawn(bytes32(0), 0, 1_000, 1, 0, 0, 1, new address[](0)), node, "drawn after an epoch");
+        vm.prank(node);
+        registry.heartbeat();
+        _nextEpoch();
+        assertEq(_solverDrawn(bytes32(0), 0, 1_000, 1, 0, 0, 1, new address[](0)), node, "back after its heartbeat");
+    }
+
     /// @dev A new declaration moves the weight out of the old classes into the new ones.
     function test_updateNode_movesWeightBetweenClasses_succeeds() public {
         address node = _sybil(1, 0, 16_000, 1);

@@ -168,7 +168,8 @@ def run(
                            "node.log instead of text")] = False,
 ) -> None:
     """Run the node: check its profiles (doctor, cached), register/stake if needed, then work until stopped."""
-    from verity.node.app import build_loop, claim_state_dir, connect, ensure_registered, serve_profiles, start_metrics
+    from verity.node.app import (build_loop, claim_state_dir, connect, ensure_registered, serve_profiles, sign_off,
+                                 start_metrics)
     from verity.node.startup import startup_patience, until_reachable
     from verity.node.work import WorkPool
 
@@ -205,6 +206,7 @@ def run(
                 loop = metrics.measure(loop, ctx.chain)
             console.print(f"node {name} ({ctx.me}) running as {roles}; state in {cfg.state_dir}")
             loop.run(max_seconds=max_seconds)
+            sign_off(ctx)  # stopped on purpose: out of draws until it runs again
     except KeyboardInterrupt:
         console.print("stopped at once (second Ctrl-C); a restart resumes from the saved snapshot")
         raise typer.Exit(130)

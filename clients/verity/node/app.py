@@ -265,3 +265,19 @@ def build_loop(ctx: NodeContext, cfg: NodeConfig) -> NodeLoop:
     return NodeLoop(cursor, store, snap, handlers, periodic=periodic, work=ctx.work,
                     endpoints={"chain": s.rpc_url, "ipfs": getattr(getattr(ctx, "storage", None), "api_addr", s.ipfs_api)},
                     max_outage=s.max_outage or None)  # VERITY_MAX_OUTAGE; 0: ride out any outage
+
+
+def sign_off(ctx: NodeContext) -> bool:
+    """A node stopping on purpose signs itself off (NodeRegistry.evictOffline on itself): it is not drawn, and then
+    fined as late, while it is away (issue 25: a node switched off for a minute was drawn twice meanwhile); the
+    check-in of its next start signs it back on. Slots it already holds stay its own. Best effort: a stop never
+    fails on it (the chain may be what went away); then the liveness window ends the draws."""
+    c = ctx.chain
+    try:
+        c.transact(c.registry.functions.evictOffline(ctx.me))
+    except Exception as exc:  # noqa: BLE001 — any failure leaves the node as drawable as before, nothing worse
+        log.warning("could not sign off (%s: %s): draws may still pick this node until its liveness window "
+                    "passes", type(exc).__name__, exc)
+        return False
+    log.info("signed off: not drawn until the node runs again")
+    return True

@@ -50,11 +50,14 @@ class InputsUnreachable(InputRejected):
     `invalid_inputs`: the CID is the poster's (manifest, shard, initial weights), so the refusal counts towards
     failing the job; another solver's output (a previous round's state) is not the poster's fault."""
 
-    def __init__(self, task_id: int, exc: CidNotFound, *, invalid_inputs: bool, grace_left: float):
+    def __init__(self, task_id: int, exc: CidNotFound, *, invalid_inputs: bool, grace_left: float,
+                 poster: bool | None = None):
         self.invalid_inputs = invalid_inputs
-        whose = "the poster's" if invalid_inputs else "an earlier task's"
+        whose = "the poster's" if (invalid_inputs if poster is None else poster) else "an earlier task's"
+        hurried = "" if invalid_inputs or poster is None else \
+            f" after {exc.timeout:.0f} s of fetching, too short to blame the inputs"
         super().__init__(f"{whose} input {exc.cid} of task {task_id}",
-                         f"not retrievable ({exc.reason}) with {grace_left:.0f} s of the decline grace left")
+                         f"not retrievable ({exc.reason}) with {grace_left:.0f} s of the decline grace left{hurried}")
 
 
 def _result_sent(ctx: NodeContext, rep) -> None:
@@ -202,9 +205,19 @@ class SolverRole:
         """Half of what the decline grace leaves after the decline's own transaction. With the storage's own timeout
         (30 s by default, against a 30-s grace for a 120-s window) one fetch from a node just back from a partition
         outlasted the grace, the decline reverted (DeclineTooLate) and the node was fined as late (netlab, 16
-        hosts). A CidNotFound goes to `_unreachable`, which declines in time."""
+        hosts). A CidNotFound goes to `_unreachable`, which declines in time. Once no decline can land any more (a
+        node drawn while it was away sees its slot late), the storage's own timeout: the node does the task."""
         left = decline_grace_end(self.ctx, task, rep) - self.ctx.chain.now() - DECLINE_TX_SECONDS
-        return max(1.0, min(float(self.ctx.storage.timeout), left / 2))
+        if left < 1:
+            return float(self.ctx.storage.timeout)
+        return min(float(self.ctx.storage.timeout), left / 2)
+
+    def _fair_fetch_s(self, task) -> float:
+        """The first fetch a node that looked at its slot when drawn waits (`_fetch_timeout` at the draw): refusing
+        the poster's inputs is a bet (its stake against theirs, TaskMachine.decline), and a node only bets on fetches
+        that waited at least half of that."""
+        grace = decline_grace(int(self.ctx.job(task.jobId).executionWindow))
+        return min(float(self.ctx.storage.timeout), (grace - DECLINE_TX_SECONDS) / 2)
 
     def _fetch_inputs(self, task, rep) -> None:
         """A training task's shard, waiting at most `_fetch_timeout`. Cached: training reads it from the context."""
@@ -227,12 +240,20 @@ class SolverRole:
         """An input did not arrive: retried (the loop counts attempts) while the decline grace leaves room for
         another fetch and the decline's transaction; then InputsUnreachable, so the slot is declined unslashed
         rather than missed. A poster that publishes inputs nobody can fetch pays for it (its bond, once
-        FAIL_DECLINES nodes said so), never the solvers it drew."""
+        FAIL_DECLINES nodes said so), never the solvers it drew.
+
+        A node that first saw its slot late in the grace (drawn while it was stopped or catching up: netlab, 32
+        hosts, a node switched off for a minute) fetched too briefly to judge the inputs: it declines without
+        blaming them (no bet to lose, `_fair_fetch_s`), and once no decline can land it keeps fetching (the loop
+        retries) and does the task in its window instead of giving up into a late report."""
         left = decline_grace_end(self.ctx, task, rep) - self.ctx.chain.now()
-        if left > 2 * exc.timeout + DECLINE_TX_SECONDS:
+        fetched = item.data["fetched_s"] = float(item.data.get("fetched_s", 0.0)) + float(exc.timeout)
+        if left > 2 * exc.timeout + DECLINE_TX_SECONDS or left <= DECLINE_TX_SECONDS:
             raise exc
-        raise InputsUnreachable(item.task_id, exc, invalid_inputs=exc.cid in _poster_cids(self.ctx, task),
-                                grace_left=max(0, left)) from exc
+        poster = exc.cid in _poster_cids(self.ctx, task)
+        fair = fetched >= self._fair_fetch_s(task) / 2
+        raise InputsUnreachable(item.task_id, exc, invalid_inputs=poster and fair, grace_left=max(0, left),
+                                poster=None if fair else poster) from exc
 
     def _report_unavailable(self, task_id: int, task) -> None:
         """P10: before our result counts, say which inputs no accepted replica's bundle yielded (we recomputed them).
