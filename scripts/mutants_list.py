@@ -516,7 +516,7 @@ CLIENTS = [
         "p-solver-declines-after-the-grace", "a solver that first sees its slot after the decline grace still "
         "declines it (the decline reverts and the node is fined as late)",
         "clients/verity/node/solver.py",
-        " or left <= DECLINE_TX_SECONDS:\n            raise exc",
+        " or left <= 0:\n            raise exc",
         ":\n            raise exc",
         pytest("tests/nodes/test_solver_release.py", k="after_the_grace"),
     ),
@@ -562,7 +562,7 @@ CLIENTS = [
         "p-unreachable-input-retried-late",
         "a drawn solver retries an unreachable input past the decline grace (reported late and slashed)",
         "clients/verity/node/solver.py",
-        "        if left > 2 * exc.timeout + DECLINE_TX_SECONDS or left <= DECLINE_TX_SECONDS:",
+        "        if left > 2 * exc.timeout + DECLINE_TX_SECONDS or left <= 0:",
         "        if True:",
         pytest("tests/nodes/test_solver_release.py", k="unreachable"),
     ),

@@ -265,7 +265,7 @@ def test_a_slot_first_seen_after_the_grace_is_done_not_declined_into_a_late_repo
             raise CidNotFound(SHARD_CID, "/ip4/127.0.0.1/tcp/5001/http", timeout)
 
     task = SimpleNamespace(jobId=1, index=0, kind=TaskKind.TRAIN)
-    for now in (1_095, 1_100, 1_200):   # 5 s of the grace left (less than the decline's 6 s), none, long past
+    for now in (1_100, 1_101, 1_200):   # the grace ends at 1,100: over, just over, long past
         ctx = Ctx(now)
         role = SolverRole(ctx)
         item = WorkItem(key="task:1:0", kind="solve", phase=Phase.ASSIGNED, task_id=1)
@@ -295,3 +295,21 @@ def test_a_decline_blames_the_posters_inputs_only_after_a_fair_fetch(fetched, bl
     assert err.value.invalid_inputs is blamed
     assert ("too short to blame the inputs" in str(err.value)) is not blamed
     assert "the poster's input" in str(err.value)
+
+
+def test_a_prompt_node_on_a_short_window_still_blames_unreachable_poster_inputs():
+    """A 30-s window has a 7-s decline grace, less than the 6 s kept for the decline's transaction plus a fetch: a node
+    drawn 2 s ago fetches for the 1-s minimum and still declines blaming the poster's inputs (the poisoned-job path:
+    tests/nodes/test_faults.py), since that is all a prompt node could ever fetch in such a grace."""
+    from verity.node.solver import InputsUnreachable
+    from verity.storage import CidNotFound
+
+    ctx = _FetchCtx(1_372)   # drawn at 1,370 with a 30-s window: deadline 1,400, grace until 1,377
+    ctx._job.executionWindow = 30
+    task = SimpleNamespace(jobId=1, index=0, kind=TaskKind.TRAIN)
+    role = SolverRole(ctx)
+    assert role._fetch_timeout(task, REP) == 1.0
+    item = WorkItem(key="task:1:0", kind="solve", phase=Phase.ASSIGNED, task_id=1)
+    with pytest.raises(InputsUnreachable) as err:
+        role._unreachable(item, task, REP, CidNotFound(SHARD_CID, "/ip4/127.0.0.1/tcp/5001/http", 1.0))
+    assert err.value.invalid_inputs is True

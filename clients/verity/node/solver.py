@@ -207,10 +207,10 @@ class SolverRole:
         outlasted the grace, the decline reverted (DeclineTooLate) and the node was fined as late (netlab, 16
         hosts). A CidNotFound goes to `_unreachable`, which declines in time. Once no decline can land any more (a
         node drawn while it was away sees its slot late), the storage's own timeout: the node does the task."""
-        left = decline_grace_end(self.ctx, task, rep) - self.ctx.chain.now() - DECLINE_TX_SECONDS
-        if left < 1:
+        until_end = decline_grace_end(self.ctx, task, rep) - self.ctx.chain.now()
+        if until_end <= 0:
             return float(self.ctx.storage.timeout)
-        return min(float(self.ctx.storage.timeout), left / 2)
+        return max(1.0, min(float(self.ctx.storage.timeout), (until_end - DECLINE_TX_SECONDS) / 2))
 
     def _fair_fetch_s(self, task) -> float:
         """The first fetch a node that looked at its slot when drawn waits (`_fetch_timeout` at the draw): refusing
@@ -248,7 +248,7 @@ class SolverRole:
         retries) and does the task in its window instead of giving up into a late report."""
         left = decline_grace_end(self.ctx, task, rep) - self.ctx.chain.now()
         fetched = item.data["fetched_s"] = float(item.data.get("fetched_s", 0.0)) + float(exc.timeout)
-        if left > 2 * exc.timeout + DECLINE_TX_SECONDS or left <= DECLINE_TX_SECONDS:
+        if left > 2 * exc.timeout + DECLINE_TX_SECONDS or left <= 0:
             raise exc
         poster = exc.cid in _poster_cids(self.ctx, task)
         fair = fetched >= self._fair_fetch_s(task) / 2
