@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import random
+import re
 import statistics
 import sys
 import threading
@@ -39,8 +40,10 @@ KINDS = {
 }
 # Long enough for a verifier to re-execute a task on a loaded host: two cheaters drawn into one task agree on the
 # same flipped bit, and only a verifier's challenge inside this window catches them (3 s, the lab's floor, let
-# such results through in an 8-host run).
-CHALLENGE_WINDOW_S = 30
+# such results through in an 8-host run; at 32 hosts, load average 30-40, verifiers re-executed in 29-49 s and found
+# two such results after a 30-s window had closed: `missed_checks` in the report).
+CHALLENGE_WINDOW_S = 120
+MISSED_CHECK = re.compile(r"task (\d+): verdict: differs .*? but the challenge window has closed", re.S)
 # The protocol's default reveal window (JobRegistryBase.defaultRevealWindow): at load 30-40 on 2 cores a node's loop
 # took 27 s from a finished training to its reveal, and the lab's 10 s fined two honest nodes in the 32-host run.
 REVEAL_WINDOW_S = 60
@@ -281,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             "bytes_between_hosts": moved,
             "bytes_total_sent": sum(v["sent"] for v in moved.values()),
             "faults": log.events,
+            "missed_checks": missed_checks(lab),
             "wall_s": round(time.monotonic() - t_start, 1),
         }
     finally:
@@ -290,7 +294,20 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     print(f"wrote {args.out}")
-    return 0 if result["jobs_completed"] == args.jobs and not result["honest_slashed"] else 1
+    return 0 if result["jobs_completed"] == args.jobs and not result["honest_slashed"] and not result["missed_checks"] \
+        else 1
+
+
+def missed_checks(lab) -> dict[str, list[str]]:
+    """Tasks whose result a verifier re-executed, found different and could no longer challenge (its check ended
+    after the challenge window): {task id: [verifier hosts]}. A wrong result accepted this way is a cheater that won."""
+    found: dict[str, list[str]] = {}
+    for h in lab.plan.nodes:
+        path = lab.directory / h.name / "node.log"
+        text = " ".join(path.read_text(errors="replace").split()) if path.exists() else ""
+        for task in sorted({m.group(1) for m in MISSED_CHECK.finditer(text)}, key=int):
+            found.setdefault(task, []).append(h.name)
+    return found
 
 
 if __name__ == "__main__":

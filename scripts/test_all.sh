@@ -48,6 +48,11 @@ fi
 echo "set-up done after $(($(date +%s) - started)) s"
 # ape compiles the contracts once, for the chain and scenario tiers (two workers compiling into one .build/ at the
 # same time could race); the unit tier needs no contract, so the compile runs beside it.
+# A contract newer than ape's manifest makes it a full compile (verity.devnet.deploy.drop_stale_build: ape's
+# incremental compile once kept a stale contract type); a clean clone has no manifest.
+if [ -f .build/__local__.json ] && [ -n "$(find contracts -name '*.sol' -newer .build/__local__.json | head -1)" ]; then
+  rm -f .build/__local__.json
+fi
 "$BIN/ape" compile > .build/ape-compile.log 2>&1 &
 compile_pid=$!
 compiled=

@@ -41,10 +41,26 @@ def ape_run(script: str, args: list[str], *, rpc_url: str, env: dict | None = No
                           stdout=subprocess.PIPE if capture else None, stderr=subprocess.STDOUT if capture else None)
 
 
+def drop_stale_build(root: Path = REPO) -> bool:
+    """Make ape's next compile a full one when a contract source is newer than its build manifest. Its incremental
+    compile once kept old contract types after edits to a contract and to a types file it imports (the 32-host lab
+    deployed a RefereePanel without its new constant, .build/__local__.json holding the new source text beside the
+    old ABI and bytecode); a clean clone, as in CI, never has a manifest to go stale. Returns True if it dropped one."""
+    manifest = root / ".build" / "__local__.json"
+    if not manifest.exists():
+        return False
+    built = manifest.stat().st_mtime
+    if any(p.stat().st_mtime > built for p in (root / "contracts").rglob("*.sol")):
+        manifest.unlink()
+        return True
+    return False
+
+
 def deploy(rpc_url: str, deployments_dir: Path, *, chain_id: int = 31337, force: bool = False) -> str:
     """Deploy (unless a live deployment is recorded there already) and write `<dir>/<chain id>.json`.
 
     The script mints faucet tokens to ape's 10 test accounts; `verity devnet faucet` serves all 20."""
+    drop_stale_build()
     args = ["--out", str(deployments_dir / f"{chain_id}.json")] + (["--force"] if force else [])
     proc = ape_run("deploy", args, rpc_url=rpc_url)
     if proc.returncode != 0:

@@ -58,7 +58,8 @@ class NodeStatus:
         n, r = self.node, self.reputation
         if not self.registered:
             return [("registered", "no"), ("balance", vrt(self.balance))]
-        seen = f"{age(self.now - n.lastSeen)} ago" if n.lastSeen else "signed off (stopped) or never checked in: not drawn until `verity node run` checks in"
+        seen = f"{age(self.now - n.lastSeen)} ago" if n.lastSeen else \
+            "signed off (stopped) or never checked in: not drawn until `verity node run` checks in"
         rows = [("roles", role_names(n.roles)), ("last seen", seen), ("balance", vrt(self.balance)),
                 ("stake", vrt(n.stake)), ("locked stake", vrt(n.locked)),
                 ("earnings", f"{vrt(self.earned)} ({vrt(self.unwithdrawn)} not yet withdrawn)"),
