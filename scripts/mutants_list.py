@@ -524,8 +524,8 @@ CLIENTS = [
         "p-solver-bets-on-a-hurried-fetch", "a solver blames the poster's inputs after a fetch too short to judge "
         "them (an honest node loses its decline bet)",
         "clients/verity/node/solver.py",
-        "        fair = fetched >= self._fair_fetch_s(task) / 2",
-        "        fair = True",
+        "hurried=fetched < self._fair_fetch_s(task) / 2",
+        "hurried=False",
         pytest("tests/nodes/test_solver_release.py", k="fair_fetch"),
     ),
     Mutant(

@@ -50,9 +50,7 @@ echo "set-up done after $(($(date +%s) - started)) s"
 # same time could race); the unit tier needs no contract, so the compile runs beside it.
 # A contract newer than ape's manifest makes it a full compile (verity.devnet.deploy.drop_stale_build: ape's
 # incremental compile once kept a stale contract type); a clean clone has no manifest.
-if [ -f .build/__local__.json ] && [ -n "$(find contracts -name '*.sol' -newer .build/__local__.json | head -1)" ]; then
-  rm -f .build/__local__.json
-fi
+"$BIN/python" -c "from verity.devnet.deploy import drop_stale_build; drop_stale_build()"
 "$BIN/ape" compile > .build/ape-compile.log 2>&1 &
 compile_pid=$!
 compiled=

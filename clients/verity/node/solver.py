@@ -50,14 +50,12 @@ class InputsUnreachable(InputRejected):
     `invalid_inputs`: the CID is the poster's (manifest, shard, initial weights), so the refusal counts towards
     failing the job; another solver's output (a previous round's state) is not the poster's fault."""
 
-    def __init__(self, task_id: int, exc: CidNotFound, *, invalid_inputs: bool, grace_left: float,
-                 poster: bool | None = None):
-        self.invalid_inputs = invalid_inputs
-        whose = "the poster's" if (invalid_inputs if poster is None else poster) else "an earlier task's"
-        hurried = "" if invalid_inputs or poster is None else \
-            f" after {exc.timeout:.0f} s of fetching, too short to blame the inputs"
+    def __init__(self, task_id: int, exc: CidNotFound, *, poster: bool, grace_left: float, hurried: bool = False):
+        self.invalid_inputs = poster and not hurried   # a hurried fetch blames nobody (no bet on the inputs)
+        whose = "the poster's" if poster else "an earlier task's"
+        why = f" after {exc.timeout:.0f} s of fetching, too short to blame the inputs" if poster and hurried else ""
         super().__init__(f"{whose} input {exc.cid} of task {task_id}",
-                         f"not retrievable ({exc.reason}) with {grace_left:.0f} s of the decline grace left{hurried}")
+                         f"not retrievable ({exc.reason}) with {grace_left:.0f} s of the decline grace left{why}")
 
 
 def _result_sent(ctx: NodeContext, rep) -> None:
@@ -250,10 +248,8 @@ class SolverRole:
         fetched = item.data["fetched_s"] = float(item.data.get("fetched_s", 0.0)) + float(exc.timeout)
         if left > 2 * exc.timeout + DECLINE_TX_SECONDS or left <= 0:
             raise exc
-        poster = exc.cid in _poster_cids(self.ctx, task)
-        fair = fetched >= self._fair_fetch_s(task) / 2
-        raise InputsUnreachable(item.task_id, exc, invalid_inputs=poster and fair, grace_left=max(0, left),
-                                poster=None if fair else poster) from exc
+        raise InputsUnreachable(item.task_id, exc, poster=exc.cid in _poster_cids(self.ctx, task),
+                                grace_left=max(0, left), hurried=fetched < self._fair_fetch_s(task) / 2) from exc
 
     def _report_unavailable(self, task_id: int, task) -> None:
         """P10: before our result counts, say which inputs no accepted replica's bundle yielded (we recomputed them).
