@@ -337,7 +337,7 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
         if (t.status != TaskStatus.Revealed) revert UnexpectedTaskStatus(taskId, t.status);
         c.epoch = t.epoch;
         c.challengeDeadline = t.challengeDeadline;
-        c.revealGrace = _jobs[t.jobId].revealWindow;
+        c.revealGrace = _windowEnd(t) - t.challengeDeadline;
         if (t.candidate != address(0)) {
             c.defender = t.candidate;
             c.root = t.candidateRoot;

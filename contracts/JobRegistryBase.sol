@@ -321,10 +321,11 @@ abstract contract JobRegistryBase is Ownable {
         return a > b ? a : b;
     }
 
-    /// @dev The last second of a Revealed task's challenge window plus the reveal grace after it: `finalize` accepts
-    ///      only after it (TaskMachine) and `JobRegistry.finalizable` reports it, so keepers never copy the rule.
+    /// @dev The last second of a Revealed task's challenge window plus the reveal grace after it, or after the last
+    ///      settlement that left the claim standing (`revealHold`): `finalize` accepts only after it (TaskMachine) and
+    ///      `JobRegistry.finalizable` reports it, so keepers never copy the rule.
     function _windowEnd(Task storage t) internal view returns (uint64) {
-        return t.challengeDeadline + _jobs[t.jobId].revealWindow;
+        return t.challengeDeadline + t.revealHold + _jobs[t.jobId].revealWindow;
     }
 
     /// @dev The one transition into Revealed: the current claim waits out a fresh challenge window.
@@ -333,6 +334,7 @@ abstract contract JobRegistryBase is Ownable {
         uint64 deadline = uint64(block.timestamp) + window;
         _setTaskStatus(taskId, t, TaskStatus.Revealed);
         t.challengeDeadline = deadline;
+        t.revealHold = 0;
         emit IJobRegistry.ChallengeWindowOpened(taskId, deadline);
     }
 

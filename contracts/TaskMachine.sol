@@ -260,9 +260,10 @@ contract TaskMachine is JobRegistryBase {
         uint64 deadline = t.challengeDeadline;
         // INVARIANT (P1): only challenges committed inside the window count ...
         if (committedAt > deadline) revert ChallengeCommittedLate(taskId, committedAt, deadline);
-        uint64 end = deadline + _jobs[t.jobId].revealWindow;
-        // ... and they are revealed by the end of the grace, which finalize waits out.
-        if (block.timestamp > end) revert ChallengeWindowClosed(taskId, end);
+        uint64 end = _windowEnd(t);
+        // ... and they are revealed by the end of the grace (which finalize waits out) or while another challenge of
+        // the claim is undecided: a challenger may hold its reveal behind a dispute for the same result (issue 25).
+        if (block.timestamp > end && t.openDisputes == 0) revert ChallengeWindowClosed(taskId, end);
         uint32 open = ++t.openDisputes;
         emit OpenDisputesChanged(taskId, epoch, open);
     }
@@ -511,9 +512,11 @@ contract TaskMachine is JobRegistryBase {
         // step-level claim) is released before the claim's other replicas are dropped (nonzero only when B lost).
         _spare(taskId, job, IDisputeGame(msg.sender).sparedDefender());
         if (outcome == DisputeOutcome.DefenderWins || outcome == DisputeOutcome.Voided) {
-            // The claim stands; other challenges against it may still be running.
+            // The claim stands; other challenges against it may still be running. A challenge committed in the
+            // window and held behind this one may be revealed for a fresh grace from now (issue 25).
             uint32 open = t.openDisputes;
             if (open > 0) t.openDisputes = --open;
+            if (block.timestamp > t.challengeDeadline) t.revealHold = uint32(block.timestamp - t.challengeDeadline);
             emit OpenDisputesChanged(taskId, t.epoch, open);
         } else if (outcome == DisputeOutcome.ChallengerWins) {
             if (challenger == address(0)) revert ZeroAddress("challenger");

@@ -307,6 +307,30 @@ CONTRACTS = [
         Forge("tests/forge/RefereePanel.t.sol", fuzz_runs=64),
     ),
     Mutant(
+        "c-held-reveal-no-fresh-grace", "a settlement that leaves the claim standing gives held challengers no "
+        "fresh grace (a cheater's sybil that challenges with the right result and throws its game wins, P1)",
+        "contracts/TaskMachine.sol",
+        "            if (block.timestamp > t.challengeDeadline) t.revealHold = uint32(block.timestamp - t.challengeDeadline);\n",
+        "",
+        Forge("tests/forge/HeldChallenge.t.sol"),
+    ),
+    Mutant(
+        "c-held-reveal-closed-while-disputed", "a challenge held behind an undecided dispute cannot be revealed past "
+        "the first grace (held challengers must bet on the other game)",
+        "contracts/TaskMachine.sol",
+        "if (block.timestamp > end && t.openDisputes == 0) revert ChallengeWindowClosed",
+        "if (block.timestamp > end) revert ChallengeWindowClosed",
+        Forge("tests/forge/HeldChallenge.t.sol"),
+    ),
+    Mutant(
+        "c-held-reveal-hold-carried", "a new claim inherits the old claim's reveal hold (its grace is stretched "
+        "by an earlier game)",
+        "contracts/JobRegistryBase.sol",
+        "        t.revealHold = 0;\n",
+        "",
+        Forge("tests/forge/HeldChallenge.t.sol"),
+    ),
+    Mutant(
         "c-panel-commit-window-uncapped", "a task's execution window buys its panel any commit window (a no-show "
         "can hold a dispute for days per seating round)",
         "contracts/RefereePanel.sol",
@@ -511,6 +535,30 @@ CLIENTS = [
         "        if item.phase == Phase.ASSIGNED and ctx.work.running(item.key):",
         "        if False:",
         pytest("tests/nodes/test_node_concurrency.py", k="readsNothingOfItsTask"),
+    ),
+    Mutant(
+        "p-verifier-never-holds", "every verifier that found a wrong result opens its own game against it (four "
+        "bisections and panels for one result at 32 hosts)",
+        "clients/verity/node/verifier.py",
+        "        if (ahead := self._ahead(item)) is not None:",
+        "        if (ahead := None) is not None:",
+        pytest("tests/nodes/test_node_v2_units.py", k="holdsItsReveal or heldBehind"),
+    ),
+    Mutant(
+        "p-verifier-holds-behind-any-dispute", "a verifier holds its reveal behind a dispute for another result "
+        "(a sybil's challenge built to lose shuts the honest one out)",
+        "clients/verity/node/verifier.py",
+        " and bytes(d.finals[0]) == _b(item.data[\"final\"]):",
+        ":",
+        pytest("tests/nodes/test_node_v2_units.py", k="doesNotHold"),
+    ),
+    Mutant(
+        "p-verifier-gives-up-while-disputed", "a verifier past the first grace gives up although another dispute "
+        "keeps the claim open to reveals",
+        "clients/verity/node/verifier.py",
+        "if c.now() > deadline + grace and int(task.openDisputes) == 0:",
+        "if c.now() > deadline + grace:",
+        pytest("tests/nodes/test_node_v2_units.py", k="revealsPastTheGrace"),
     ),
     Mutant(
         "p-solver-declines-after-the-grace", "a solver that first sees its slot after the decline grace still "

@@ -155,6 +155,8 @@ struct Task {
     uint32 drawNonce;
     uint32 epoch; // bumps whenever the candidate result changes; disputes opened at an older epoch are stale
     uint32 openDisputes; // live optimistic disputes against the current candidate (finalize waits for 0)
+    uint32 revealHold; // seconds the reveal grace starts after challengeDeadline: the last settlement that left the
+    // claim standing (issue 25: a challenger that held its reveal behind a same-result dispute may reveal after it)
     uint64 drawRequest; // randomness request the empty slots will be drawn from (P4; kept after the draw)
     address candidate; // a challenger whose result won a dispute and now waits out its own window (0 = replicas')
     uint64 filledAt; // the last draw that filled a slot while another stayed empty (withdrawCommitted waits from it)

@@ -419,9 +419,10 @@ def mine_past(chain, deadline: int) -> None:
 
 
 def finalize_after_window(system: System, chain, task_id: int, sender):
-    """A Revealed task: mine past challengeDeadline + the job's revealWindow (reveal grace), then finalize."""
+    """A Revealed task: mine past challengeDeadline + its reveal hold + the job's revealWindow (reveal grace), then
+    finalize."""
     t = system.jobs.getTask(task_id)
-    mine_past(chain, t.challengeDeadline + system.jobs.getJob(t.jobId).revealWindow)
+    mine_past(chain, t.challengeDeadline + t.revealHold + system.jobs.getJob(t.jobId).revealWindow)
     return system.jobs.finalize(task_id, sender=sender)
 
 

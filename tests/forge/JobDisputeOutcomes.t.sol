@@ -141,6 +141,11 @@ contract JobDisputeOutcomesTest is Fixture {
         registry.unlock(c2, TASK_STAKE); // a voided challenger gets its stake back from the game
         _settle(taskId, DisputeOutcome.Voided, c2, new address[](0), h);
         assertEq(views.getTask(taskId).openDisputes, 0, "none open");
+        // A challenge committed in the window and held behind these may still be revealed for one grace (issue 25).
+        uint64 end = uint64(block.timestamp) + uint64(jobs.defaultRevealWindow());
+        vm.expectRevert(abi.encodeWithSelector(ChallengeWindowOpen.selector, taskId, end));
+        jobs.finalize(taskId);
+        vm.warp(end + 1);
         _recordBalances();
         jobs.finalize(taskId);
         assertEq(_paidSince(solver), 0, "P10: paid only once the AGGREGATE is accepted");

@@ -161,7 +161,8 @@ def verifier(monkeypatch):
     claim = SimpleNamespace(defender=SOLVER, coDefender=OTHER, root=merkle.root(WRONG), finalHash=WRONG[-1],
                             resultCid=b"\x01" * 32, epoch=0, challengeDeadline=1_100, revealGrace=50)
     chain.views["claimOf"] = lambda tid: claim
-    return SimpleNamespace(role=VerifierRole(ctx), ctx=ctx, chain=chain, claim=claim, snap=Snapshot())
+    # reveal_spread=0: reveals at the first tick after the deadline (the spread has its own tests below)
+    return SimpleNamespace(role=VerifierRole(ctx, reveal_spread=0), ctx=ctx, chain=chain, claim=claim, snap=Snapshot())
 
 
 def _window(v, tid=7):
@@ -298,6 +299,94 @@ def test_verifier_misses_the_reveal_grace_and_gives_up_succeeds(verifier):
     _tick(v)
     item = v.snap.items[watch_key(7, 0)]
     assert item.phase == Phase.DONE and "missed" in item.data["verdict"]
+
+
+# ---------------------------------------------------------------- verifier: held challenges (issue 25)
+
+
+def _committed(v):
+    """Window seen, re-executed, salt persisted, challenge committed; a block mined since."""
+    _window(v)
+    for _ in range(3):
+        _tick(v)
+    item = v.snap.items[watch_key(7, 0)]
+    assert item.phase == Phase.CHALLENGE_COMMITTED
+    v.chain.block += 1
+    return item
+
+
+def _other_dispute(v, did=21, final=TRACE[-1], epoch=0, phase=1, outcome=0):
+    """Another challenger's dispute against task 7 (announced by its DisputeOpened event)."""
+    v.ctx.disputes[did] = SimpleNamespace(phase=phase, outcome=outcome, epoch=epoch, finals=[final, WRONG[-1]])
+    v.role.on_event(v.snap, SimpleNamespace(name="DisputeOpened", contract="DisputeGame",
+                                            args={"disputeId": did, "taskId": 7, "challenger": OTHER,
+                                                  "defender": SOLVER}))
+
+
+def test_verifier_holdsItsReveal_behindAnotherDisputeForTheSameFinal_thenRevealsAfterItLost_succeeds(verifier):
+    """Four verifiers used to open four games against one wrong result; one is enough while it is undecided. If it
+    ends without replacing the candidate (a sybil that threw it), the held challenge is revealed in the fresh grace."""
+    v = verifier
+    item = _committed(v)
+    _other_dispute(v)
+    v.chain.time = 1_101
+    _tick(v)
+    assert [n for n, _ in v.chain.sent] == ["commitChallenge"] and item.data["held"] == 21
+    v.chain.time = 1_400  # far past the first grace; the other game still runs (the claim cannot be accepted)
+    _tick(v)
+    assert item.phase == Phase.CHALLENGE_COMMITTED and len(v.chain.sent) == 1
+    v.ctx.disputes[21].phase, v.ctx.disputes[21].outcome = 5, 2  # Resolved: defender wins (the sybil threw it)
+    v.claim.revealGrace = 1_400 + 50 - 1_100  # the contract's fresh grace after that settlement
+    _tick(v)
+    assert v.chain.sent[-1][0] == "challengeOptimistic" and item.phase == Phase.DISPUTING
+
+
+def test_verifier_heldBehindADisputeThatWon_endsWithoutRevealing_succeeds(verifier):
+    v = verifier
+    item = _committed(v)
+    _other_dispute(v)
+    v.chain.time = 1_101
+    _tick(v)
+    v.ctx.disputes[21].phase, v.ctx.disputes[21].outcome = 5, 1  # challenger wins: its result is the new candidate
+    v.ctx.tasks[7].epoch = 1
+    _tick(v)
+    assert item.phase == Phase.DONE and [n for n, _ in v.chain.sent] == ["commitChallenge"]
+
+
+@pytest.mark.parametrize("final, epoch, phase", [(b"\x77" * 32, 0, 1), (TRACE[-1], 1, 1), (TRACE[-1], 0, 5)],
+                         ids=["another-final", "stale-epoch", "resolved"])
+def test_verifier_doesNotHold_behindADisputeForAnotherResult_orAnEndedOne_succeeds(verifier, final, epoch, phase):
+    """A sybil's challenge built to lose (another final), a game about an older candidate, or one already decided
+    holds nothing back: our own challenge is revealed."""
+    v = verifier
+    item = _committed(v)
+    _other_dispute(v, final=final, epoch=epoch, phase=phase)
+    v.chain.time = 1_101
+    _tick(v)
+    assert v.chain.sent[-1][0] == "challengeOptimistic" and "held" not in item.data
+
+
+def test_verifier_revealsPastTheGrace_whileAnotherDisputeOfTheClaimIsOpen_succeeds(verifier):
+    """The contract accepts a reveal while any challenge of the claim is undecided: not a missed window."""
+    v = verifier
+    item = _committed(v)
+    v.ctx.tasks[7].openDisputes = 1  # e.g. a sybil's losing challenge (another final: nothing to hold behind)
+    v.chain.time = 1_151
+    _tick(v)
+    assert v.chain.sent[-1][0] == "challengeOptimistic" and item.phase == Phase.DISPUTING
+
+
+def test_verifier_revealsAtItsOwnRandomPointInTheSpread_succeeds(verifier, monkeypatch):
+    v = verifier
+    v.role.reveal_spread = 0.5  # grace 50: somewhere in [1_100, 1_125]
+    monkeypatch.setattr(verifier_mod.secrets, "randbelow", lambda n: n - 1)  # the latest point the spread allows
+    item = _committed(v)
+    v.chain.time = 1_124
+    _tick(v)
+    assert item.data["reveal_at"] == 1_125 and len(v.chain.sent) == 1
+    v.chain.time = 1_125
+    _tick(v)
+    assert v.chain.sent[-1][0] == "challengeOptimistic"
 
 
 # ---------------------------------------------------------------- keeper

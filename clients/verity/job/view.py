@@ -131,8 +131,8 @@ class JobReader:
             candidate = t.candidate if int(t.candidate, 16) else ""
             rows.append(TaskRow(tid, rnd, index, TaskKind(t.kind).name.lower(), TaskStatus(t.status).name.lower(),
                                 replicas, h.dispute_text(tid), int(t.openSince), int(t.challengeDeadline),
-                                reveal_grace=int(job.revealWindow), open_disputes=int(t.openDisputes),
-                                candidate=candidate))
+                                reveal_grace=int(t.revealHold) + int(job.revealWindow),  # held reveals (issue 25)
+                                open_disputes=int(t.openDisputes), candidate=candidate))
         return rows
 
     def _node_facts(self, job, waiting: list[TaskRow], rep_now: int) -> NodeFacts:

@@ -20,6 +20,16 @@ reveal grace after challengeDeadline). Revealed earlier, its (root, final, cid) 
 by a copier before the deadline, and a defender's own sybil copying it could have the defender
 concede to it first, taking back the winner's share the honest challenger should get.
 
+Held challenges (issue 25): each verifier that re-executed a wrong result used to open its own game
+against it (four games for one result at 32 hosts, each with its bisection and referee panel). Now a
+verifier reveals at a random point in the first `reveal_spread` of the grace, and holds its reveal
+while another challenger's dispute for the same final hash is undecided. The contract lets a challenge
+committed in the window be revealed while any dispute of the claim is open, and for a fresh grace
+after a settlement that left the claim standing (TaskMachine `revealHold`), so a cheater's sybil that
+challenges with the right result and throws its game only delays the held challengers: they reveal
+after it and win (tests/forge/HeldChallenge.t.sol). When the other challenger wins, the claim is
+replaced and the held challenge ends unrevealed, with nothing posted or lost.
+
 Profiles: a node re-executes only jobs under a determinism profile it serves (`profiles`, the doctor's
 mask; verity.node.doctor). On another hardware class it would compute other bits, challenge an honest
 result and lose its bond: such a claim's item ends at once with the verdict "not checked: profile …".
@@ -49,6 +59,10 @@ from verity.storage.errors import StorageError
 
 log = logging.getLogger("verity.node.verifier")
 
+# Share of the reveal grace over which verifiers spread their reveals (each at its own random point), so that one
+# that reveals later sees an earlier one's dispute for the same result and holds instead of opening a second game.
+REVEAL_SPREAD = 0.25
+
 
 def watch_key(task_id: int, epoch: int) -> str:
     return f"watch:{task_id}:{epoch}"
@@ -70,8 +84,9 @@ def _audit_of(snap: Snapshot, task_id: int) -> WorkItem | None:
 class VerifierRole:
     kinds = ("watch",)
 
-    def __init__(self, ctx: NodeContext, sample_rate: float = 1.0, profiles: int | None = None):
-        self.ctx, self.sample_rate = ctx, sample_rate
+    def __init__(self, ctx: NodeContext, sample_rate: float = 1.0, profiles: int | None = None,
+                 reveal_spread: float = REVEAL_SPREAD):
+        self.ctx, self.sample_rate, self.reveal_spread = ctx, sample_rate, reveal_spread
         self.profiles = profiles  # on-chain bits of the profiles we serve; None: unchecked, every profile
         self._key: bytes | None = None
         self._job_bits: dict[int, int] = {}
@@ -105,6 +120,11 @@ class VerifierRole:
                 if item.kind == "watch" and item.task_id == tid and item.phase in (Phase.CHALLENGE_COMMITTED,
                                                                                    Phase.DISPUTING):
                     item.dispute_id = item.dispute_id or did
+        elif ev.name == "DisputeOpened" and ev.contract == "DisputeGame":
+            tid, did = int(ev.args["taskId"]), int(ev.args["disputeId"])
+            for item in snap.open_items():  # another challenger's game: one we may hold our reveal behind
+                if item.kind == "watch" and item.task_id == tid and did not in item.data.get("others", []):
+                    item.data["others"] = [*item.data.get("others", []), did]
 
     def _window_opened(self, snap: Snapshot, tid: int) -> None:
         task = self.ctx.task(tid)
@@ -276,12 +296,24 @@ class VerifierRole:
         if c.block_number() <= int(item.data.get("commit_block", 0)):
             return  # the reveal must land in a later block than the commitment
         claim = read(c, c.jobs, "claimOf", item.task_id)
-        if c.now() <= int(claim.challengeDeadline) and not ctx.faults.sybil_challenge:
+        deadline, grace = int(claim.challengeDeadline), int(claim.revealGrace)
+        if c.now() <= deadline and not ctx.faults.sybil_challenge:
             return  # commits still open: a claim revealed now could be copied into a copier's commitment
-        if c.now() > int(claim.challengeDeadline) + int(claim.revealGrace):
+        if (ahead := self._ahead(item)) is not None:
+            if item.data.get("held") != ahead:
+                item.data["held"] = ahead
+                log.info("task %d epoch %s: holding our challenge behind dispute %d (same final %s): revealed only "
+                         "if it ends without replacing the candidate", item.task_id, item.data.get("epoch"), ahead,
+                         item.data["final"][:10])
+            return
+        if c.now() > deadline + grace and int(task.openDisputes) == 0:
             snap.move(item, Phase.DONE, verdict="challenge reveal window missed")
             log.warning("task %d: the challenge's reveal window closed before we could reveal it", item.task_id)
             return
+        if "reveal_at" not in item.data:  # our own random point in the grace (kept across restarts)
+            item.data["reveal_at"] = deadline + secrets.randbelow(int(grace * self.reveal_spread) + 1)
+        if c.now() < int(item.data["reveal_at"]) and "held" not in item.data:
+            return  # another verifier's reveal before ours shows up as its dispute, and we hold behind it
         trace = [_b(h) for h in item.data["trace"]]
         n = len(trace) - 1
         if not published(ctx, item):  # commits closed: our bundle may be read now (uploading: a later tick)
@@ -299,6 +331,15 @@ class VerifierRole:
         snap.move(item, Phase.DISPUTING)
         log.info("challenged task %d epoch %s (dispute %s): our final %s differs from the candidate's", item.task_id,
                  item.data.get("epoch"), did or "?", item.data["final"][:10])
+
+    def _ahead(self, item: WorkItem) -> int | None:
+        """Another challenger's undecided dispute against this claim (our epoch) for our final hash, if any."""
+        for did in item.data.get("others", []):
+            d = self.ctx.dispute(did)
+            if DisputePhase(d.phase) not in (DisputePhase.NONE, DisputePhase.RESOLVED) \
+                    and int(d.epoch) == int(item.data.get("epoch", -1)) and bytes(d.finals[0]) == _b(item.data["final"]):
+                return did
+        return None
 
     def _follow(self, snap: Snapshot, item: WorkItem) -> None:
         """The dispute itself is played by PartyRole (we are its challenger); here we only record how it ended."""

@@ -299,7 +299,7 @@ abstract contract Fixture is Test {
     /// @dev Accepts a Revealed task once its challenge window and the reveal grace after it have passed.
     function _finalizeAfterWindow(uint256 taskId) internal {
         Task memory t = views.getTask(taskId);
-        uint256 end = uint256(t.challengeDeadline) + views.getJob(t.jobId).revealWindow;
+        uint256 end = uint256(t.challengeDeadline) + t.revealHold + views.getJob(t.jobId).revealWindow;
         if (block.timestamp <= end) vm.warp(end + 1);
         jobs.finalize(taskId);
     }
