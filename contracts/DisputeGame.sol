@@ -25,7 +25,8 @@ import {
     PanelRequest,
     PinpointProof,
     ROLE_VERIFIER,
-    BPS
+    BPS,
+    WORK_WINDOW_CAP
 } from "./types/VerityTypes.sol";
 import {ZeroAddress, ParameterOutOfRange, NothingToWithdraw} from "./errors/CommonErrors.sol";
 import "./errors/DisputeGameErrors.sol";
@@ -518,7 +519,10 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         d.n = c.n;
         d.k = c.k;
         d.hi = c.n;
-        d.allowance = clockAllowance;
+        // Issue 25: each party's clock is at least the task's execution window (capped): at 32 hosts on 2 cores a
+        // party replaying its segment and moving at load 30 used more than the 120-s allowance and lost on time.
+        uint64 work = c.executionWindow < WORK_WINDOW_CAP ? c.executionWindow : WORK_WINDOW_CAP;
+        d.allowance = work > clockAllowance ? work : clockAllowance;
         d.winnerShareBps = uint16(winnerShareBps);
         d.refereeShareBps = uint16(refereeShareBps);
         d.taskStake = c.stakePerReplica;

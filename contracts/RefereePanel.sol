@@ -10,7 +10,7 @@ import {IRefereePanel, IPanelGame} from "./interfaces/IRefereePanel.sol";
 import {IRandomness} from "./interfaces/IRandomness.sol";
 import {INodeRegistry} from "./interfaces/INodeRegistry.sol";
 import {IVerityToken} from "./interfaces/IVerityToken.sol";
-import {PanelRequest, PanelPhase, Verdict, BPS} from "./types/VerityTypes.sol";
+import {PanelRequest, PanelPhase, Verdict, BPS, WORK_WINDOW_CAP} from "./types/VerityTypes.sol";
 import {ZeroAddress, ParameterOutOfRange, NothingToWithdraw} from "./errors/CommonErrors.sol";
 import "./errors/RefereePanelErrors.sol";
 
@@ -30,7 +30,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     /// @notice Largest value accepted for any window.
     uint64 public constant MAX_WINDOW = 7 days;
     /// @notice Longest commit window a task's own execution window can buy its panel (see `_enterCommitting`).
-    uint64 public constant MAX_WORK_WINDOW = 1 hours;
+    uint64 public constant MAX_WORK_WINDOW = WORK_WINDOW_CAP;
     /// @notice Bounds of `refereeStake`: at most NodeRegistry.MIN_REGISTRATION_STAKE (10 VRT), so any registered
     ///         referee with nothing locked can be seated; at least 1 VRT, so a blind vote always risks a slash.
     uint256 public constant MIN_REFEREE_STAKE = 1e18;

@@ -307,6 +307,22 @@ CONTRACTS = [
         Forge("tests/forge/RefereePanel.t.sol", fuzz_runs=64),
     ),
     Mutant(
+        "c-dispute-clock-fixed", "a dispute's parties get the deployment's 120-s clock whatever the task's execution "
+        "window (issue 25: honest challengers on a loaded host slashed on time)",
+        "contracts/DisputeGame.sol",
+        "d.allowance = work > clockAllowance ? work : clockAllowance;",
+        "d.allowance = clockAllowance;",
+        Forge("tests/forge/DisputeClocks.t.sol"),
+    ),
+    Mutant(
+        "c-dispute-clock-uncapped", "a task's execution window buys its dispute's parties any clock (a silent party "
+        "holds a dispute for days)",
+        "contracts/DisputeGame.sol",
+        "uint64 work = c.executionWindow < WORK_WINDOW_CAP ? c.executionWindow : WORK_WINDOW_CAP;",
+        "uint64 work = c.executionWindow;",
+        Forge("tests/forge/DisputeClocks.t.sol"),
+    ),
+    Mutant(
         "c-held-reveal-no-fresh-grace", "a settlement that leaves the claim standing gives held challengers no "
         "fresh grace (a cheater's sybil that challenges with the right result and throws its game wins, P1)",
         "contracts/TaskMachine.sol",

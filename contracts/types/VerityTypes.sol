@@ -21,6 +21,10 @@ uint32 constant PROFILE_PORTABLE_F32 = 4; // same bits on any CPU or GPU (docs/e
 
 uint256 constant BPS = 10_000;
 
+/// @dev Longest wait a task's own execution window can buy the parties of its dispute (their chess clocks) and its
+///      referees (their commit window): whoever had the execution window for every step can replay one in it.
+uint64 constant WORK_WINDOW_CAP = 1 hours;
+
 /// @dev Selection epochs (issue 23, "draws fixed at request time"): a draw reads the node weights as they stood when
 ///      its epoch began (NodeRegistry), and a random value is readable only inside its target block's epoch
 ///      (BlockhashRandomness), so nothing a party changes once the value is known reaches the draw. A target leaves
