@@ -26,7 +26,7 @@ from verity.demo_modules import MODULES
 from verity.devnet.faucet import devnet_address
 from verity.lab.faults import FaultLog, in_background, join, kill9, leave, partition, restart
 from verity.lab.lab import LAB_WINDOWS, Lab
-from verity.lab.ledger import job_gas, slash_reasons, slashed, token_conservation
+from verity.lab.ledger import cheats_accepted, job_gas, slash_reasons, slashed, token_conservation
 
 # Mixed kinds of small, fast jobs, taken in turn: replicated MLP and CNN on the digits, a GPT on a text corpus
 # (written by `corpus`), an optimistic MLP (one solver, a challenge window the verifiers sample) and a
@@ -47,6 +47,7 @@ MISSED_CHECK = re.compile(r"task (\d+): verdict: differs .*? but the challenge w
 # The protocol's default reveal window (JobRegistryBase.defaultRevealWindow): at load 30-40 on 2 cores a node's loop
 # took 27 s from a finished training to its reveal, and the lab's 10 s fined two honest nodes in the 32-host run.
 REVEAL_WINDOW_S = 60
+CHEATER_FLIP_STEP = 15  # a cheater flips one bit after this step of every task it trains
 VERIFIER_SAMPLE_RATE = 0.5  # each verifier re-executes half the results: with 8 verifiers, 1 in 256 goes unchecked
 ORDER = ["mlp", "gpt", "optimistic", "cnn", "modules", "mlp", "gpt", "cnn"]  # the first --jobs of them, then again
 WORDS = ("verity trains models on many hosts and every result is checked by others who stake on it before "
@@ -199,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     lab = Lab(args.dir, args.nodes, bandwidth_mbit=args.bandwidth_mbit, latency_ms=args.latency_ms,
               windows={**LAB_WINDOWS, "execution": args.execution_window, "reveal": args.reveal_window},
               ipfs_timeout=args.ipfs_timeout,
-              node_args={**{h: ["--fault", "bitflip@step=15"] for h in cheaters},
+              node_args={**{h: ["--fault", f"bitflip@step={CHEATER_FLIP_STEP}"] for h in cheaters},
                          **{h: ["--sample-rate", str(VERIFIER_SAMPLE_RATE)] for h in verifiers}})
     # Cheaters solve only: panels assume an honest majority of referee stake (docs/protocol-v2.md), and a cheater's
     # TEST-ONLY bit flip would apply to its recomputations too (with a quarter of the referees cheating, 16 % of
@@ -285,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             "bytes_total_sent": sum(v["sent"] for v in moved.values()),
             "faults": log.events,
             "missed_checks": missed_checks(lab),
+            "cheats_accepted": cheats_accepted(c, events, {h: addresses[h] for h in cheaters}, CHEATER_FLIP_STEP),
             "wall_s": round(time.monotonic() - t_start, 1),
         }
     finally:
@@ -294,13 +296,14 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     print(f"wrote {args.out}")
-    return 0 if result["jobs_completed"] == args.jobs and not result["honest_slashed"] and not result["missed_checks"] \
+    return 0 if result["jobs_completed"] == args.jobs and not result["honest_slashed"] and not result["cheats_accepted"] \
         else 1
 
 
 def missed_checks(lab) -> dict[str, list[str]]:
     """Tasks whose result a verifier re-executed, found different and could no longer challenge (its check ended
-    after the challenge window): {task id: [verifier hosts]}. A wrong result accepted this way is a cheater that won."""
+    after the challenge window): {task id: [verifier hosts]}. Informational: another verifier may have challenged
+    in time (`cheats_accepted` says whether a cheater's result was accepted)."""
     found: dict[str, list[str]] = {}
     for h in lab.plan.nodes:
         path = lab.directory / h.name / "node.log"

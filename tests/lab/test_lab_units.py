@@ -202,3 +202,39 @@ def test_slash_reasons_names_the_events_of_each_slashing_transaction():
     assert slash_reasons(events, {"h1": a, "h2": b}) == {
         "h1": [{"block": 5, "vrt": 1.0, "events": ["ReplicaLate"]},
                {"block": 5, "vrt": 2.0, "events": ["DisputeResolved", "RefereeSlashed"]}]}
+
+
+def test_cheats_accepted_counts_only_long_train_tasks_held_by_cheaters_only(monkeypatch):
+    """The scale run's "every cheater loses": a task whose accepted result is held by cheaters only, and long enough
+    for their bit flip to have changed it. Unit test: the chain is a table of view results."""
+    from types import SimpleNamespace
+
+    from verity.chain.events import DecodedEvent
+    from verity.chain.protocol import ReplicaStatus, TaskKind
+    from verity.lab import ledger
+
+    cheat, cheat2, honest, zero = "0x" + "aa" * 20, "0x" + "ab" * 20, "0x" + "bb" * 20, "0x" + "00" * 20
+    acc, sl = ReplicaStatus.ACCEPTED, ReplicaStatus.SLASHED
+
+    def rep(node, status):
+        return SimpleNamespace(node=node, status=status)
+
+    tasks = {  # tid: (kind, n, k, candidate, replicas)
+        1: (TaskKind.TRAIN, 4, 8, zero, [rep(cheat, acc), rep(cheat2, acc)]),        # a cheater pair won
+        2: (TaskKind.TRAIN, 4, 8, zero, [rep(cheat, acc), rep(honest, acc)]),        # an honest replica agreed
+        3: (TaskKind.TRAIN, 4, 8, honest, [rep(cheat, sl)]),                         # the challenger won
+        4: (TaskKind.TRAIN, 2, 4, zero, [rep(cheat, acc)]),                          # 8 steps: no flip yet
+        5: (TaskKind.AGGREGATE, 1, 1, zero, [rep(cheat, acc)]),                      # not trained
+        6: (TaskKind.TRAIN, 4, 8, cheat, [rep(honest, sl)]),                         # a cheater won a dispute
+    }
+
+    def read(c, contract, fn, tid):
+        kind, n, k, cand, reps = tasks[tid]
+        return {"taskContext": SimpleNamespace(kind=kind, n=n, k=k), "getTask": SimpleNamespace(candidate=cand),
+                "getReplicas": reps}[fn]
+
+    monkeypatch.setattr("verity.chain.views.read", read)
+    events = [DecodedEvent("JobRegistry", "TaskAccepted", {"taskId": t}, 5, 0, "0x") for t in tasks]
+    events.append(DecodedEvent("JobRegistry", "TaskReopened", {"taskId": 9}, 5, 0, "0x"))
+    c = SimpleNamespace(jobs=None)
+    assert ledger.cheats_accepted(c, events, {"h1": cheat.upper(), "h2": cheat2}, flip_step=15) == [1, 6]

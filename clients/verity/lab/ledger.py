@@ -72,3 +72,27 @@ def slash_reasons(events, hosts: dict[str, str]) -> dict[str, list[dict]]:
         why = sorted({x.name for x in by_tx[e.tx_hash] if x.name not in ("StakeSlashed", "Transfer")})
         out.setdefault(host, []).append({"block": e.block, "vrt": e.args["amount"] / 1e18, "events": why})
     return out
+
+
+def cheats_accepted(c, events, cheaters: dict[str, str], flip_step: int) -> list[int]:
+    """Tasks accepted with a cheater's result: a TRAIN task longer than `flip_step` steps (so the cheater's bit flip
+    changed its result) whose accepted result is held by cheaters only (its Accepted replicas, or the dispute winner
+    that became its candidate). Read from the chain after the run: "every cheater loses" means this is empty."""
+    from verity.chain.protocol import ReplicaStatus, TaskKind
+    from verity.chain.views import read
+
+    bad = {a.lower() for a in cheaters.values()}
+    out = []
+    for ev in events:
+        if ev.name != "TaskAccepted":
+            continue
+        tid = int(ev.args["taskId"])
+        ctx = read(c, c.jobs, "taskContext", tid)
+        if TaskKind(int(ctx.kind)) != TaskKind.TRAIN or int(ctx.n) * int(ctx.k) <= flip_step:
+            continue
+        candidate = str(read(c, c.jobs, "getTask", tid).candidate).lower()
+        holders = {candidate} if candidate != ZERO else {str(r.node).lower() for r in read(c, c.jobs, "getReplicas", tid)
+                                                         if ReplicaStatus(r.status) == ReplicaStatus.ACCEPTED}
+        if holders and holders <= bad:
+            out.append(tid)
+    return out
