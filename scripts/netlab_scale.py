@@ -286,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             "bytes_total_sent": sum(v["sent"] for v in moved.values()),
             "faults": log.events,
             "missed_checks": missed_checks(lab),
+            "job_timelines": job_timelines(events, ts, ts(first_block)),
             "cheats_accepted": cheats_accepted(c, events, {h: addresses[h] for h in cheaters}, CHEATER_FLIP_STEP),
             "wall_s": round(time.monotonic() - t_start, 1),
         }
@@ -298,6 +299,31 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {args.out}")
     return 0 if result["jobs_completed"] == args.jobs and not result["honest_slashed"] and not result["cheats_accepted"] \
         else 1
+
+
+def job_timelines(events, ts, t0: int) -> dict[str, list[dict]]:
+    """Per job, each task's life in chain seconds from `t0` (the first post's block): created, every challenge window
+    opened, disputes opened, reopened, accepted. Where a job's time went, also for one the wait gave up on."""
+    tasks: dict[int, dict] = {}
+    jobs: dict[str, list[dict]] = {}
+    for e in events:
+        tid = e.args.get("taskId")
+        if e.name == "TaskCreated":
+            tasks[tid] = row = {"task": tid, "round": int(e.args["round"]), "index": int(e.args["index"]),
+                                "created_s": ts(e.block) - t0, "windows_s": [], "disputes": 0, "reopened": 0,
+                                "accepted_s": None}
+            jobs.setdefault(str(e.args["jobId"]), []).append(row)
+        elif tid not in tasks:
+            continue
+        elif e.name == "ChallengeWindowOpened":
+            tasks[tid]["windows_s"].append(ts(e.block) - t0)
+        elif e.name == "DisputeOpened":
+            tasks[tid]["disputes"] += 1
+        elif e.name == "TaskReopened":
+            tasks[tid]["reopened"] += 1
+        elif e.name == "TaskAccepted":
+            tasks[tid]["accepted_s"] = ts(e.block) - t0
+    return jobs
 
 
 def missed_checks(lab) -> dict[str, list[str]]:

@@ -238,3 +238,26 @@ def test_cheats_accepted_counts_only_long_train_tasks_held_by_cheaters_only(monk
     events.append(DecodedEvent("JobRegistry", "TaskReopened", {"taskId": 9}, 5, 0, "0x"))
     c = SimpleNamespace(jobs=None)
     assert ledger.cheats_accepted(c, events, {"h1": cheat.upper(), "h2": cheat2}, flip_step=15) == [1, 6]
+
+
+def test_job_timelines_follow_each_task_from_creation_to_acceptance():
+    import importlib.util
+
+    from verity.chain.events import DecodedEvent
+
+    spec = importlib.util.spec_from_file_location("netlab_scale", Path(__file__).parents[2] / "scripts/netlab_scale.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def ev(name, block, **args):
+        return DecodedEvent("X", name, args, block, 0, "0x")
+
+    events = [ev("TaskCreated", 1, taskId=5, jobId=2, round=0, index=1, kind=1, inputHash=b""),
+              ev("ChallengeWindowOpened", 3, taskId=5, deadline=0),
+              ev("DisputeOpened", 4, taskId=5, disputeId=1, challenger="0x", defender="0x"),
+              ev("ChallengeWindowOpened", 6, taskId=5, deadline=0),
+              ev("TaskAccepted", 9, taskId=5, finalHash=b"", resultCid=b""),
+              ev("TaskAccepted", 9, taskId=77, finalHash=b"", resultCid=b"")]  # created before the run: not ours
+    assert mod.job_timelines(events, lambda block: 1000 + 10 * block, 1000) == {"2": [
+        {"task": 5, "round": 0, "index": 1, "created_s": 10, "windows_s": [30, 60], "disputes": 1, "reopened": 0,
+         "accepted_s": 90}]}
