@@ -389,6 +389,18 @@ def test_verifier_revealsAtItsOwnRandomPointInTheSpread_succeeds(verifier, monke
     assert v.chain.sent[-1][0] == "challengeOptimistic"
 
 
+def test_verifier_sybilFault_revealsAtOnce_neitherSpreadNorHeld_succeeds(verifier):
+    """TEST-ONLY `sybil-challenge` plays a cheater's sybil pre-empting honest challenges (P1 scenario tests): it reveals
+    before the deadline, at once, beside any other dispute; the held-challenge rules must not tame it."""
+    v = verifier
+    v.role.reveal_spread = 1.0
+    item = _committed(v)
+    _other_dispute(v)  # another sybil's challenge with the same claim, still open
+    v.ctx.faults.sybil_challenge = True
+    _tick(v)
+    assert v.chain.time < 1_100 and v.chain.sent[-1][0] == "challengeOptimistic" and "held" not in item.data
+
+
 # ---------------------------------------------------------------- keeper
 
 

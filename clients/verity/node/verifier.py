@@ -297,9 +297,10 @@ class VerifierRole:
             return  # the reveal must land in a later block than the commitment
         claim = read(c, c.jobs, "claimOf", item.task_id)
         deadline, grace = int(claim.challengeDeadline), int(claim.revealGrace)
-        if c.now() <= deadline and not ctx.faults.sybil_challenge:
+        sybil = ctx.faults.sybil_challenge  # TEST-ONLY: a cheater's sybil pre-empts; it never waits or holds
+        if c.now() <= deadline and not sybil:
             return  # commits still open: a claim revealed now could be copied into a copier's commitment
-        if (ahead := self._ahead(item)) is not None:
+        if not sybil and (ahead := self._ahead(item)) is not None:
             if item.data.get("held") != ahead:
                 item.data["held"] = ahead
                 log.info("task %d epoch %s: holding our challenge behind dispute %d (same final %s): revealed only "
@@ -312,7 +313,7 @@ class VerifierRole:
             return
         if "reveal_at" not in item.data:  # our own random point in the grace (kept across restarts)
             item.data["reveal_at"] = deadline + secrets.randbelow(int(grace * self.reveal_spread) + 1)
-        if c.now() < int(item.data["reveal_at"]) and "held" not in item.data:
+        if c.now() < int(item.data["reveal_at"]) and "held" not in item.data and not sybil:
             return  # another verifier's reveal before ours shows up as its dispute, and we hold behind it
         trace = [_b(h) for h in item.data["trace"]]
         n = len(trace) - 1
