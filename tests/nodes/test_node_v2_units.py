@@ -364,6 +364,7 @@ def test_verifier_doesNotHold_behindADisputeForAnotherResult_orAnEndedOne_succee
     v.chain.time = 1_101
     _tick(v)
     assert v.chain.sent[-1][0] == "challengeOptimistic" and "held" not in item.data
+    assert item.data["others"] == []  # never read again: it can no longer hold us
 
 
 def test_verifier_revealsPastTheGrace_whileAnotherDisputeOfTheClaimIsOpen_succeeds(verifier):

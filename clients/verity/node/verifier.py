@@ -334,11 +334,14 @@ class VerifierRole:
                  item.data.get("epoch"), did or "?", item.data["final"][:10])
 
     def _ahead(self, item: WorkItem) -> int | None:
-        """Another challenger's undecided dispute against this claim (our epoch) for our final hash, if any."""
-        for did in item.data.get("others", []):
+        """Another challenger's undecided dispute against this claim (our epoch) for our final hash, if any. A dispute
+        that can never hold us (decided, another epoch or another final) is dropped, so it is not read again."""
+        for did in list(item.data.get("others", [])):
             d = self.ctx.dispute(did)
-            if DisputePhase(d.phase) not in (DisputePhase.NONE, DisputePhase.RESOLVED) \
-                    and int(d.epoch) == int(item.data.get("epoch", -1)) and bytes(d.finals[0]) == _b(item.data["final"]):
+            if DisputePhase(d.phase) == DisputePhase.RESOLVED or int(d.epoch) != int(item.data.get("epoch", -1)) \
+                    or bytes(d.finals[0]) != _b(item.data["final"]):
+                item.data["others"].remove(did)
+            elif DisputePhase(d.phase) != DisputePhase.NONE:
                 return did
         return None
 
