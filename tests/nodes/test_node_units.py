@@ -6,7 +6,7 @@ import os
 import pytest
 
 from verity.chain.events import MAX_RANGE, EventCursor
-from verity.errors import VerityError
+from verity.errors import CapacityExceeded, ManifestInvalid, ProfileUnsupported, VerityError
 from verity.node.app import role_mask
 from verity.node.keyfile import read_key_file
 from verity.node.dispute import first_divergence
@@ -234,6 +234,43 @@ def test_loop_declines_work_it_cannot_do_without_blaming_the_poster(tmp_path):
     assert snap.items["task:1:0"].phase == Phase.LOST and big.calls == 1  # permanent: not retried
     assert big.declined == [(1, "CapacityExceeded: task 1: needs 9000 MB, this node has 512", False)]
     assert big.notes == ["memory 9000/512 MB"]  # the numbers go on-chain with the decline
+
+
+def _failure_levels(caplog, tmp_path, exc, item=None, ticks=1) -> list[str]:
+    """The levels of the loop's own "task:1:0: …" lines while `exc` fails the item (a solve item) `ticks` times."""
+    item = item or _item()
+    snap = Snapshot()
+    snap.items[item.key] = item
+    handler = _Handler(exc)
+    handler.kinds = (item.kind,)
+    loop = _loop(tmp_path, _Cursor(fail=False), handler, snap)
+    with caplog.at_level("INFO", logger="verity.node"):
+        for _ in range(ticks):
+            loop.tick()
+    return [r.levelname for r in caplog.records if r.name == "verity.node" and r.getMessage().startswith("task:1:0: ")]
+
+
+@pytest.mark.parametrize("exc", [
+    CapacityExceeded("task 1", "needs 9000 MB, this node has 512", note="memory 9000/512 MB"),
+    ProfileUnsupported("cuda-det", "no GPU here"),
+    ManifestInvalid("model", "not an object"),
+], ids=["capacity", "profile", "invalid-inputs"])
+def test_itemFailed_routineDecline_logsInfo_succeeds(tmp_path, caplog, exc):
+    """A decline of work this node cannot do or inputs it cannot use is routine: its "giving up" line is INFO, not a
+    WARNING in front of the INFO "declined" line (issue 26)."""
+    assert _failure_levels(caplog, tmp_path, exc) == ["INFO"]
+    assert "giving up" in caplog.text
+
+
+def test_itemFailed_retriesOrBareValueError_stayWarnings_succeeds(tmp_path, caplog):
+    assert _failure_levels(caplog, tmp_path / "bare", ValueError("shape mismatch")) == ["WARNING"]  # perhaps a bug
+    caplog.clear()
+    # an item that declines nothing (a watch) gives up with a warning
+    watch = WorkItem(key="task:1:0", kind="watch", phase=Phase.WATCHING, task_id=1)
+    assert _failure_levels(caplog, tmp_path / "watch", ManifestInvalid("model", "not an object"), item=watch) == \
+        ["WARNING"]
+    caplog.clear()
+    assert _failure_levels(caplog, tmp_path / "flaky", RuntimeError("unexpected"), ticks=3) == ["WARNING"] * 3
 
 
 @pytest.mark.parametrize("on_chain, phase, fresh", [

@@ -234,11 +234,16 @@ class NodeLoop:
         item.attempts += 1
         item.data.pop("computing", None)
         permanent = isinstance(exc, (ValueError, ProfileUnsupported, CapacityExceeded))
-        log.warning("%s: %s: %s (attempt %d%s)", item.key, type(exc).__name__, exc, item.attempts,
-                    ", giving up" if permanent or item.attempts >= self.item_attempts else "", exc_info=not isinstance(exc, (VerityError, OSError)))
         giving_up = permanent or item.attempts >= self.item_attempts
         # a slot given up unstarted is declined too (within the grace, unslashed) rather than left to a late report
         declined = item.kind == "solve" and (permanent or (giving_up and item.phase == Phase.ASSIGNED))
+        # declining work this node cannot do or inputs it cannot use, for one of Verity's own reasons, is routine
+        # (INFO; the decline's own line follows); retries that ran out, a failure that declines nothing or a bare
+        # ValueError (perhaps a bug: its traceback goes with it) stay a warning
+        routine = declined and permanent and isinstance(exc, VerityError) and hasattr(handler, "decline")
+        log.log(logging.INFO if routine else logging.WARNING, "%s: %s: %s (attempt %d%s)", item.key,
+                type(exc).__name__, exc, item.attempts, ", giving up" if giving_up else "",
+                exc_info=not isinstance(exc, (VerityError, OSError)))
         if declined and hasattr(handler, "decline"):
             # a ValueError is the poster's inputs (manifest, shard, hash); an unsupported profile, work this node
             # cannot hold or retries that ran out are ours, and must not count towards failing the poster's job
