@@ -36,9 +36,10 @@ def bring_up(directory: Path, ipfs_nodes: int = 1, *, new_chain: bool = False) -
     from verity.devnet import services
     from verity.devnet.deploy import deploy_for_chain
 
+    before = services.load(directory)   # the ports this devnet had: kept on a restart, whatever the settings say
     with console.status("starting anvil and IPFS…"):
         record = services.up(directory, ipfs_nodes=ipfs_nodes, persist_chain=True, new_chain=new_chain)
-    for line in replaced_ports(record, settings()):
+    for line in replaced_ports(record, settings(), before):
         console.print(f"[yellow]{escape(line)}[/yellow]")
     chain = record["chain"]
     if chain["status"] == "new":
@@ -56,17 +57,43 @@ def bring_up(directory: Path, ipfs_nodes: int = 1, *, new_chain: bool = False) -
     return record
 
 
-def replaced_ports(record: dict, s) -> list[str]:
-    """One line for each preferred port (VERITY_ANVIL_PORT, VERITY_IPFS_API_PORT) that was busy, so the devnet
-    listens elsewhere: said out loud, with how other shells find it."""
+def replaced_ports(record: dict, s, before: dict | None = None) -> list[str]:
+    """One line for each preferred port (VERITY_ANVIL_PORT, VERITY_IPFS_API_PORT) the devnet does not listen on, said
+    out loud: busy, so it listens elsewhere (with how other shells find it), or kept from the devnet's own record
+    (`before`: services.json as `up` found it; a restart keeps a recorded port that is free, even if the setting
+    changed since)."""
     out = []
+    kept = ((before or {}).get("anvil") or {}).get("port"), ((before or {}).get("ipfs") or [{}])[0].get("api_port")
     anvil, ipfs = record.get("anvil") or {}, (record.get("ipfs") or [{}])[0]
-    for what, var, wanted, got in (("anvil", "VERITY_ANVIL_PORT", s.anvil_port, anvil.get("port")),
-                                   ("IPFS API", "VERITY_IPFS_API_PORT", s.ipfs_api_port, ipfs.get("api_port"))):
-        if wanted and got and int(got) != int(wanted):
+    for what, var, wanted, got, had in (("anvil", "VERITY_ANVIL_PORT", s.anvil_port, anvil.get("port"), kept[0]),
+                                        ("IPFS API", "VERITY_IPFS_API_PORT", s.ipfs_api_port, ipfs.get("api_port"),
+                                         kept[1])):
+        if not wanted or not got or int(got) == int(wanted):
+            continue
+        if had and int(had) == int(got):
+            out.append(f"{what} keeps port {got} recorded in {record.get('dir', 'the devnet dir')}/services.json "
+                       f"({var} is {wanted}: `verity devnet down` then `up` moves it there)")
+        else:
             out.append(f"port {wanted} ({var}) is busy: {what} listens on {got} instead; commands run here find it "
                        f"through the devnet's record, other shells with `eval $(python -m verity.devnet.services env)`")
     return out
+
+
+def nodes_table(nodes: list[tuple], names: dict[str, str]) -> Table:
+    """`devnet status`'s nodes: (address, getNode, reputationOf) each, named as `job show` names them (`verity node run
+    --name` on this machine, `node_names`) with the address after the name; the address alone for a node run
+    elsewhere."""
+    from verity.node.status import role_names
+
+    names = {a.lower(): n for a, n in names.items()}
+    t = Table(title="nodes")
+    for col in ("node", "roles", "stake", "locked", "completed", "late", "disputes won/lost"):
+        t.add_column(col)
+    for addr, n, r in nodes:
+        name = names.get(str(addr).lower())
+        t.add_row(escape(f"{name} ({addr})" if name else str(addr)), role_names(int(n.roles)), f"{n.stake / 1e18:g}",
+                  f"{n.locked / 1e18:g}", str(r.tasksCompleted), str(r.tasksLate), f"{r.disputesWon}/{r.disputesLost}")
+    return t
 
 
 def _interrupt(signum, frame):  # SIGTERM unwinds like Ctrl-C, so a killed `up` cleans up
@@ -84,7 +111,11 @@ def up(
     The chain is saved in <dir>/anvil/anvil-state.json (every second and at `down`) and
     restored by the next `up`; when it cannot be, `up` says it starts a NEW chain and
     deploys the contracts again. Test accounts 0-9 get VRT at deployment; `faucet` serves
-    all 20. If `up` fails, it stops the devnet's services."""
+    all 20. If `up` fails, it stops the devnet's services.
+
+    Ports: VERITY_ANVIL_PORT (8545) and VERITY_IPFS_API_PORT (5001). A busy one is replaced by a free port and
+    `up` says so (`port 8545 (VERITY_ANVIL_PORT) is busy: anvil listens on …`); a restart keeps the ports the
+    devnet recorded, and says so when a setting asks for another."""
     from verity.devnet import services
 
     directory = dir or settings().devnet_dir
@@ -169,7 +200,7 @@ def status(dir: Dir = None) -> None:
         from verity.chain.client import ChainClient
         from verity.chain.deployments import load_deployments
         from verity.chain.views import JobStatus, read
-        from verity.node.status import role_names
+        from verity.node.statedir import node_names
 
         chain_id = int(chain.get("chain_id", settings().chain_id))
         c = ChainClient(rec["rpc_url"], None, load_deployments(chain_id, deployments_dir(directory) / f"{chain_id}.json"))
@@ -182,15 +213,11 @@ def status(dir: Dir = None) -> None:
     for name, contract in c.contracts.items():
         ct.add_row(name, contract.address)
     console.print(ct)
-    nt = Table(title="nodes")
-    for col in ("node", "roles", "stake", "locked", "completed", "late", "disputes won/lost"):
-        nt.add_column(col)
+    nodes = []
     for i in range(min(c.call(c.registry.functions.nodeCount()), 50)):
         addr = c.call(c.registry.functions.nodeList(i))
-        n, r = read(c, c.registry, "getNode", addr), read(c, c.lens, "reputationOf", addr)
-        nt.add_row(addr, role_names(int(n.roles)), f"{n.stake / 1e18:g}", f"{n.locked / 1e18:g}", str(r.tasksCompleted), str(r.tasksLate),
-                   f"{r.disputesWon}/{r.disputesLost}")
-    console.print(nt)
+        nodes.append((addr, read(c, c.registry, "getNode", addr), read(c, c.lens, "reputationOf", addr)))
+    console.print(nodes_table(nodes, node_names(settings().state_dir)))
     jt = Table(title="jobs")
     for col in ("job", "status", "round", "escrow"):
         jt.add_column(col)
