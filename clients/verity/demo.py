@@ -187,7 +187,8 @@ def _start_explorer(rpc_url: str, directory: Path):
     from verity.storage import Storage
 
     return start_background(connect_chain(rpc_url), Storage.from_settings(settings()),
-                            state_dir=directory / "state", names={addr_of(a): n for n, a, *_ in NODES})
+                            state_dir=directory / "state", names={addr_of(a): n for n, a, *_ in NODES},
+                            say=lambda line: console.print(line, style="yellow", markup=False, highlight=False))
 
 
 def _explore(url: str, job_id: int) -> None:

@@ -25,3 +25,27 @@ def test_disputesTable_narrowConsole_keepsFullNames_succeeds():
     Console(file=out, width=demo.WIDE, force_terminal=False).print(led.disputes_table())
     text = out.getvalue()
     assert "solver-4-longer" in text and "verifier-2-also" in text and "…" not in text
+
+
+def test_startBackground_busyPort_saysWhereTheExplorerListens_succeeds():
+    """The demo's explorer moves off a busy port (8600) and says so (issue 26) instead of moving silently."""
+    import socket
+
+    from verity.cli.explorer import start_background
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        lines: list[str] = []
+        url, stop = start_background(None, None, port=taken, say=lines.append)
+        try:
+            got = int(url.rstrip("/").rsplit(":", 1)[1])
+            assert got != taken and lines == [f"port {taken} busy: explorer on {got}"]
+            socket.create_connection(("127.0.0.1", got), timeout=5).close()   # and it listens there
+        finally:
+            stop()
+    quiet: list[str] = []
+    _, stop = start_background(None, None, port=0, say=quiet.append)   # no preference: nothing to say
+    stop()
+    assert quiet == []

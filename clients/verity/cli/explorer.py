@@ -33,11 +33,14 @@ def serve(chain, storage, host: str, port: int, state_dir=None, names: dict | No
 
 
 def start_background(chain, storage, host: str = "127.0.0.1", port: int = DEFAULT_PORT, state_dir=None,
-                     names: dict | None = None, timeout: float = 20.0):
-    """Serve the explorer from a daemon thread (the demo's); (url, stop). `port` taken: any free port instead."""
+                     names: dict | None = None, timeout: float = 20.0, say=None):
+    """Serve the explorer from a daemon thread (the demo's); (url, stop). `port` taken: any free port instead, and
+    `say(line)` says so ("port 8600 busy: explorer on 8601")."""
     import socket
     import threading
+    from urllib.parse import urlsplit
 
+    wanted = port
     with socket.socket() as probe:
         try:
             probe.bind((host, port))
@@ -55,6 +58,8 @@ def start_background(chain, storage, host: str = "127.0.0.1", port: int = DEFAUL
     if not ready.wait(timeout):
         server.should_exit = True
         raise RuntimeError(f"the explorer did not start listening on {host}:{port} within {timeout:.0f} s")
+    if wanted and port == 0 and say is not None:
+        say(f"port {wanted} busy: explorer on {urlsplit(box['url']).port}")
 
     def stop() -> None:
         server.should_exit = True
