@@ -109,6 +109,22 @@ def test_events_byAddressNamesAndAfterId_succeeds(tmp_path):
     assert len(ix.events(after_id=seated[0].id - 1)) == 1
 
 
+def test_events_bySeveralJobs_oneLookupIndexedAndLive_succeeds(tmp_path):
+    """`job_ids` (`verity job list`): the events derived to any of several jobs, the unconfirmed tail included."""
+    chain = FakeChain()
+    for job in (1, 2, 3):
+        _job(chain, job, 10 * job, 100 * job)
+    ix = open_source(chain, tmp_path)
+    ix.sync(confirmations=3)               # job 3's last blocks stay out of the file
+    paid = ix.live_events(job_ids=[3, 1], names=["JobPosted", "PaymentSent"])
+    assert [(e.name, e.args["jobId"], e.id is None) for e in paid] == [
+        ("JobPosted", 1, False), ("PaymentSent", 1, False), ("JobPosted", 3, False), ("PaymentSent", 3, True)]
+    # a task's or dispute's events count for its job; a dispute slash (no job id of its own) does not
+    assert {e.name for e in ix.events(job_ids=[2])} == {"JobPosted", "TaskCreated", "TaskAssigned", "DisputeOpened",
+                                                        "StepPinpointed", "DisputeResolved", "PaymentSent"}
+    assert ix.live_events(job_ids=[]) == [] and ix.live_events(job_ids=[4]) == []
+
+
 def test_liveEvents_includeTheUnconfirmedTail_withTheSameFilters_succeeds(tmp_path):
     chain = FakeChain()
     _job(chain, 1, 10, 100, NODE_A)

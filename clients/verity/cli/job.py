@@ -66,28 +66,46 @@ def list_jobs(status: Annotated[Optional[StatusFilter], typer.Option(help="only 
               submitter: Annotated[Optional[str], typer.Option(help="only jobs posted by this address")] = None,
               last: Annotated[int, typer.Option(min=1, help="look at the newest N jobs")] = 20) -> None:
     """The newest jobs on this deployment: status, round, size, escrow left, submitter, age."""
-    from verity.chain.views import JobStatus, read
-    from verity.job.advice import countdown, signer_hint
+    from verity.index import open_index
 
     try:
         c = _chain()
-        count, now = c.call(c.jobs.functions.jobCount()), c.now()
-        t = Table(title=f"jobs {max(1, count - last + 1)}..{count} of {count}" if count else "no jobs posted yet")
-        for col in ("job", "status", "round", "shards", "replication", "payment/task", "escrow left", "submitter", "posted"):
-            t.add_column(col)
-        for job_id in range(count, max(0, count - last), -1):
-            j = read(c, c.jobs, "getJob", job_id)
-            st = JobStatus(j.status).name.lower()
-            if (status and st != status.value) or (submitter and j.submitter.lower() != submitter.lower()):
-                continue
-            hint = signer_hint(j.submitter, c.deployments.chain_id)
-            who = j.submitter[:10] + "…" + (f" ({hint})" if hint.startswith("--account") else "")
-            t.add_row(str(job_id), st, f"{min(j.currentRound + 1, j.rounds)}/{j.rounds}", str(j.shards), str(j.replication),
-                      f"{j.paymentPerTask / 1e18:g}", f"{c.call(c.escrow.functions.escrowOf(job_id)) / 1e18:g} VRT", who,
-                      f"{countdown(now - j.postedAt)} ago")
+        with open_index(c) as ix:
+            ix.sync()
+            t = jobs_table(c, ix, status.value if status else None, submitter, last)
     except VerityError as exc:
         fail(exc)
     console.print(t)
+
+
+def jobs_table(c, ix, status: str | None = None, submitter: str | None = None, last: int = 20) -> Table:
+    """`job list`'s table of the newest `last` jobs. Ids, submitters, status, round and escrow come from the event
+    index (`verity.job.listing`, synced by the caller); the chain is asked once for its time and once per row shown
+    (`getJob`) for what no event carries: rounds, shards, replication, payment and post time."""
+    from verity.chain.views import read
+    from verity.job.advice import countdown, signer_hint
+    from verity.job.listing import JOB_EVENTS, JobLine, job_lines
+
+    posted = {int(e.args["jobId"]): e.args["submitter"] for e in ix.live_events(names=["JobPosted"])}
+    count = max(posted, default=0)
+    newest = [j for j in range(count, max(0, count - last), -1)
+              if not submitter or str(posted.get(j, "")).lower() == submitter.lower()]
+    lines = job_lines(ix.live_events(job_ids=newest, names=JOB_EVENTS))
+    now = c.now()
+    t = Table(title=f"jobs {max(1, count - last + 1)}..{count} of {count}" if count else "no jobs posted yet")
+    for col in ("job", "status", "round", "shards", "replication", "payment/task", "escrow left", "submitter", "posted"):
+        t.add_column(col)
+    for job_id in newest:
+        line = lines.get(job_id) or JobLine(job_id, posted.get(job_id, ""))
+        if status and line.status != status:
+            continue
+        j = read(c, c.jobs, "getJob", job_id)
+        hint = signer_hint(line.submitter, c.deployments.chain_id)
+        who = line.submitter[:10] + "…" + (f" ({hint})" if hint.startswith("--account") else "")
+        t.add_row(str(job_id), line.status, f"{min(line.round + 1, j.rounds)}/{j.rounds}", str(j.shards),
+                  str(j.replication), f"{j.paymentPerTask / 1e18:g}", f"{line.escrow / 1e18:g} VRT", who,
+                  f"{countdown(now - j.postedAt)} ago")
+    return t
 
 
 def local_names() -> dict[str, str]:

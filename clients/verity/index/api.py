@@ -32,21 +32,25 @@ class Index:
         return sync(self.db, self.source, max(0, int(confirmations)), progress)
 
     def events(self, job_id: Optional[int] = None, address: Optional[str] = None,
-               names: Optional[Iterable[str]] = None, after_id: int = 0) -> list[DecodedEvent]:
-        """Indexed events matching every given filter, in chain order; each carries its row `id` (for after_id)."""
-        return queries.select(self.db, job_id, address, names, after_id)
+               names: Optional[Iterable[str]] = None, after_id: int = 0,
+               job_ids: Optional[Iterable[int]] = None) -> list[DecodedEvent]:
+        """Indexed events matching every given filter, in chain order; each carries its row `id` (for after_id).
+        `job_ids`: events derived to any of these jobs (without `job_id`'s dispute slashes), in one lookup."""
+        return queries.select(self.db, job_id, address, names, after_id, job_ids)
 
     def live_events(self, job_id: Optional[int] = None, address: Optional[str] = None,
-                    names: Optional[Iterable[str]] = None, after_id: int = 0) -> list[DecodedEvent]:
+                    names: Optional[Iterable[str]] = None, after_id: int = 0,
+                    job_ids: Optional[Iterable[int]] = None) -> list[DecodedEvent]:
         """`events(...)` plus the same filters over the blocks not indexed yet, read from the chain now (the
         unconfirmed tail, `id` None), so an answer is as fresh as the chain's head."""
         names = None if names is None else list(names)
+        job_ids = None if job_ids is None else list(job_ids)
         with self.db:
             self.db.execute("BEGIN")   # one snapshot: the rows and the head they reach
-            stored = queries.select(self.db, job_id, address, names, after_id)
+            stored = queries.select(self.db, job_id, address, names, after_id, job_ids)
             head = self.head
         tail = self.source.events(head + 1, self.source.head())
-        return stored + queries.matching(tail, db_deriver(self.db), job_id, address, names)
+        return stored + queries.matching(tail, db_deriver(self.db), job_id, address, names, job_ids)
 
     def live_count(self) -> int:
         """How many events the deployment has now: the indexed rows (one COUNT) plus the unconfirmed tail's. A

@@ -22,11 +22,16 @@ def event_of(row) -> DecodedEvent:
 
 
 def select(db: sqlite3.Connection, job_id: Optional[int] = None, address: Optional[str] = None,
-           names: Optional[Iterable[str]] = None, after_id: int = 0) -> list[DecodedEvent]:
+           names: Optional[Iterable[str]] = None, after_id: int = 0,
+           job_ids: Optional[Iterable[int]] = None) -> list[DecodedEvent]:
     where, params = ["e.id > :after"], {"after": int(after_id)}
     if job_id is not None:
         where.append(_JOB)
         params["job"] = int(job_id)
+    if job_ids is not None:
+        job_ids = [int(j) for j in job_ids]
+        where.append(f"e.job_id IN ({', '.join(f':j{i}' for i in range(len(job_ids)))})")
+        params.update({f"j{i}": j for i, j in enumerate(job_ids)})
     if address is not None:
         where.append(_ADDRESS)
         params["address"] = address.lower()
@@ -40,14 +45,18 @@ def select(db: sqlite3.Connection, job_id: Optional[int] = None, address: Option
 
 
 def matching(events: list[DecodedEvent], deriver: Deriver, job_id: Optional[int] = None,
-             address: Optional[str] = None, names: Optional[Iterable[str]] = None) -> list[DecodedEvent]:
+             address: Optional[str] = None, names: Optional[Iterable[str]] = None,
+             job_ids: Optional[Iterable[int]] = None) -> list[DecodedEvent]:
     """`select`'s filters over events not in the index (chain order in, chain order out)."""
     ids = [deriver.ids(ev) for ev in events]
     names = None if names is None else set(names)
+    job_ids = None if job_ids is None else {int(j) for j in job_ids}
     slash_txs = {ev.tx_hash for ev, i in zip(events, ids) if ev.name == "DisputeResolved" and i.job_id == job_id}
     out = []
     for ev, i in zip(events, ids):
         if job_id is not None and i.job_id != job_id and not (ev.name == "StakeSlashed" and ev.tx_hash in slash_txs):
+            continue
+        if job_ids is not None and i.job_id not in job_ids:
             continue
         if address is not None and address.lower() not in address_values(ev.args):
             continue
