@@ -125,6 +125,26 @@ def test_events_bySeveralJobs_oneLookupIndexedAndLive_succeeds(tmp_path):
     assert ix.live_events(job_ids=[]) == [] and ix.live_events(job_ids=[4]) == []
 
 
+def test_readers_readTheIndexTheyAreGiven_withTheLiveTail_succeeds(tmp_path):
+    """`job show`'s JobReader and `node status`'s earnings read an open Index when handed one (scripts/bench_index.py
+    times them so); by default each opens the chain's own."""
+    from types import SimpleNamespace
+
+    from verity.job.view import JobReader
+    from verity.node.status import earning_events
+
+    chain = FakeChain()
+    _job(chain, 1, 10, 100, NODE_A)
+    ix = open_source(chain, tmp_path)
+    ix.sync(confirmations=2)
+    assert [(e.name, e.args["amount"], e.id) for e in earning_events(None, NODE_A, ix)] == [("PaymentSent", 7, None)]
+    get_job = SimpleNamespace(abi={"outputs": [{"name": "", "type": "tuple"}]})
+    views = SimpleNamespace(game=SimpleNamespace(address=GAME), call=lambda fn: SimpleNamespace(status=1),
+                            jobs=SimpleNamespace(functions=SimpleNamespace(getJob=lambda job_id: get_job)))
+    reader = JobReader(views, None, 1, index=ix)
+    assert reader.events() == ix.live_events(job_id=1) and reader.events()[-1].name == "PaymentSent"
+
+
 def test_liveEvents_includeTheUnconfirmedTail_withTheSameFilters_succeeds(tmp_path):
     chain = FakeChain()
     _job(chain, 1, 10, 100, NODE_A)

@@ -54,7 +54,7 @@ def test_read_status_counts_sent_payments_as_earned_and_only_game_panel_credits_
               _ev("FeePaid", "VerificationFees", taskId=4, jobId=2, verifier=ME, amount=13, epoch=0),
               _ev("FeePaid", "VerificationFees", taskId=4, jobId=2, verifier=OTHER, amount=13, epoch=0),
               _ev("EscrowRefunded", "JobEscrow", jobId=1, to=ME, amount=100)]      # a refund is not an earning
-    monkeypatch.setattr(status_mod, "earning_events", lambda chain, address: events)   # the index's answer
+    monkeypatch.setattr(status_mod, "earning_events", lambda chain, address, index=None: events)  # the index's answer
     monkeypatch.setattr(status_mod, "read", lambda c, contract, fn, *args: SimpleNamespace(slot=1))
     chain = _Chain({("game", "credits"): lambda who: 2 if who == ME else 99,
                     ("panel", "credits"): lambda who: 4 if who == ME else 99,

@@ -76,7 +76,7 @@ class JobReport:
 class JobReader:
     """Reads one job; caches the manifest, eval shard, per-round metrics and followed events."""
 
-    def __init__(self, chain, storage, job_id: int):
+    def __init__(self, chain, storage, job_id: int, index=None):
         self.chain, self.storage, self.job_id = chain, storage, job_id
         job = self.job()
         if JobStatus(job.status) == JobStatus.NONE:
@@ -84,7 +84,7 @@ class JobReader:
         self._eval = None
         self._metrics: dict[int, RoundMetric] = {}
         self.history = JobHistory(job_id, chain.game.address)
-        self._index = None   # verity.index: the job's events by lookup, opened on first use
+        self._index = index  # verity.index: the job's events by lookup; None: the chain's, opened on first use
 
     def events(self) -> list:
         """This job's events (its dispute slashes too), synced into the index first, the unconfirmed tail live."""

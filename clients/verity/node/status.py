@@ -104,14 +104,17 @@ _SOURCES = {("JobEscrow", "PaymentSent"): "tasks", ("VerificationFees", "FeePaid
             ("DisputeGame", "Credited"): "disputes", ("RefereePanel", "Credited"): "referee"}
 
 
-def earning_events(c: ChainClient, address: str) -> list:
+def earning_events(c: ChainClient, address: str, index=None) -> list:
     """The events that may pay `address` (PaymentSent, FeePaid, Credited naming it), from the event index (synced
-    first; the unconfirmed tail read live), not a rescan of the chain."""
-    from verity.index import open_index
+    first; the unconfirmed tail read live), not a rescan of the chain. `index`: an open Index (default: the chain's,
+    opened and closed here)."""
+    if index is None:
+        from verity.index import open_index
 
-    with open_index(c) as ix:
-        ix.sync()
-        return ix.live_events(address=address, names=sorted({name for _, name in _SOURCES}))
+        with open_index(c) as ix:
+            return earning_events(c, address, ix)
+    index.sync()
+    return index.live_events(address=address, names=sorted({name for _, name in _SOURCES}))
 
 
 def tally_earnings(events, address: str) -> tuple[int, dict[str, int], dict[int, int]]:
@@ -132,8 +135,9 @@ def tally_earnings(events, address: str) -> tuple[int, dict[str, int], dict[int,
     return earned, by_source, by_job
 
 
-def read_status(c: ChainClient, address: str) -> NodeStatus:
-    earned, by_source, by_job = tally_earnings(earning_events(c, address), address)
+def read_status(c: ChainClient, address: str, index=None) -> NodeStatus:
+    """`index`: an open event Index to read the earnings from (default: the chain's; see earning_events)."""
+    earned, by_source, by_job = tally_earnings(earning_events(c, address, index), address)
     # only DisputeGame and RefereePanel hold credits: JobEscrow's payments are already in the balance
     unwithdrawn = sum(c.call(x.functions.credits(address)) for x in (c.game, c.panel))
     lens = c.lens.functions
