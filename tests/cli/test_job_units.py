@@ -305,3 +305,39 @@ def test_job_show_names_the_nodes_run_from_this_machine_never_their_address_succ
     shown = text(render(report([open_task()]), names))
     assert "solver-with-a-long-name-1" in shown and B[:8] + "…" not in shown
     assert B[:8] + "…" in text(render(report([open_task()])))   # an unknown node: its short address
+
+
+def test_devnet_address_table_equals_the_accounts_derived_from_the_mnemonic_succeeds():
+    """The `--account N` hints' table (issue 26: deriving it cost each first `job show`/`job list` ~380 ms) is the
+    devnet mnemonic's first 20 accounts, derived here the slow way, so it cannot drift from the mnemonic."""
+    from verity.chain.client import DEVNET_MNEMONIC
+    from verity.devnet.anvil import DEV_MNEMONIC
+    from verity.job.advice import DEVNET_ADDRESSES, derive_devnet_accounts
+    from verity.settings import Settings
+
+    assert DEV_MNEMONIC == DEVNET_MNEMONIC == Settings.model_fields["devnet_mnemonic"].default
+    assert len(DEVNET_ADDRESSES) == Settings.model_fields["devnet_accounts"].default == 20
+    assert derive_devnet_accounts(20) == {a: i for i, a in enumerate(DEVNET_ADDRESSES)}
+
+
+def test_devnet_accounts_up_to_twenty_never_derive_succeeds(monkeypatch):
+    """The common path (20 accounts or fewer) reads the table; only more accounts than it holds are derived."""
+    from verity.job import advice as adv
+
+    def derive(count):
+        raise AssertionError(f"derived {count} accounts")
+
+    monkeypatch.setattr(adv, "derive_devnet_accounts", derive)
+    adv.devnet_accounts.cache_clear()
+    try:
+        accounts = adv.devnet_accounts()
+        assert len(accounts) == 20 and accounts[adv.DEVNET_ADDRESSES[19]] == 19
+        assert adv.devnet_accounts(3) == {a: i for i, a in enumerate(adv.DEVNET_ADDRESSES[:3])}
+        assert adv.devnet_accounts(0) == {}
+        assert adv.signer_hint("0x70997970C51812dc3A010C7d01b50e0d17dc79C8") == "--account 1"
+        assert adv.signer_hint("0x70997970C51812dc3A010C7d01b50e0d17dc79C8", 1) == "--key-file FILE"
+        assert adv.signer_hint(A, 31337) == "--key-file FILE"
+        with pytest.raises(AssertionError, match="derived 21 accounts"):
+            adv.devnet_accounts(21)
+    finally:
+        adv.devnet_accounts.cache_clear()
