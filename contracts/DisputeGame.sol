@@ -73,11 +73,14 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
     uint256 private constant _BISECTING = (1 << uint8(DisputePhase.Bisect0)) | (1 << uint8(DisputePhase.Bisect1));
     uint256 private constant _CLOCKED = _BISECTING | (1 << uint8(DisputePhase.StepRoots));
 
-    /// @notice One party's position in a dispute.
+    /// @notice One party's position in a dispute. The party, its move flag and its chess clock share one word
+    ///         (issue 23, cheaper disputes: a `Clock` struct took a word of its own per side, and a clock started and
+    ///         stopped in the same second went back to zero and was paid as a fresh word again).
     struct Side {
         address party;
         bool moved; // made the move the game awaits
-        Clock clock;
+        uint40 used; // chess clock (ChessClock): seconds spent on finished turns
+        uint40 since; // chess clock: start of the running turn (0 = stopped)
         bytes32 root; // level-0 trace root
         bytes32 stepRoot; // level-1 trace root
         bytes32 finalHash; // stored for an optimistic challenger only (DisputeLens fills the others in)
@@ -86,8 +89,11 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         bytes32 midLeaf; // revealed leaf at mid
     }
 
+    /// @dev Five words before the sides (DisputeLens decodes them): task and bisection state; the rest of the
+    ///      bisection, snapshots and B's move bits; the amounts (token amounts fit 96 bits: VerityToken.MAX_SUPPLY is
+    ///      10^27 wei); the co-defender; the agreed leaf.
     struct Dispute {
-        uint256 taskId;
+        uint64 taskId; // task ids count up from 1 (JobRegistry.taskCount)
         DisputePhase phase;
         DisputeOutcome outcome;
         bool optimistic; // A is a verifier that locked the task stake and posted a bond
@@ -102,14 +108,14 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         uint32 step; // pinpointed step s inside the segment
         uint16 winnerShareBps; // snapshot
         uint16 refereeShareBps; // snapshot
-        uint64 allowance; // snapshot of clockAllowance
-        uint64 phaseAt; // when `phase` was entered
-        uint64 fee; // snapshot of panelFee (optimistic challenges; 0 for a replicated contest)
-        uint256 taskStake; // snapshot
-        uint256 bond; // snapshot (0 for a replicated contest)
-        address coDefender; // may move for B at level 0 and shares B's checkpoint-level fate (0 = none)
+        uint32 allowance; // snapshot of clockAllowance (at most MAX_WINDOW)
+        uint40 phaseAt; // when `phase` was entered
         uint8 movedB; // B-side members that made a move: bit 1 = defender, bit 2 = co-defender
         uint8 stepRootBy; // the B-side member (same bits) that submitted B's step root (0 = none yet)
+        uint96 taskStake; // snapshot
+        uint96 bond; // snapshot (0 for a replicated contest)
+        uint64 fee; // snapshot of panelFee (optimistic challenges; 0 for a replicated contest)
+        address coDefender; // may move for B at level 0 and shares B's checkpoint-level fate (0 = none)
         bytes32 agreed; // leaf lo (both agree)
         Side[2] sides; // [A, B]
     }
@@ -309,7 +315,7 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         _checkProof(disputeId, level, level == 0 ? d.sides[p].root : d.sides[p].stepRoot, index, leafHash, proof);
         d.sides[p].midLeaf = leafHash;
         d.sides[p].moved = true;
-        d.sides[p].clock.stop();
+        _stopClock(d.sides[p]);
         emit LeafRevealed(disputeId, msg.sender, level, index, leafHash);
         if (!d.sides[1 - p].moved) return;
         // INVARIANT: leaf lo agreed, leaf hi differs.
@@ -342,7 +348,7 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         d.sides[p].stepRoot = stepRoot;
         d.stepRootBy |= member; // A adds 0; B submits once
         d.sides[p].moved = true;
-        d.sides[p].clock.stop();
+        _stopClock(d.sides[p]);
         emit StepRootSubmitted(disputeId, msg.sender, stepRoot);
         if (!d.sides[1 - p].moved) return;
         _transition(disputeId, d, DisputePhase.Bisect1);
@@ -355,8 +361,8 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
     /// @notice Ends the dispute against every party whose clock ran out while the game awaited its move (anyone).
     function timeout(uint256 disputeId) external nonReentrant {
         Dispute storage d = _live(disputeId, _CLOCKED);
-        bool outA = d.sides[0].clock.expired(d.allowance);
-        bool outB = d.sides[1].clock.expired(d.allowance);
+        bool outA = _clock(d.sides[0]).expired(d.allowance);
+        bool outB = _clock(d.sides[1]).expired(d.allowance);
         // INVARIANT: only a party that ran out of time loses on time.
         if (!outA && !outB) revert ClockNotExpired(disputeId);
         _settle(
@@ -484,7 +490,7 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         openChallengeOf[taskId][msg.sender] = disputeId;
         d.coDefender = claim.coDefender;
         uint256 bond = challengerBond;
-        d.bond = bond;
+        d.bond = uint96(bond);
         totalBonds += bond;
         registry.lock(msg.sender, d.taskStake);
         if (bond > 0) IERC20(address(token)).safeTransferFrom(msg.sender, address(this), bond);
@@ -514,7 +520,7 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
     {
         disputeId = ++disputeCount;
         d = _disputes[disputeId];
-        d.taskId = taskId;
+        d.taskId = uint64(taskId);
         d.epoch = epoch;
         d.n = c.n;
         d.k = c.k;
@@ -522,10 +528,10 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         // Issue 25: each party's clock is at least the task's execution window (capped): at 32 hosts on 2 cores a
         // party replaying its segment and moving at load 30 used more than the 120-s allowance and lost on time.
         uint64 work = c.executionWindow < WORK_WINDOW_CAP ? c.executionWindow : WORK_WINDOW_CAP;
-        d.allowance = work > clockAllowance ? work : clockAllowance;
+        d.allowance = uint32(work > clockAllowance ? work : clockAllowance);
         d.winnerShareBps = uint16(winnerShareBps);
         d.refereeShareBps = uint16(refereeShareBps);
-        d.taskStake = c.stakePerReplica;
+        d.taskStake = uint96(c.stakePerReplica);
         d.agreed = c.inputHash;
         d.sides[0].party = partyA;
         d.sides[1].party = partyB;
@@ -567,13 +573,13 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         // INVARIANT: each party moves once per request.
         if (d.sides[p].moved) revert AlreadyMoved(disputeId, msg.sender);
         // INVARIANT (P8): a party whose own clock ran out cannot move any more; the timeout decides.
-        if (d.sides[p].clock.expired(d.allowance)) revert ClockExpired(disputeId, uint8(p));
+        if (_clock(d.sides[p]).expired(d.allowance)) revert ClockExpired(disputeId, uint8(p));
     }
 
     function _pinpoint(uint256 disputeId, Dispute storage d, PinpointProof calldata p) internal {
         // INVARIANT (P8): once a clock ran out the timeout decides; a pinpoint cannot rescue the late party.
-        if (d.sides[0].clock.expired(d.allowance)) revert ClockExpired(disputeId, 0);
-        if (d.sides[1].clock.expired(d.allowance)) revert ClockExpired(disputeId, 1);
+        if (_clock(d.sides[0]).expired(d.allowance)) revert ClockExpired(disputeId, 0);
+        if (_clock(d.sides[1]).expired(d.allowance)) revert ClockExpired(disputeId, 1);
         uint8 level = d.level;
         uint32 max = level == 0 ? d.n : d.k;
         // INVARIANT: the divergence lies inside the level's trace.
@@ -609,8 +615,8 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
 
     /// @dev After any narrowing: request the next midpoint (both clocks run), ask for step roots, or judge the step.
     function _afterNarrow(uint256 disputeId, Dispute storage d) internal {
-        d.sides[0].clock.stop();
-        d.sides[1].clock.stop();
+        _stopClock(d.sides[0]);
+        _stopClock(d.sides[1]);
         d.sides[0].moved = false;
         d.sides[1].moved = false;
         if (d.hi - d.lo > 1) {
@@ -657,8 +663,23 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
     }
 
     function _startClocks(Dispute storage d) internal {
-        d.sides[0].clock.start();
-        d.sides[1].clock.start();
+        for (uint256 i = 0; i < 2; ++i) {
+            Side storage s = d.sides[i];
+            _setClock(s, _clock(s).started());
+        }
+    }
+
+    function _stopClock(Side storage s) internal {
+        _setClock(s, _clock(s).stopped());
+    }
+
+    /// @dev A side's chess clock (kept in the side's first word).
+    function _clock(Side storage s) internal view returns (Clock memory) {
+        return Clock(s.used, s.since);
+    }
+
+    function _setClock(Side storage s, Clock memory c) internal {
+        (s.used, s.since) = (uint40(c.used), uint40(c.since));
     }
 
     /// @dev The one place a dispute changes phase: checks the transition table, stamps the time, emits.
@@ -667,7 +688,7 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         // INVARIANT: phases only move along the transition table.
         if ((_NEXT >> (uint256(from) * 8 + uint256(to))) & 1 == 0) revert IllegalTransition(disputeId, from, to);
         d.phase = to;
-        d.phaseAt = uint64(block.timestamp);
+        d.phaseAt = uint40(block.timestamp);
         emit DisputePhaseChanged(disputeId, to, uint64(block.timestamp));
     }
 
@@ -679,8 +700,8 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         internal
         returns (uint256 toReferees)
     {
-        d.sides[0].clock.stop();
-        d.sides[1].clock.stop();
+        _stopClock(d.sides[0]);
+        _stopClock(d.sides[1]);
         _transition(disputeId, d, DisputePhase.Resolved);
         d.outcome = outcome;
         if (!d.optimistic) disputeOfTask[d.taskId] = 0;
@@ -764,8 +785,8 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
     /// @dev Stale dispute: Resolved / Voided, nobody slashed, the challenger released with its bond less `fee` (what
     ///      its panel is paid).
     function _abandon(uint256 disputeId, Dispute storage d, uint256 fee) internal {
-        d.sides[0].clock.stop();
-        d.sides[1].clock.stop();
+        _stopClock(d.sides[0]);
+        _stopClock(d.sides[1]);
         _transition(disputeId, d, DisputePhase.Resolved);
         d.outcome = DisputeOutcome.Voided;
         if (d.optimistic) {

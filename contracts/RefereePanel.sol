@@ -53,9 +53,8 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         uint256 refereeStake;
     }
 
-    /// @notice One dispute's panel. `seats[i] == address(0)` is an empty seat; `unseated` lists the no-shows a window
-    ///         unseated (not drawn again while the exclusion list has room). Seats alone are written on seating (issue
-    ///         23, cheaper disputes: a list of every referee ever seated cost 3 more fresh words per panel).
+    /// @notice One dispute's panel, as `panelOf` shows it. `seats[i] == address(0)` is an empty seat; `unseated` lists
+    ///         the no-shows a window unseated (not drawn again while the exclusion list has room).
     struct Panel {
         PanelPhase phase;
         Verdict verdict;
@@ -68,9 +67,9 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         uint64 commitDeadline;
         uint64 revealDeadline;
         uint64 decidedAt;
-        uint64 requestId; // packed beside the deadlines (issue 23, cheaper disputes: one fresh word less per panel)
+        uint64 requestId;
         uint32 rules; // the rules version in force when it opened (`rulesOf`), not a copy of them
-        bytes32 majorityVote;
+        bytes32 majorityVote; // the revealed value more than half of the seats hold (0 = none)
         Case request;
         address[] seats;
         address[] unseated;
@@ -94,6 +93,40 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         bytes32 vote;
     }
 
+    /// @dev Storage form of a Panel: two words of state, then one word per seat (the referee and its progress) and one
+    ///      per vote (issue 23, cheaper disputes: the rules version, the case and the seat count took three fresh words
+    ///      of their own at every open, and a referee's seat, flags and vote three at every seating). The majority is
+    ///      not stored: `panelOf` counts it again from the votes, which never change once the panel decided.
+    struct PanelState {
+        PanelPhase phase;
+        Verdict verdict;
+        uint8 redraws;
+        uint8 committed;
+        uint8 revealed;
+        uint32 attempt;
+        uint40 openedAt;
+        uint40 seatingSince;
+        uint32 rules;
+        uint8 deviceClass;
+        uint32 minMemoryMb;
+        uint32 profileBit;
+        uint40 commitDeadline;
+        uint40 revealDeadline;
+        uint40 decidedAt;
+        uint64 requestId;
+        uint32 workWindow;
+        Seat[MAX_PANEL] seats;
+        bytes32[MAX_PANEL] values; // a seat's commitment, then its revealed vote in its place
+        address[] unseated;
+    }
+
+    /// @dev One seat: its referee (0 = empty) and how far it got.
+    struct Seat {
+        address referee;
+        bool committed;
+        bool revealed;
+    }
+
     /// @notice Token of stakes and rewards.
     IVerityToken public immutable token;
     /// @notice Node registry (referee draws, stake locks and slashes).
@@ -114,17 +147,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     uint32 public rulesVersion;
     mapping(uint256 => Params) internal _rules;
 
-    mapping(uint256 => Panel) internal _panels;
-    /// @dev Storage form of a Vote: `value` holds the commitment, then the revealed vote in its place (issue 23, cheaper
-    ///      disputes: a reveal rewrites a word instead of filling a fresh one).
-    struct Ballot {
-        bool seated;
-        bool committed;
-        bool revealed;
-        bytes32 value;
-    }
-
-    mapping(uint256 => mapping(address => Ballot)) internal _votes;
+    mapping(uint256 => PanelState) internal _panels;
 
     modifier onlyGame() {
         if (msg.sender != game) revert NotGame(msg.sender);
@@ -235,31 +258,28 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
 
     /// @inheritdoc IRefereePanel
     function open(uint256 disputeId, PanelRequest calldata r) external onlyGame nonReentrant {
-        Panel storage p = _panels[disputeId];
+        PanelState storage p = _panels[disputeId];
         if (p.phase != PanelPhase.None) revert PanelExists(disputeId);
         // INVARIANT: a vote must be able to tell the parties apart.
         if (r.claimA == r.claimB) revert ClaimsEqual(disputeId, r.claimA);
         // INVARIANT: the panel's rules are fixed now; later owner changes never reach it (P8).
         p.rules = rulesVersion;
-        uint256 size = _rules[p.rules].size;
-        p.request = Case(r.deviceClass, r.minMemoryMb, r.profileBit, r.workWindow);
-        for (uint256 i = 0; i < size; ++i) {
-            p.seats.push();
-        }
-        p.openedAt = uint64(block.timestamp);
+        (p.deviceClass, p.minMemoryMb, p.profileBit, p.workWindow) =
+            (r.deviceClass, r.minMemoryMb, r.profileBit, r.workWindow);
+        p.openedAt = uint40(block.timestamp);
         _enterSeating(disputeId, p, true);
     }
 
     /// @inheritdoc IRefereePanel
     /// @dev Emits PanelDecided with verdict 0 (None) and no callback to the game.
     function cancel(uint256 disputeId, uint256 fee) external onlyGame nonReentrant returns (uint256 used) {
-        Panel storage p = _panels[disputeId];
+        PanelState storage p = _panels[disputeId];
         PanelPhase phase = p.phase;
         if (phase == PanelPhase.None || phase == PanelPhase.Decided) revert PanelNotLive(disputeId, phase);
         _enterDecided(disputeId, p, Verdict.None, bytes32(0));
         // The seats that did their part so far (hold a commitment) share the fee; a seat past its window without one
         // would have been slashed by `advance`, so it takes nothing.
-        used = _pay(_seatsThat(disputeId, p, false), fee);
+        used = _pay(_seatsThat(p, false), fee);
         _releaseAll(disputeId, p);
     }
 
@@ -268,7 +288,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     /// @notice Fills every empty seat from the panel's random value (anyone). A stale request is renewed instead.
     /// @dev The value comes from a block mined after the request, so the caller's choice of block does not matter (P4).
     function seat(uint256 disputeId) external nonReentrant {
-        Panel storage p = _panels[disputeId];
+        PanelState storage p = _panels[disputeId];
         _requirePhase(disputeId, p, PanelPhase.Seating);
         uint256 requestId = p.requestId;
         if (randomness.isStale(requestId)) {
@@ -279,16 +299,15 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         if (!randomness.isReady(requestId)) revert SeatingRandomnessPending(disputeId, requestId);
         bytes32 value = randomness.valueOf(requestId);
         Params memory params = _rules[p.rules];
-        Case memory r = p.request;
         (address[] memory exclude, uint256 n) = _exclusions(disputeId, p);
         bool full = true;
         for (uint256 i = 0; i < params.size; ++i) {
-            if (p.seats[i] != address(0)) continue;
+            if (p.seats[i].referee != address(0)) continue;
             address referee = registry.drawReferee(
                 keccak256(abi.encode(value, disputeId, i, p.attempt)),
-                r.deviceClass,
-                r.minMemoryMb,
-                r.profileBit,
+                p.deviceClass,
+                p.minMemoryMb,
+                p.profileBit,
                 params.refereeStake,
                 exclude
             );
@@ -297,8 +316,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
                 continue;
             }
             registry.lock(referee, params.refereeStake);
-            p.seats[i] = referee;
-            _votes[disputeId][referee].seated = true;
+            p.seats[i].referee = referee;
             exclude[n++] = referee; // room for every empty seat was reserved
         }
         if (full) {
@@ -317,39 +335,40 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
 
     /// @notice Commits `c = keccak256(abi.encode(disputeId, vote, salt, msg.sender))` (seated referees).
     function commitVote(uint256 disputeId, bytes32 c) external nonReentrant {
-        Panel storage p = _panels[disputeId];
+        PanelState storage p = _panels[disputeId];
         _requirePhase(disputeId, p, PanelPhase.Committing);
         // INVARIANT: no commitment after the window; late seats are left to advance().
         if (block.timestamp > p.commitDeadline) revert WindowClosed(disputeId, p.phase, p.commitDeadline);
-        Ballot storage v = _votes[disputeId][msg.sender];
-        if (!v.seated) revert NotSeated(disputeId, msg.sender);
+        uint256 i = _seatOf(disputeId, p, msg.sender);
+        Seat storage v = p.seats[i];
         // INVARIANT: a zero commitment would be indistinguishable from none (P7).
         if (c == bytes32(0)) revert ZeroCommitment(disputeId, msg.sender);
         if (v.committed) revert AlreadyCommitted(disputeId, msg.sender);
         v.committed = true;
-        v.value = c;
+        p.values[i] = c;
         emit VoteCommitted(disputeId, msg.sender);
         if (++p.committed == _rules[p.rules].size) _enterRevealing(disputeId, p);
     }
 
     /// @notice Reveals the vote and salt of the caller's commitment; the last reveal decides the panel.
     function revealVote(uint256 disputeId, bytes32 vote, bytes32 salt) external nonReentrant {
-        Panel storage p = _panels[disputeId];
+        PanelState storage p = _panels[disputeId];
         // INVARIANT: reveals start only after every seat committed, so no referee votes knowing another's vote.
         _requirePhase(disputeId, p, PanelPhase.Revealing);
         if (block.timestamp > p.revealDeadline) revert WindowClosed(disputeId, p.phase, p.revealDeadline);
-        Ballot storage v = _votes[disputeId][msg.sender];
-        if (!v.seated) revert NotSeated(disputeId, msg.sender);
+        uint256 i = _seatOf(disputeId, p, msg.sender);
+        Seat storage v = p.seats[i];
         if (v.revealed) revert AlreadyRevealed(disputeId, msg.sender);
         // INVARIANT: the commitment binds the referee's address, so a copied commitment cannot be revealed.
-        if (keccak256(abi.encode(disputeId, vote, salt, msg.sender)) != v.value) {
-            revert CommitmentMismatch(disputeId, msg.sender, v.value);
+        bytes32 commitment = p.values[i];
+        if (keccak256(abi.encode(disputeId, vote, salt, msg.sender)) != commitment) {
+            revert CommitmentMismatch(disputeId, msg.sender, commitment);
         }
         v.revealed = true;
-        v.value = vote;
+        p.values[i] = vote;
         emit VoteRevealed(disputeId, msg.sender, vote);
         if (++p.revealed == _rules[p.rules].size) {
-            (bytes32 majority, bool found) = _tally(disputeId, p);
+            (bytes32 majority, bool found) = _tally(p);
             _decide(disputeId, p, found ? _verdictOf(disputeId, majority) : Verdict.NoDecision, majority);
         }
     }
@@ -358,7 +377,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     ///         then redraws them, decides when the missing votes can no longer change the majority, or ends with
     ///         NoDecision once MAX_REDRAWS redraw rounds were used.
     function advance(uint256 disputeId) external nonReentrant {
-        Panel storage p = _panels[disputeId];
+        PanelState storage p = _panels[disputeId];
         PanelPhase phase = p.phase;
         uint64 deadline = phase == PanelPhase.Committing
             ? p.commitDeadline
@@ -369,12 +388,12 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         Params memory params = _rules[p.rules];
         uint256 slashAmount = (params.refereeStake * params.noShowSlashBps) / BPS;
         for (uint256 i = 0; i < params.size; ++i) {
-            address referee = p.seats[i];
-            Ballot storage v = _votes[disputeId][referee];
+            Seat memory v = p.seats[i];
             if (committing ? v.committed : v.revealed) continue;
             if (v.committed) --p.committed;
-            delete _votes[disputeId][referee];
-            p.seats[i] = address(0);
+            delete p.seats[i];
+            delete p.values[i];
+            address referee = v.referee;
             p.unseated.push(referee);
             _settle(disputeId, referee, params.refereeStake, slashAmount, committing ? NO_COMMIT : NO_REVEAL);
             registry.recordLate(referee);
@@ -382,7 +401,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         if (!committing) {
             // Revealed votes are counted against every seat: a value already held by more than half of the seats
             // stays the majority whatever the missing seats would vote.
-            (bytes32 majority, bool found) = _tally(disputeId, p);
+            (bytes32 majority, bool found) = _tally(p);
             if (found) {
                 _decide(disputeId, p, _verdictOf(disputeId, majority), majority);
                 return;
@@ -409,8 +428,16 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     // ---------------------------------------------------------------- views
 
     /// @notice The panel of `disputeId` (phase None if never opened).
-    function panelOf(uint256 disputeId) external view returns (Panel memory) {
-        return _panels[disputeId];
+    function panelOf(uint256 disputeId) external view returns (Panel memory v) {
+        PanelState storage p = _panels[disputeId];
+        (v.phase, v.verdict, v.redraws, v.committed, v.revealed, v.attempt) =
+            (p.phase, p.verdict, p.redraws, p.committed, p.revealed, p.attempt);
+        (v.openedAt, v.seatingSince, v.commitDeadline, v.revealDeadline, v.decidedAt, v.requestId, v.rules) =
+            (p.openedAt, p.seatingSince, p.commitDeadline, p.revealDeadline, p.decidedAt, p.requestId, p.rules);
+        if (p.phase == PanelPhase.Decided && p.verdict != Verdict.None) (v.majorityVote,) = _tally(p);
+        v.request = Case(p.deviceClass, p.minMemoryMb, p.profileBit, p.workWindow);
+        v.seats = _seatList(p);
+        v.unseated = p.unseated;
     }
 
     /// @notice The rules the panel of `disputeId` runs under (fixed when it opened).
@@ -426,23 +453,29 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
 
     /// @notice `referee`'s standing in the panel of `disputeId`.
     function voteOf(uint256 disputeId, address referee) external view returns (Vote memory) {
-        Ballot storage b = _votes[disputeId][referee];
-        return Vote(b.seated, b.committed, b.revealed, b.revealed ? bytes32(0) : b.value, b.revealed ? b.value : bytes32(0));
+        PanelState storage p = _panels[disputeId];
+        uint256 size = _rules[p.rules].size;
+        for (uint256 i = 0; i < size && referee != address(0); ++i) {
+            Seat memory b = p.seats[i];
+            if (b.referee != referee) continue;
+            bytes32 value = p.values[i];
+            return Vote(true, b.committed, b.revealed, b.revealed ? bytes32(0) : value, b.revealed ? value : bytes32(0));
+        }
     }
 
     // ---------------------------------------------------------------- transitions
 
     /// @dev Starts a seating phase (and its clock) on a fresh value: at open, or to redraw no-shows.
-    function _enterSeating(uint256 disputeId, Panel storage p, bool opening) internal {
+    function _enterSeating(uint256 disputeId, PanelState storage p, bool opening) internal {
         p.phase = PanelPhase.Seating;
-        p.seatingSince = uint64(block.timestamp);
+        p.seatingSince = uint40(block.timestamp);
         uint64 requestId = _request(p);
         p.requestId = requestId;
         if (opening) emit PanelOpened(disputeId, requestId);
         else emit SeatingRetry(disputeId, requestId);
     }
 
-    function _request(Panel storage p) internal returns (uint64) {
+    function _request(PanelState storage p) internal returns (uint64) {
         ++p.attempt;
         return SafeCast.toUint64(randomness.request());
     }
@@ -457,29 +490,29 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     ///      commit window that long can always be met by a node that could have solved the task (issue 25: honest
     ///      referees on a loaded host took 15-70 s against the 60-s default and were fined). The rules' window stays
     ///      the floor; MAX_WORK_WINDOW bounds how long a no-show can hold the dispute per seating round.
-    function _enterCommitting(uint256 disputeId, Panel storage p) internal {
+    function _enterCommitting(uint256 disputeId, PanelState storage p) internal {
         p.phase = PanelPhase.Committing;
-        uint64 window = p.request.workWindow < MAX_WORK_WINDOW ? p.request.workWindow : MAX_WORK_WINDOW;
+        uint64 window = p.workWindow < MAX_WORK_WINDOW ? p.workWindow : MAX_WORK_WINDOW;
         uint64 floor = _rules[p.rules].commitWindow;
         uint64 deadline = uint64(block.timestamp) + (window > floor ? window : floor);
-        p.commitDeadline = deadline;
-        emit RefereesSeated(disputeId, p.seats, deadline);
+        p.commitDeadline = uint40(deadline);
+        emit RefereesSeated(disputeId, _seatList(p), deadline);
     }
 
-    function _enterRevealing(uint256 disputeId, Panel storage p) internal {
+    function _enterRevealing(uint256 disputeId, PanelState storage p) internal {
         p.phase = PanelPhase.Revealing;
         uint64 deadline = uint64(block.timestamp) + _rules[p.rules].revealWindow;
-        p.revealDeadline = deadline;
+        p.revealDeadline = uint40(deadline);
         emit RevealOpened(disputeId, deadline);
     }
 
     /// @dev Ends the panel: settles every seated referee, calls the game back, splits its reward among the majority.
-    function _decide(uint256 disputeId, Panel storage p, Verdict verdict, bytes32 majority) internal {
+    function _decide(uint256 disputeId, PanelState storage p, Verdict verdict, bytes32 majority) internal {
         _enterDecided(disputeId, p, verdict, majority);
         address[] memory winners;
         if (verdict == Verdict.NoDecision) {
             // Without a majority the reward (the challenger's panel fee) goes to every referee that revealed.
-            winners = _seatsThat(disputeId, p, true);
+            winners = _seatsThat(p, true);
             _releaseAll(disputeId, p);
         } else {
             winners = _settleVotes(disputeId, p, majority);
@@ -514,26 +547,50 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     }
 
     /// @dev The seated referees that revealed a vote (`revealed`), or that hold a commitment (revealed or not).
-    function _seatsThat(uint256 disputeId, Panel storage p, bool revealed) internal view returns (address[] memory list) {
-        list = p.seats;
+    function _seatsThat(PanelState storage p, bool revealed) internal view returns (address[] memory list) {
+        list = _seatList(p);
         for (uint256 i = 0; i < list.length; ++i) {
-            Ballot storage b = _votes[disputeId][list[i]];
+            Seat storage b = p.seats[i];
             if (!(revealed ? b.revealed : b.committed)) list[i] = address(0);
         }
     }
 
+    /// @dev The referee of each seat of the panel's size (0 = empty).
+    function _seatList(PanelState storage p) internal view returns (address[] memory list) {
+        list = new address[](_rules[p.rules].size);
+        for (uint256 i = 0; i < list.length; ++i) {
+            list[i] = p.seats[i].referee;
+        }
+    }
+
+    /// @dev Whether `referee` holds one of the first `size` seats.
+    function _isSeated(PanelState storage p, address referee, uint256 size) internal view returns (bool) {
+        for (uint256 i = 0; i < size; ++i) {
+            if (p.seats[i].referee == referee) return true;
+        }
+        return false;
+    }
+
+    /// @dev The seat `referee` holds (reverts NotSeated when it holds none).
+    function _seatOf(uint256 disputeId, PanelState storage p, address referee) internal view returns (uint256 i) {
+        uint256 size = _rules[p.rules].size;
+        for (; i < size; ++i) {
+            if (p.seats[i].referee == referee) return i;
+        }
+        revert NotSeated(disputeId, referee);
+    }
+
     /// @dev Final phase; verdict None means cancelled by the game.
-    function _enterDecided(uint256 disputeId, Panel storage p, Verdict verdict, bytes32 majority) internal {
+    function _enterDecided(uint256 disputeId, PanelState storage p, Verdict verdict, bytes32 majority) internal {
         p.phase = PanelPhase.Decided;
-        p.decidedAt = uint64(block.timestamp);
+        p.decidedAt = uint40(block.timestamp);
         p.verdict = verdict;
-        p.majorityVote = majority;
         emit PanelDecided(disputeId, uint8(verdict), majority);
     }
 
     // ---------------------------------------------------------------- internals
 
-    function _requirePhase(uint256 disputeId, Panel storage p, PanelPhase expected) internal view {
+    function _requirePhase(uint256 disputeId, PanelState storage p, PanelPhase expected) internal view {
         if (p.phase != expected) revert PanelNotInPhase(disputeId, p.phase, expected);
     }
 
@@ -544,7 +601,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     /// @dev Parties, current seats, then earlier (unseated) referees newest first, capped so that the list plus one
     ///      entry per empty seat fits MAX_EXCLUDE. Returns the list (tail zero-filled for the seats about to be drawn)
     ///      and the number of entries filled. Zero entries are ignored by the registry.
-    function _exclusions(uint256 disputeId, Panel storage p) internal view returns (address[] memory list, uint256 n) {
+    function _exclusions(uint256 disputeId, PanelState storage p) internal view returns (address[] memory list, uint256 n) {
         uint256 size = _rules[p.rules].size;
         uint256 empty;
         list = new address[](MAX_EXCLUDE);
@@ -554,7 +611,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
             if (party != address(0)) list[n++] = party;
         }
         for (uint256 i = 0; i < size; ++i) {
-            address s = p.seats[i];
+            address s = p.seats[i].referee;
             if (s == address(0)) ++empty;
             else list[n++] = s;
         }
@@ -563,22 +620,21 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         address[] storage history = p.unseated;
         for (uint256 i = history.length; i > 0 && n < room; --i) {
             address h = history[i - 1];
-            if (!_votes[disputeId][h].seated) list[n++] = h;
+            if (!_isSeated(p, h, size)) list[n++] = h;
         }
     }
 
     /// @dev Most common revealed vote and whether it is held by more than half of all seats.
-    function _tally(uint256 disputeId, Panel storage p) internal view returns (bytes32 majority, bool found) {
+    function _tally(PanelState storage p) internal view returns (bytes32 majority, bool found) {
         uint256 size = _rules[p.rules].size;
         for (uint256 i = 0; i < size; ++i) {
-            Ballot storage vi = _votes[disputeId][p.seats[i]];
-            if (!vi.revealed) continue;
+            if (!p.seats[i].revealed) continue;
+            bytes32 value = p.values[i];
             uint256 count;
             for (uint256 j = 0; j < size; ++j) {
-                Ballot storage vj = _votes[disputeId][p.seats[j]];
-                if (vj.revealed && vj.value == vi.value) ++count;
+                if (p.seats[j].revealed && p.values[j] == value) ++count;
             }
-            if (count > size / 2) return (vi.value, true);
+            if (count > size / 2) return (value, true);
         }
     }
 
@@ -590,7 +646,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     }
 
     /// @dev Unlocks the majority (returned), slashes revealed votes against it, unlocks unrevealed seats unslashed.
-    function _settleVotes(uint256 disputeId, Panel storage p, bytes32 majority)
+    function _settleVotes(uint256 disputeId, PanelState storage p, bytes32 majority)
         internal
         returns (address[] memory winners)
     {
@@ -599,10 +655,10 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         winners = new address[](params.size);
         uint256 count;
         for (uint256 i = 0; i < params.size; ++i) {
-            address referee = p.seats[i];
+            Seat memory v = p.seats[i];
+            address referee = v.referee;
             if (referee == address(0)) continue;
-            Ballot storage v = _votes[disputeId][referee];
-            if (v.revealed && v.value == majority) {
+            if (v.revealed && p.values[i] == majority) {
                 winners[count++] = referee;
                 registry.unlock(referee, params.refereeStake);
                 registry.recordDispute(referee, true);
@@ -619,11 +675,11 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     }
 
     /// @dev Releases every seated referee unslashed.
-    function _releaseAll(uint256 disputeId, Panel storage p) internal {
+    function _releaseAll(uint256 disputeId, PanelState storage p) internal {
         uint256 stakeAmount = _rules[p.rules].refereeStake;
         for (uint256 i = 0; i < _rules[p.rules].size; ++i) {
-            address referee = p.seats[i];
-            if (referee != address(0) && _votes[disputeId][referee].seated) registry.unlock(referee, stakeAmount);
+            address referee = p.seats[i].referee;
+            if (referee != address(0)) registry.unlock(referee, stakeAmount);
         }
     }
 

@@ -280,8 +280,8 @@ CONTRACTS = [
     Mutant(
         "c-referee-majority", "a referee vote held by half the seats (not more) is a majority (vote counting)",
         "contracts/RefereePanel.sol",
-        "if (count > size / 2) return (vi.value, true);",
-        "if (count >= size / 2) return (vi.value, true);",
+        "if (count > size / 2) return (value, true);",
+        "if (count >= size / 2) return (value, true);",
         Forge("tests/forge/RefereePanel.t.sol", fuzz_runs=64),
     ),
     Mutant(
@@ -310,8 +310,8 @@ CONTRACTS = [
         "c-dispute-clock-fixed", "a dispute's parties get the deployment's 120-s clock whatever the task's execution "
         "window (issue 25: honest challengers on a loaded host slashed on time)",
         "contracts/DisputeGame.sol",
-        "d.allowance = work > clockAllowance ? work : clockAllowance;",
-        "d.allowance = clockAllowance;",
+        "d.allowance = uint32(work > clockAllowance ? work : clockAllowance);",
+        "d.allowance = uint32(clockAllowance);",
         Forge("tests/forge/DisputeClocks.t.sol"),
     ),
     Mutant(
@@ -350,8 +350,8 @@ CONTRACTS = [
         "c-panel-commit-window-uncapped", "a task's execution window buys its panel any commit window (a no-show "
         "can hold a dispute for days per seating round)",
         "contracts/RefereePanel.sol",
-        "p.request.workWindow < MAX_WORK_WINDOW ? p.request.workWindow : MAX_WORK_WINDOW",
-        "p.request.workWindow",
+        "p.workWindow < MAX_WORK_WINDOW ? p.workWindow : MAX_WORK_WINDOW",
+        "p.workWindow",
         Forge("tests/forge/RefereePanel.t.sol", fuzz_runs=64),
     ),
     Mutant(
@@ -361,6 +361,31 @@ CONTRACTS = [
         "return c.since != 0 && elapsed(c) > allowance;",
         "return elapsed(c) > allowance;",
         Forge("tests/forge/ChessClock.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
+        "c-clock-used-dropped",
+        "a party's chess clock forgets its finished turns when the game packs it beside the party (each turn starts "
+        "a fresh allowance: a party stalls a dispute forever)",
+        "contracts/DisputeGame.sol",
+        "(s.used, s.since) = (uint40(c.used), uint40(c.since));",
+        "s.since = uint40(c.since);",
+        Forge("tests/forge/DisputeClocks.t.sol"),
+    ),
+    Mutant(
+        "c-panel-any-seat-votes",
+        "a vote lands in the first seat whoever sends it (seats are kept by index, not by a referee's mapping)",
+        "contracts/RefereePanel.sol",
+        "            if (p.seats[i].referee == referee) return i;\n        }\n        revert NotSeated(disputeId, referee);",
+        "            if (p.seats[i].referee == referee) return i;\n        }\n        return 0;",
+        Forge("tests/forge/RefereePanel.t.sol", fuzz_runs=64),
+    ),
+    Mutant(
+        "c-panel-majority-not-shown",
+        "panelOf no longer shows a decided panel's majority (it is counted again from the votes, not stored)",
+        "contracts/RefereePanel.sol",
+        "        if (p.phase == PanelPhase.Decided && p.verdict != Verdict.None) (v.majorityVote,) = _tally(p);\n",
+        "",
+        Forge("tests/forge/RefereePanel.t.sol", fuzz_runs=64),
     ),
     Mutant(
         "c-bond-unbounded", "the owner may set any challenger bond (10^9 VRT shuts every challenge out)",

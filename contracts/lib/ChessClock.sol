@@ -2,6 +2,7 @@
 pragma solidity 0.8.28;
 
 /// @notice One party's chess clock: time used on finished turns, and when the running turn started (0 = stopped).
+///         The memory form: DisputeGame keeps the two fields beside the party in one storage word.
 struct Clock {
     uint64 used;
     uint64 since;
@@ -11,17 +12,19 @@ struct Clock {
 /// @notice A clock runs only while the game awaits its owner's move; a party is out of time once a running clock
 ///         has used more than the allowance. Used for both parties of a dispute.
 library ChessClock {
-    /// @notice Starts the clock at `block.timestamp` (no-op when already running).
-    function start(Clock storage c) internal {
+    /// @notice The clock started at `block.timestamp` (unchanged when already running).
+    function started(Clock memory c) internal view returns (Clock memory) {
         if (c.since == 0) c.since = uint64(block.timestamp);
+        return c;
     }
 
-    /// @notice Stops the clock, adding the running turn to `used` (no-op when stopped).
-    function stop(Clock storage c) internal {
+    /// @notice The clock stopped, the running turn added to `used` (unchanged when stopped).
+    function stopped(Clock memory c) internal view returns (Clock memory) {
         uint64 since = c.since;
-        if (since == 0) return;
+        if (since == 0) return c;
         c.used += uint64(block.timestamp) - since;
         c.since = 0;
+        return c;
     }
 
     /// @notice True while the clock runs (the game awaits this party).

@@ -16,7 +16,7 @@ contract ChessClockTest is Test {
 
     function test_start_fromStopped_runs_succeeds() public {
         assertFalse(c.running(), "stopped");
-        c.start();
+        c = c.started();
         assertTrue(c.running(), "running");
         assertEq(c.since, 1_000, "since now");
         vm.warp(1_030);
@@ -25,44 +25,44 @@ contract ChessClockTest is Test {
     }
 
     function test_start_whenRunning_keepsStart_succeeds() public {
-        c.start();
+        c = c.started();
         vm.warp(1_010);
-        c.start();
+        c = c.started();
         assertEq(c.since, 1_000, "not restarted");
     }
 
     function test_stop_accumulatesUsed_succeeds() public {
-        c.start();
+        c = c.started();
         vm.warp(1_040);
-        c.stop();
+        c = c.stopped();
         assertEq(c.used, 40, "used");
         assertFalse(c.running(), "stopped");
         vm.warp(2_000);
         assertEq(c.elapsed(), 40, "a stopped clock does not move");
-        c.stop();
+        c = c.stopped();
         assertEq(c.used, 40, "stop twice is a no-op");
-        c.start();
+        c = c.started();
         vm.warp(2_005);
         assertEq(c.elapsed(), 45, "turns add up");
     }
 
     function test_expired_onlyWhenRunningAndOver_succeeds() public {
-        c.start();
+        c = c.started();
         vm.warp(1_100);
         assertFalse(c.expired(100), "at the allowance: still in time");
         vm.warp(1_101);
         assertTrue(c.expired(100), "over the allowance");
         assertEq(c.remaining(100), 0, "nothing left");
-        c.stop();
+        c = c.stopped();
         assertFalse(c.expired(100), "a stopped clock is never out: the game awaits the other party");
     }
 
     function testFuzz_elapsed_sumOfTurns_succeeds(uint32 t1, uint32 gap, uint32 t2, uint64 allowance) public {
-        c.start();
+        c = c.started();
         vm.warp(block.timestamp + t1);
-        c.stop();
+        c = c.stopped();
         vm.warp(block.timestamp + gap);
-        c.start();
+        c = c.started();
         vm.warp(block.timestamp + t2);
         uint256 total = uint256(t1) + t2;
         assertEq(c.elapsed(), total, "elapsed");

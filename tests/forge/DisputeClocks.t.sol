@@ -45,4 +45,22 @@ contract DisputeClocksTest is DisputeFixture {
         (uint256 id,,) = _disputeWithWindow(60);
         assertEq(disputeLens.getDispute(id).allowance, game.clockAllowance(), "the allowance is the floor");
     }
+
+    /// @dev The game keeps each clock beside its party in one storage word (issue 23, cheaper disputes): a party's
+    ///      finished turns still count against its allowance, so slow moves add up to a timeout.
+    function test_clock_turnsAddUpAcrossMoves_slowPartyTimesOut_succeeds() public {
+        (uint256 id, address solver, address verifier) = _disputeWithWindow(60);
+        uint256 allowance = game.clockAllowance();
+        _revealLeaf(id, solver, 0, hC, 2);
+        vm.warp(block.timestamp + allowance - 40);
+        _revealLeaf(id, verifier, 0, hH, 2);
+        assertEq(disputeLens.getDispute(id).sides[0].clock.used, allowance - 40, "the challenger's first turn counted");
+        require(disputeLens.getDispute(id).mid == 3, "a second leaf is requested");
+        _revealLeaf(id, solver, 0, hC, 3);
+        vm.warp(block.timestamp + 41);
+        (uint256 left,) = disputeLens.clocksRemaining(id);
+        assertEq(left, 0, "both turns together ran past the allowance");
+        game.timeout(id);
+        assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.DefenderWins), "out of time");
+    }
 }

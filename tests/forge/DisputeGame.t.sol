@@ -4,6 +4,7 @@ pragma solidity 0.8.28;
 import {DisputeFixture} from "./base/DisputeFixture.sol";
 import {Fixture} from "./base/Fixture.sol";
 import {DisputeGame} from "../../contracts/DisputeGame.sol";
+import {DisputeLens} from "../../contracts/DisputeLens.sol";
 import {IDisputeGame} from "../../contracts/interfaces/IDisputeGame.sol";
 import {Merkle} from "../../contracts/lib/Merkle.sol";
 import {
@@ -30,7 +31,7 @@ contract DisputeGameTest is DisputeFixture {
         emit IDisputeGame.DisputeOpened(1, taskId, cheater, honest);
         vm.prank(cheater);
         uint256 id = game.openDispute(taskId);
-        DisputeGame.Dispute memory d = disputeLens.getDispute(id);
+        DisputeLens.Dispute memory d = disputeLens.getDispute(id);
         assertEq(d.mid, 2, "mid of [0,4]");
         assertEq(uint8(d.phase), uint8(DisputePhase.Bisect0), "bisect");
         assertEq(game.disputeOfTask(taskId), id, "open contest");
@@ -48,7 +49,7 @@ contract DisputeGameTest is DisputeFixture {
         assertEq(disputeLens.getDispute(id).mid, 3, "mid 3");
         _revealLeaf(id, cheater, 0, hC, 3);
         _revealLeaf(id, honest, 0, hH, 3);
-        DisputeGame.Dispute memory d = disputeLens.getDispute(id);
+        DisputeLens.Dispute memory d = disputeLens.getDispute(id);
         assertEq(uint8(d.phase), uint8(DisputePhase.StepRoots), "step roots");
         assertEq(d.segment, 2, "segment 2");
         _submitStepRoot(id, cheater, sC);
@@ -93,7 +94,7 @@ contract DisputeGameTest is DisputeFixture {
         _revealLeaf(id, cheater, 0, hE, 2);
         _revealLeaf(id, honest, 0, hH, 3);
         _revealLeaf(id, cheater, 0, hE, 3);
-        DisputeGame.Dispute memory d = disputeLens.getDispute(id);
+        DisputeLens.Dispute memory d = disputeLens.getDispute(id);
         assertEq(d.mid, 0, "nothing requested");
         assertEq(uint8(d.phase), uint8(DisputePhase.Bisect0), "still bisecting");
         bytes32[] memory proof = Merkle.proofOf(hH, 3);
@@ -113,7 +114,7 @@ contract DisputeGameTest is DisputeFixture {
         uint256 burned = token.totalBurned();
         uint256 reward = _decide(id, Verdict.ForA);
 
-        DisputeGame.Dispute memory d = disputeLens.getDispute(id);
+        DisputeLens.Dispute memory d = disputeLens.getDispute(id);
         assertEq(uint8(d.outcome), uint8(DisputeOutcome.ChallengerWins), "honest (A) wins");
         assertEq(uint8(d.phase), uint8(DisputePhase.Resolved), "resolved");
         assertEq(reward, TASK_STAKE / 4, "referees' share to the panel");
@@ -296,7 +297,7 @@ contract DisputeGameTest is DisputeFixture {
         vm.warp(block.timestamp + allowance + 1);
         game.timeout(id); // still the old allowance
         assertEq(game.credits(honest), (TASK_STAKE * 5_000) / 10_000, "old winner share");
-        DisputeGame.Dispute memory d = disputeLens.getDispute(id);
+        DisputeLens.Dispute memory d = disputeLens.getDispute(id);
         assertEq(d.allowance, allowance, "allowance snapshot");
         assertEq(d.winnerShareBps, 5_000, "share snapshot");
         // A dispute opened now gets the new rules.

@@ -3,6 +3,7 @@ pragma solidity 0.8.28;
 
 import {DisputeFixture} from "./base/DisputeFixture.sol";
 import {DisputeGame} from "../../contracts/DisputeGame.sol";
+import {DisputeLens} from "../../contracts/DisputeLens.sol";
 import {Merkle} from "../../contracts/lib/Merkle.sol";
 import {DisputePhase, DisputeOutcome} from "../../contracts/types/VerityTypes.sol";
 
@@ -13,7 +14,7 @@ contract DisputeLensTest is DisputeFixture {
     function test_getDispute_everyFieldOfAJudgedDispute_succeeds() public {
         uint256 before = block.timestamp;
         uint256 id = _toJudging();
-        DisputeGame.Dispute memory d = disputeLens.getDispute(id);
+        DisputeLens.Dispute memory d = disputeLens.getDispute(id);
         assertEq(d.taskId, taskId, "taskId");
         assertEq(uint8(d.phase), uint8(DisputePhase.Judging), "phase");
         assertEq(uint8(d.outcome), uint8(DisputeOutcome.None), "outcome");

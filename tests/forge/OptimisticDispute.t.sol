@@ -3,6 +3,7 @@ pragma solidity 0.8.28;
 
 import {DisputeFixture} from "./base/DisputeFixture.sol";
 import {DisputeGame} from "../../contracts/DisputeGame.sol";
+import {DisputeLens} from "../../contracts/DisputeLens.sol";
 import {IDisputeGame} from "../../contracts/interfaces/IDisputeGame.sol";
 import {Merkle} from "../../contracts/lib/Merkle.sol";
 import {

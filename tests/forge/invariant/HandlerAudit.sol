@@ -3,6 +3,7 @@ pragma solidity 0.8.28;
 
 import {HandlerTraces, System, Actors} from "./HandlerTraces.sol";
 import {DisputeGame} from "../../../contracts/DisputeGame.sol";
+import {DisputeLens} from "../../../contracts/DisputeLens.sol";
 import {IJobRegistry} from "../../../contracts/interfaces/IJobRegistry.sol";
 import {IDisputeGame} from "../../../contracts/interfaces/IDisputeGame.sol";
 import {IRefereePanel} from "../../../contracts/interfaces/IRefereePanel.sol";
@@ -291,7 +292,7 @@ abstract contract HandlerAudit is HandlerTraces {
             for (uint256 i = 0; i < logs.length; ++i) {
                 VmLogs.Log memory l = logs[i];
                 if (l.emitter != address(game) || l.topics[0] != IDisputeGame.DisputeResolved.selector) continue;
-                DisputeGame.Dispute memory d = disputeLens.getDispute(uint256(l.topics[1]));
+                DisputeLens.Dispute memory d = disputeLens.getDispute(uint256(l.topics[1]));
                 bool lostA = d.outcome == DisputeOutcome.DefenderWins || d.outcome == DisputeOutcome.BothLose;
                 bool lostB = d.outcome == DisputeOutcome.ChallengerWins || d.outcome == DisputeOutcome.BothLose;
                 uint256 side = 2;

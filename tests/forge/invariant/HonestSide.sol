@@ -3,6 +3,7 @@ pragma solidity 0.8.28;
 
 import {HandlerBase, System, Actors} from "./HandlerBase.sol";
 import {DisputeGame} from "../../../contracts/DisputeGame.sol";
+import {DisputeLens} from "../../../contracts/DisputeLens.sol";
 import {RefereePanel} from "../../../contracts/RefereePanel.sol";
 import {Merkle} from "../../../contracts/lib/Merkle.sol";
 import {
@@ -22,7 +23,7 @@ abstract contract HonestSide is HandlerBase {
     /// @dev Parties reveal the requested leaf of their own trace: honest ones always, dishonest ones when `dishonestActs`;
     ///      stale disputes are abandoned and expired clocks timed out.
     function _playDispute(uint256 id, bool dishonestActs) internal {
-        DisputeGame.Dispute memory d = disputeLens.getDispute(id);
+        DisputeLens.Dispute memory d = disputeLens.getDispute(id);
         if (d.phase == DisputePhase.None || d.phase == DisputePhase.Resolved) return;
         if (views.getTask(d.taskId).epoch != d.epoch) {
             try game.abandon(id) {
@@ -58,7 +59,7 @@ abstract contract HonestSide is HandlerBase {
     }
 
     /// @dev A dishonest party pinpoints the last proven divergence of the two traces in one move (anyone may).
-    function _pinpointAs(uint256 id, DisputeGame.Dispute memory d, uint256 p, bytes32[] memory mine) internal {
+    function _pinpointAs(uint256 id, DisputeLens.Dispute memory d, uint256 p, bytes32[] memory mine) internal {
         bytes32[] memory other = _sideTrace(d.taskId, d.sides[1 - p].party, d.sides[1 - p].root);
         if (other.length != mine.length) return;
         (bytes32[] memory ha, bytes32[] memory hb) = p == 0 ? (mine, other) : (other, mine);
@@ -85,7 +86,7 @@ abstract contract HonestSide is HandlerBase {
 
     /// @dev What an honest referee recomputes: h_{s+1} from the agreed h_s.
     function _honestVote(uint256 id) internal view returns (bytes32) {
-        DisputeGame.Dispute memory d = disputeLens.getDispute(id);
+        DisputeLens.Dispute memory d = disputeLens.getDispute(id);
         if (sabotage == 2) return d.sides[1].claim;
         return keccak256(abi.encode(HONEST, d.agreed, disputeLens.disputedStep(id) + 1));
     }

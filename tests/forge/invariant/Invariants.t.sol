@@ -3,6 +3,7 @@ pragma solidity 0.8.28;
 
 import {InvariantSetup} from "./InvariantSetup.sol";
 import {Handler} from "./Handler.sol";
+import {DisputeLens} from "../../../contracts/DisputeLens.sol";
 import {AdversarySide} from "./AdversarySide.sol";
 import {DisputeGame} from "../../../contracts/DisputeGame.sol";
 import {RefereePanel} from "../../../contracts/RefereePanel.sol";
@@ -114,7 +115,7 @@ contract InvariantsTest is InvariantSetup {
         assertEq(handler.ghostEscrowPaid(), earned, "payments == accepted work + bonds");
         uint256 bonds;
         for (uint256 id = 1; id <= game.disputeCount(); ++id) {
-            DisputeGame.Dispute memory d = disputeLens.getDispute(id);
+            DisputeLens.Dispute memory d = disputeLens.getDispute(id);
             if (d.phase != DisputePhase.Resolved && d.optimistic) bonds += d.bond;
         }
         assertEq(game.totalBonds(), bonds, "open bonds");
@@ -266,7 +267,7 @@ contract InvariantsTest is InvariantSetup {
             }
         }
         for (uint256 id = 1; id <= game.disputeCount(); ++id) {
-            DisputeGame.Dispute memory d = disputeLens.getDispute(id);
+            DisputeLens.Dispute memory d = disputeLens.getDispute(id);
             if (d.phase != DisputePhase.Resolved && d.optimistic) expected[_idx(d.sides[0].party)] += d.taskStake;
             RefereePanel.Panel memory p = panel.panelOf(id);
             if (p.phase == PanelPhase.None || p.phase == PanelPhase.Decided) continue;
@@ -288,7 +289,7 @@ contract InvariantsTest is InvariantSetup {
         uint256 tasks = jobs.taskCount();
         uint256[] memory live = new uint256[](tasks + 1);
         for (uint256 id = 1; id <= game.disputeCount(); ++id) {
-            DisputeGame.Dispute memory d = disputeLens.getDispute(id);
+            DisputeLens.Dispute memory d = disputeLens.getDispute(id);
             Task memory t = views.getTask(d.taskId);
             assertLe(d.epoch, t.epoch, "dispute from a future epoch");
             PanelPhase pp = panel.panelOf(id).phase;
