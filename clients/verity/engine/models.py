@@ -23,6 +23,9 @@ from verity.engine.decoder import Decoder, DecoderConfig  # noqa: F401  (the dec
 from verity.engine.resnet import ResNet, ResNetConfig  # noqa: F401  (and the ResNet family in resnet.py)
 
 MAX_PARAMETERS = 200_000_000  # a job may not ask solvers to allocate more
+# a float32 state at that cap as a safetensors file, header included: the most a model file read from the network or
+# a disk may hold (verity.hf.files, verity.job.verify)
+MAX_STATE_FILE_BYTES = 4 * MAX_PARAMETERS + (16 << 20)
 
 
 class _Config(BaseModel):

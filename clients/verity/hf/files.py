@@ -20,14 +20,14 @@ from pathlib import Path
 import torch
 from pydantic import TypeAdapter, ValidationError
 
-from verity.engine.models import MAX_PARAMETERS, ModelSpec
+from verity.engine.models import MAX_STATE_FILE_BYTES, ModelSpec
 from verity.engine.modules import parameter_shapes
 from verity.engine.tensorfile import atomic_write, read_safetensors, safetensors_bytes
 from verity.hf.configs import HFUnsupported, from_hf_config, to_hf_config
 from verity.hf.weights import from_hf, to_hf
 
 MAX_CONFIG_BYTES = 1 << 20
-MAX_WEIGHTS_BYTES = 4 * MAX_PARAMETERS + (16 << 20)   # float32 at the zoo's parameter cap, plus a header
+MAX_WEIGHTS_BYTES = MAX_STATE_FILE_BYTES   # float32 at the zoo's parameter cap, plus a header
 _SPEC = TypeAdapter(ModelSpec)
 
 

@@ -16,12 +16,13 @@ from pathlib import Path
 
 from verity.chain.protocol import ReplicaStatus, TaskStatus
 from verity.chain.views import read
+from verity.engine.models import MAX_STATE_FILE_BYTES
 from verity.engine.state import TaskRef, TrainState
 from verity.engine.tensorfile import read_safetensors
 from verity.errors import StateInvalid, VerityError
 
 MAX_JOBS_SCANNED = 10_000       # newest first: a chain with more completed jobs needs --job
-MAX_MODEL_BYTES = 4 * 200_000_000 + (16 << 20)
+MAX_MODEL_BYTES = MAX_STATE_FILE_BYTES
 
 
 class NotVerified(VerityError):
