@@ -5,6 +5,7 @@ import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
 import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 
 import {IDisputeGame} from "./interfaces/IDisputeGame.sol";
 import {IJobRegistry, IJobViews} from "./interfaces/IJobRegistry.sol";
@@ -531,7 +532,8 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         d.allowance = uint32(work > clockAllowance ? work : clockAllowance);
         d.winnerShareBps = uint16(winnerShareBps);
         d.refereeShareBps = uint16(refereeShareBps);
-        d.taskStake = uint96(c.stakePerReplica);
+        // Never truncated: a replica locked this stake, and no stake exceeds the token's supply (< 2^96); checked anyway.
+        d.taskStake = SafeCast.toUint96(c.stakePerReplica);
         d.agreed = c.inputHash;
         d.sides[0].party = partyA;
         d.sides[1].party = partyB;
