@@ -503,8 +503,7 @@ CLIENTS = [
     Mutant(
         "p-verifier-commit-before-salt", "a verifier sends its challenge commitment before its salt is persisted",
         "clients/verity/node/verifier.py",
-        "            return  # persisted before the commitment goes out: "
-        "a crash can't leave a commitment we can't open\n",
+        "            return SAVE_AND_GO_ON\n",
         "",
         pytest(NODE_V2, k="verifier_persists_salt"),
     ),
@@ -512,8 +511,7 @@ CLIENTS = [
         "p-auditor-commit-before-salt",
         "an auditor sends its blind check in the tick that draws its salt (not yet persisted)",
         "clients/verity/node/auditor.py",
-        "            return  # persisted before the commitment goes out: "
-        "a crash never leaves a commitment we cannot open\n",
+        "            return SAVE_AND_GO_ON\n",
         "",
         pytest("tests/nodes/test_auditor_units.py", k="persisted_before_the_blind_commit"),
     ),

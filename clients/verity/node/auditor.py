@@ -48,6 +48,7 @@ from verity.node.compute import compute_result
 from verity.node.context import NodeContext
 from verity.node.faults import copy_from_pins
 from verity.node.keychain import KeyChain, chain_seed, find_chain, head
+from verity.node.loop import SAVE_AND_GO_ON
 from verity.node.phases import Phase
 from verity.node.sampling import load_or_create_key
 from verity.node.snapshot import Snapshot, WorkItem
@@ -217,9 +218,9 @@ class AuditorRole:
                  "public", tid, e, int(rate_bps))
 
     # ------------------------------------------------------------------ work
-    def advance(self, snap: Snapshot, item: WorkItem) -> None:
+    def advance(self, snap: Snapshot, item: WorkItem) -> str | None:
         if item.phase == Phase.WATCHING:
-            self._check(snap, item)
+            return self._check(snap, item)
         elif item.phase == Phase.COMMITTED:
             self._claim(snap, item)
 
@@ -268,7 +269,7 @@ class AuditorRole:
         item.data.update(final="0x" + res.final.hex(), trace=["0x" + h.hex() for h in res.trace],
                          root="0x" + res.root.hex(), cid=res.result_cid, unpublished=res.unpublished)
 
-    def _check(self, snap: Snapshot, item: WorkItem) -> None:
+    def _check(self, snap: Snapshot, item: WorkItem) -> str | None:
         ctx, c = self.ctx, self.ctx.chain
         task = ctx.task(item.task_id)
         if TaskStatus(task.status) == TaskStatus.CANCELLED:
@@ -289,7 +290,9 @@ class AuditorRole:
             return self._result(snap, item, task)  # computing, or just computed: persisted before we act on it
         if "salt" not in item.data:
             item.data["salt"] = "0x" + secrets.token_bytes(32).hex()
-            return  # persisted before the commitment goes out: a crash never leaves a commitment we cannot open
+            # persisted before the commitment goes out (a crash never leaves a commitment we cannot open), then the
+            # loop calls us again in the same tick: a blind check must land before any reveal
+            return SAVE_AND_GO_ON
         commitment = check_commitment(item.task_id, _b(item.data["final"]), _b(item.data["salt"]), ctx.me)
         if bytes(c.call(c.fees.functions.checkOf(item.task_id, ctx.me))) != commitment:  # not sent before a crash
             try:

@@ -52,6 +52,7 @@ from verity.engine import merkle
 from verity.node.auditor import RESULT_KEYS, audit_key
 from verity.node.compute import compute_result, published
 from verity.node.context import InputRejected, NodeContext
+from verity.node.loop import SAVE_AND_GO_ON
 from verity.node.phases import Phase
 from verity.node.sampling import load_or_create_key, sampled
 from verity.node.snapshot import Snapshot, WorkItem
@@ -153,9 +154,9 @@ class VerifierRole:
             log.info("task %d: verdict: not sampled (rate %g)", tid, self.sample_rate)
 
     # ------------------------------------------------------------------ work
-    def advance(self, snap: Snapshot, item: WorkItem) -> None:
+    def advance(self, snap: Snapshot, item: WorkItem) -> str | None:
         if item.phase == Phase.WATCHING:
-            self._check(snap, item)
+            return self._check(snap, item)
         elif item.phase == Phase.CHALLENGE_COMMITTED:
             self._reveal(snap, item)
         elif item.phase == Phase.DISPUTING:
@@ -199,7 +200,7 @@ class VerifierRole:
                          root="0x" + res.root.hex(), cid=res.result_cid, unpublished=res.unpublished)
         return False
 
-    def _check(self, snap: Snapshot, item: WorkItem) -> None:
+    def _check(self, snap: Snapshot, item: WorkItem) -> str | None:
         ctx, c = self.ctx, self.ctx.chain
         if "final" not in item.data and ctx.work.running(item.key):
             return  # re-executing: nothing to read before it ends (then the candidate is read again), not twice a second
@@ -230,7 +231,9 @@ class VerifierRole:
             return
         if "salt" not in item.data:
             item.data["salt"] = "0x" + secrets.token_bytes(32).hex()
-            return  # persisted before the commitment goes out: a crash can't leave a commitment we can't open
+            # persisted before the commitment goes out (a crash can't leave a commitment we can't open), then the loop
+            # calls us again in the same tick
+            return SAVE_AND_GO_ON
         commitment = challenge_commitment(item.task_id, _b(item.data["root"]), _b(item.data["final"]),
                                           cid_to_digest(item.data["cid"]), _b(item.data["salt"]), ctx.me)
         try:
