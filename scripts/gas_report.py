@@ -314,6 +314,25 @@ def public_dispute(rep: Report, project, accounts, chain, n: int, k: int, label:
     """Public-trace path: A opens with pinpoint, both submit step roots, A pinpoints the step, panel of 3."""
     s, nodes, poster = fresh(project, accounts, n_nodes=4, roles=ROLE_SOLVER | ROLE_VERIFIER)
     nodes.add(accounts[6:9], roles=ROLE_REFEREE)
+    out = _public_dispute_on(s, poster, chain, n, k)
+    _report_dispute(rep, out, label)
+    return out
+
+
+def running_dispute(rep: Report, project, accounts, chain) -> dict:
+    """The same 10^6-step dispute as the second one on one deployment (its nodes disputed once before): what a
+    running network pays, without the first writes of deployment-wide words (dispute counter, credit totals, the
+    token's burn total, the game's and the panel's balances) and of the nodes' own credit and reputation words."""
+    s, nodes, poster = fresh(project, accounts, n_nodes=4, roles=ROLE_SOLVER | ROLE_VERIFIER)
+    nodes.add(accounts[6:9], roles=ROLE_REFEREE)
+    _public_dispute_on(s, poster, chain, 1000, 1000)
+    out = _public_dispute_on(s, poster, chain, 1000, 1000)
+    rep.add("dispute n=1000 k=1000, the second on one deployment (same nodes): whole dispute", out["dispute_total"],
+            f"parties {out['parties_total']:,}; information, not the target's yardstick")
+    return out
+
+
+def _public_dispute_on(s, poster, chain, n: int, k: int) -> dict:
     game, jobs = s.game, s.jobs
     t0 = time.perf_counter()
     job = poster.post(shards=2, rounds=1, replication=2, steps=n * k, k=k, stake=STAKE)  # shard 0: no AGGREGATE
@@ -354,17 +373,21 @@ def public_dispute(rep: Report, project, accounts, chain, n: int, k: int, label:
         "parties_total": sum(a) + sum(b), "panel_total": sum(panel_g), "dispute_total": sum(a) + sum(b) + sum(panel_g),
         "tree_build_s": round(tree_s, 2),
     }
-    rep.add(f"dispute {label}: openDisputeWithPinpoint", a[0], f"4 proofs, depth {depth0}")
+    return out
+
+
+def _report_dispute(rep: Report, out: dict, label: str) -> None:
+    depth0, depth1 = out["depth_checkpoints"], out["depth_steps"]
+    rep.add(f"dispute {label}: openDisputeWithPinpoint", out["openDisputeWithPinpoint"], f"4 proofs, depth {depth0}")
     rep.add(f"dispute {label}: submitStepRoot", out["submitStepRoot"], f"2 proofs, depth {depth1}")
-    rep.add(f"dispute {label}: pinpoint (level 1)", a[2], "4 proofs + panel open (randomness request)")
-    rep.add(f"dispute {label}: panel seat", seat, "3 referee draws + 3 locks")
+    rep.add(f"dispute {label}: pinpoint (level 1)", out["pinpoint_level1"], "4 proofs + panel open (randomness request)")
+    rep.add(f"dispute {label}: panel seat", out["seat"], "3 referee draws + 3 locks")
     rep.add(f"dispute {label}: panel commitVote / revealVote", out["commitVote"], f"reveal {out['revealVote']}")
     rep.add(f"dispute {label}: revealVote (last: decides, settles)", out["revealVote_last"],
             "tally + onVerdict + candidate")
-    rep.add(f"dispute {label}: finalize the winner after its window", fin)
-    rep.add(f"dispute {label}: parties total (A {len(a)} tx, B {len(b)} tx)", out["parties_total"])
+    rep.add(f"dispute {label}: finalize the winner after its window", out["finalize_candidate"])
+    rep.add(f"dispute {label}: parties total (A {out['party_A_tx']} tx, B {out['party_B_tx']} tx)", out["parties_total"])
     rep.add(f"dispute {label}: whole dispute incl. seating and 3 referees", out["dispute_total"])
-    return out
 
 
 def _repath(t: Trace, j: int) -> None:
@@ -525,6 +548,7 @@ def main() -> int:
         optimistic_challenge(rep, project, accs, chain)
         bisection_and_timeout(rep, project, accs, chain)
         disputes["1e6 steps (n=1000, k=1000)"] = public_dispute(rep, project, accs, chain, 1000, 1000, "n=1000 k=1000")
+        disputes["1e6 steps, second on one deployment"] = running_dispute(rep, project, accs, chain)
         for d in (int(x) for x in args.depths.split(",") if x):
             disputes[f"n=2^{d}-1, k=1000"] = public_dispute(rep, project, accs, chain, (1 << d) - 1, 1000,
                                                             f"n=2^{d}-1 k=1000")
