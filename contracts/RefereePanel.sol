@@ -455,12 +455,11 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     function voteOf(uint256 disputeId, address referee) external view returns (Vote memory) {
         PanelState storage p = _panels[disputeId];
         uint256 size = _rules[p.rules].size;
-        for (uint256 i = 0; i < size && referee != address(0); ++i) {
-            Seat memory b = p.seats[i];
-            if (b.referee != referee) continue;
-            bytes32 value = p.values[i];
-            return Vote(true, b.committed, b.revealed, b.revealed ? bytes32(0) : value, b.revealed ? value : bytes32(0));
-        }
+        uint256 i = _seatIndex(p, referee, size);
+        if (referee == address(0) || i == size) return Vote(false, false, false, bytes32(0), bytes32(0));
+        Seat memory b = p.seats[i];
+        bytes32 value = p.values[i];
+        return Vote(true, b.committed, b.revealed, b.revealed ? bytes32(0) : value, b.revealed ? value : bytes32(0));
     }
 
     // ---------------------------------------------------------------- transitions
@@ -563,21 +562,16 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         }
     }
 
-    /// @dev Whether `referee` holds one of the first `size` seats.
-    function _isSeated(PanelState storage p, address referee, uint256 size) internal view returns (bool) {
-        for (uint256 i = 0; i < size; ++i) {
-            if (p.seats[i].referee == referee) return true;
-        }
-        return false;
+    /// @dev The seat `referee` holds among the first `size`, or `size` when it holds none.
+    function _seatIndex(PanelState storage p, address referee, uint256 size) internal view returns (uint256 i) {
+        while (i < size && p.seats[i].referee != referee) ++i;
     }
 
     /// @dev The seat `referee` holds (reverts NotSeated when it holds none).
     function _seatOf(uint256 disputeId, PanelState storage p, address referee) internal view returns (uint256 i) {
         uint256 size = _rules[p.rules].size;
-        for (; i < size; ++i) {
-            if (p.seats[i].referee == referee) return i;
-        }
-        revert NotSeated(disputeId, referee);
+        i = _seatIndex(p, referee, size);
+        if (i == size) revert NotSeated(disputeId, referee);
     }
 
     /// @dev Final phase; verdict None means cancelled by the game.
@@ -620,7 +614,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         address[] storage history = p.unseated;
         for (uint256 i = history.length; i > 0 && n < room; --i) {
             address h = history[i - 1];
-            if (!_isSeated(p, h, size)) list[n++] = h;
+            if (_seatIndex(p, h, size) == size) list[n++] = h;
         }
     }
 

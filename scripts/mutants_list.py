@@ -375,8 +375,8 @@ CONTRACTS = [
         "c-panel-any-seat-votes",
         "a vote lands in the first seat whoever sends it (seats are kept by index, not by a referee's mapping)",
         "contracts/RefereePanel.sol",
-        "            if (p.seats[i].referee == referee) return i;\n        }\n        revert NotSeated(disputeId, referee);",
-        "            if (p.seats[i].referee == referee) return i;\n        }\n        return 0;",
+        "        if (i == size) revert NotSeated(disputeId, referee);",
+        "        if (i == size) i = 0;",
         Forge("tests/forge/RefereePanel.t.sol", fuzz_runs=64),
     ),
     Mutant(
