@@ -2,7 +2,7 @@
 pragma solidity 0.8.28;
 
 import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
-import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
+import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
@@ -29,7 +29,7 @@ import {
     BPS,
     WORK_WINDOW_CAP
 } from "./types/VerityTypes.sol";
-import {ZeroAddress, ParameterOutOfRange, NothingToWithdraw} from "./errors/CommonErrors.sol";
+import {ZeroAddress, ParameterOutOfRange} from "./errors/CommonErrors.sol";
 import "./errors/DisputeGameErrors.sol";
 
 /// @notice The chain's block time, from the job registry (JobRegistryBase.blockSeconds).
@@ -48,7 +48,7 @@ interface IBlockTime {
 ///      for it; B's step root is the claim of the member that submitted it, which alone moves for B at level 1 and
 ///      alone answers for B's step-level loss (verdict or clock). The other member is then spared: not slashed, its
 ///      replica released by the job registry (`sparedDefender` during `onDisputeSettled`).
-contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
+contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuardTransient {
     using SafeERC20 for IERC20;
     using ChessClock for Clock;
 
@@ -154,11 +154,11 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
     mapping(uint256 => uint256) public disputeOfTask;
     /// @notice Challenge commitments not yet revealed.
     mapping(bytes32 => Commitment) public commitments;
-    /// @notice Rewards and returned bonds waiting to be withdrawn.
-    mapping(address => uint256) public credits;
-    /// @notice Sum of all credits.
-    uint256 public totalCredits;
-    /// @notice Sum of bonds held by open disputes.
+    /// @notice Sum of bonds held by open disputes: at rest the game holds exactly this. Rewards and returned bonds are
+    ///         paid in the transaction that settles them (issue 23, cheaper disputes: credits to withdraw later cost a
+    ///         fresh word per winner, a running total, and a withdrawal transaction each). VRT is an OpenZeppelin
+    ///         ERC-20 without hooks or blocklist, so a transfer to a party, always a nonzero address, cannot fail or
+    ///         call back: paying at once gives nobody a way to block a settlement.
     uint256 public totalBonds;
 
     /// @notice While the game calls `jobs.onDisputeSettled`: the co-defender member of a losing B side that the game
@@ -386,10 +386,14 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         // INVARIANT: only a stale dispute is abandoned; a live one is decided by its game.
         if (_epochOf(d.taskId) == d.epoch) revert DisputeNotStale(disputeId, d.epoch);
         // The referees that committed are paid the fee from the bond: a stale challenge costs part of its bond once
-        // it has cost referees work (issue 23).
-        uint256 used = ph == DisputePhase.Judging ? panel.cancel(disputeId, d.fee) : 0;
+        // it has cost referees work (issue 23). The panel gets the whole fee, pays them and returns the rest.
+        uint256 used;
+        if (ph == DisputePhase.Judging) {
+            uint256 fee = d.fee;
+            if (fee > 0) IERC20(address(token)).safeTransfer(address(panel), fee);
+            used = panel.cancel(disputeId, fee);
+        }
         _abandon(disputeId, d, used);
-        if (used > 0) IERC20(address(token)).safeTransfer(address(panel), used);
     }
 
     /// @inheritdoc IPanelGame
@@ -424,17 +428,6 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
     function claimsOf(uint256 disputeId) external view returns (bytes32, bytes32) {
         Dispute storage d = _disputes[disputeId];
         return (d.sides[0].claim, d.sides[1].claim);
-    }
-
-    /// @notice Withdraws the caller's credits (rewards, returned bonds).
-    function withdraw() external nonReentrant {
-        uint256 amount = credits[msg.sender];
-        // INVARIANT: only credited tokens leave the game.
-        if (amount == 0) revert NothingToWithdraw(msg.sender);
-        credits[msg.sender] = 0;
-        totalCredits -= amount;
-        emit CreditWithdrawn(msg.sender, amount);
-        IERC20(address(token)).safeTransfer(msg.sender, amount);
     }
 
     // ---------------------------------------------------------------- views
@@ -696,7 +689,7 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
 
     // ---------------------------------------------------------------- internals: settlement
 
-    /// @dev Ends the dispute: slashes losers, credits the winner and a non-losing challenger's bond, burns the rest,
+    /// @dev Ends the dispute: slashes losers, pays the winner and a non-losing challenger's bond, burns the rest,
     ///      releases or keeps the parties' stakes, tells the job registry. Returns the referees' share (to the panel).
     function _settle(uint256 disputeId, Dispute storage d, DisputeOutcome outcome, bool judged)
         internal
@@ -759,7 +752,7 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         }
     }
 
-    /// @dev Credits the winner's share and records the win. When B wins, the share goes to the B-side members that
+    /// @dev Pays the winner's share and records the win. When B wins, the share goes to the B-side members that
     ///      made a move, in equal parts (both, in equal parts, when neither moved).
     function _reward(uint256 disputeId, Dispute storage d, DisputeOutcome outcome, uint256 toWinner) internal {
         (address a, address b, address co) = (d.sides[0].party, d.sides[1].party, d.coDefender);
@@ -821,10 +814,10 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuard {
         return amount;
     }
 
+    /// @dev Pays `amount` to `to` now (see totalBonds for why a transfer cannot block a settlement).
     function _credit(address to, uint256 amount) internal {
         if (amount == 0) return;
-        credits[to] += amount;
-        totalCredits += amount;
         emit Credited(to, amount);
+        IERC20(address(token)).safeTransfer(to, amount);
     }
 }

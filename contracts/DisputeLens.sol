@@ -24,7 +24,7 @@ contract DisputeLens {
     using ChessClock for Clock;
 
     /// @dev DisputeGame storage slot of `_disputes`.
-    uint256 internal constant DISPUTES_SLOT = 13;
+    uint256 internal constant DISPUTES_SLOT = 9;
     /// @dev Words of a Dispute before its sides, and of one Side.
     uint256 internal constant HEAD_WORDS = 5;
     uint256 internal constant SIDE_WORDS = 7;

@@ -18,10 +18,10 @@ interface INodeStorage {
 ///      layout change that forgets this contract fails there.
 contract NodeLens {
     /// @dev NodeRegistry storage slots: _nodes, _trees, _weights, _totals (two words).
-    uint256 internal constant NODES_SLOT = 6;
-    uint256 internal constant TREES_SLOT = 7;
-    uint256 internal constant WEIGHTS_SLOT = 8;
-    uint256 internal constant TOTALS_SLOT = 9;
+    uint256 internal constant NODES_SLOT = 5;
+    uint256 internal constant TREES_SLOT = 6;
+    uint256 internal constant WEIGHTS_SLOT = 7;
+    uint256 internal constant TOTALS_SLOT = 8;
     /// @dev PackedSumTree.INITIAL_HEIGHT: a tree that never grew.
     uint256 internal constant INITIAL_HEIGHT = 5;
 

@@ -2,7 +2,7 @@
 pragma solidity 0.8.28;
 
 import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
-import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
+import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
@@ -11,16 +11,17 @@ import {IRandomness} from "./interfaces/IRandomness.sol";
 import {INodeRegistry} from "./interfaces/INodeRegistry.sol";
 import {IVerityToken} from "./interfaces/IVerityToken.sol";
 import {PanelRequest, PanelPhase, Verdict, BPS, WORK_WINDOW_CAP} from "./types/VerityTypes.sol";
-import {ZeroAddress, ParameterOutOfRange, NothingToWithdraw} from "./errors/CommonErrors.sol";
+import {ZeroAddress, ParameterOutOfRange} from "./errors/CommonErrors.sol";
 import "./errors/RefereePanelErrors.sol";
 
 /// @title RefereePanel
 /// @notice Seats a stake-weighted random panel with two-phase randomness, runs commit-reveal voting on one training
 ///         step's output, slashes and redraws no-shows, and passes the verdict back to the game
 ///         (docs/protocol-v2.md, "Referee panel", P4 and P7).
-/// @dev Every rule a panel depends on is snapshotted when it opens (P8). At rest the panel holds exactly
-///      `totalCredits` tokens: slashes are burned in the transaction that takes them.
-contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
+/// @dev Every rule a panel depends on is snapshotted when it opens (P8). At rest the panel holds no tokens: slashes
+///      are burned, and rewards paid (DisputeGame.totalBonds says why a transfer cannot block), in the transaction
+///      that takes them.
+contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuardTransient {
     using SafeERC20 for IERC20;
 
     /// @notice Largest panel.
@@ -135,11 +136,6 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
     IRandomness public immutable randomness;
     /// @notice The game that opens panels and receives verdicts (set once).
     address public game;
-
-    /// @notice Referee rewards waiting to be withdrawn.
-    mapping(address => uint256) public credits;
-    /// @notice Sum of all credits (== the panel's token balance at rest).
-    uint256 public totalCredits;
 
     /// @notice Version of the owner's panel rules, the only copy of them: every setter publishes a new version, and a
     ///         panel keeps the version it opened under (P8) instead of copying the rules (issue 23, cheaper disputes:
@@ -279,8 +275,10 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         _enterDecided(disputeId, p, Verdict.None, bytes32(0));
         // The seats that did their part so far (hold a commitment) share the fee; a seat past its window without one
         // would have been slashed by `advance`, so it takes nothing.
+        // The game sent the whole fee first; what the seats are not paid goes back to it (the challenger's).
         used = _pay(_seatsThat(p, false), fee);
         _releaseAll(disputeId, p);
+        if (fee > used) IERC20(address(token)).safeTransfer(game, fee - used);
     }
 
     // ---------------------------------------------------------------- seating
@@ -415,16 +413,6 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         _enterSeating(disputeId, p, false);
     }
 
-    /// @notice Withdraws the caller's referee rewards.
-    function withdraw() external nonReentrant {
-        uint256 amount = credits[msg.sender];
-        if (amount == 0) revert NothingToWithdraw(msg.sender);
-        credits[msg.sender] = 0;
-        totalCredits -= amount;
-        emit CreditWithdrawn(msg.sender, amount);
-        IERC20(address(token)).safeTransfer(msg.sender, amount);
-    }
-
     // ---------------------------------------------------------------- views
 
     /// @notice The panel of `disputeId` (phase None if never opened).
@@ -520,7 +508,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         uint256 before = token.balanceOf(address(this));
         uint256 reward = IPanelGame(game).onVerdict(disputeId, verdict);
         uint256 received = token.balanceOf(address(this)) - before;
-        // INVARIANT: only tokens the panel holds are credited (balance == totalCredits at rest).
+        // INVARIANT: only tokens the panel holds are paid (it holds none at rest).
         if (received < reward) revert RewardNotReceived(disputeId, reward, received);
         if (reward == 0) return;
         // Rounding dust, and the whole reward when nobody is paid, is burned.
@@ -528,7 +516,7 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         if (remainder > 0) token.burn(remainder);
     }
 
-    /// @dev Credits `amount` to the nonzero entries of `to` in equal parts; returns what it credited.
+    /// @dev Pays `amount` to the nonzero entries of `to` in equal parts; returns what it paid.
     function _pay(address[] memory to, uint256 amount) internal returns (uint256 paid) {
         uint256 count;
         for (uint256 i = 0; i < to.length; ++i) {
@@ -538,11 +526,10 @@ contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuard {
         if (share == 0) return 0;
         for (uint256 i = 0; i < to.length; ++i) {
             if (to[i] == address(0)) continue;
-            credits[to[i]] += share;
             emit Credited(to[i], share);
+            IERC20(address(token)).safeTransfer(to[i], share);
         }
         paid = share * count;
-        totalCredits += paid;
     }
 
     /// @dev The seated referees that revealed a vote (`revealed`), or that hold a commitment (revealed or not).

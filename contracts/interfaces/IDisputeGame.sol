@@ -31,10 +31,8 @@ interface IDisputeGame {
     );
     /// @notice The dispute went stale (its task's candidate changed): nobody slashed, the challenger released.
     event DisputeAbandoned(uint256 indexed disputeId, uint256 indexed taskId, uint32 epoch);
-    /// @notice `amount` was credited to `to` (pull).
+    /// @notice `amount` was paid to `to` (a token transfer in the same transaction).
     event Credited(address indexed to, uint256 amount);
-    /// @notice `to` withdrew its credits.
-    event CreditWithdrawn(address indexed to, uint256 amount);
     /// @notice The owner changed a parameter (applies to disputes opened afterwards).
     event ParameterSet(bytes32 indexed name, uint256 value);
 

@@ -23,10 +23,8 @@ interface IRefereePanel {
     event RefereeSlashed(uint256 indexed disputeId, address indexed referee, uint256 amount, uint8 reason);
     /// @notice The panel decided (verdict: 1 for A, 2 for B, 3 neither, 4 no decision).
     event PanelDecided(uint256 indexed disputeId, uint8 verdict, bytes32 majorityVote);
-    /// @notice `amount` was credited to `to` (pull).
+    /// @notice `amount` was paid to `to` (a token transfer in the same transaction).
     event Credited(address indexed to, uint256 amount);
-    /// @notice `to` withdrew its credits.
-    event CreditWithdrawn(address indexed to, uint256 amount);
     /// @notice The owner changed a parameter (applies to panels opened afterwards).
     event ParameterSet(bytes32 indexed name, uint256 value);
 

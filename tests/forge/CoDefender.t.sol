@@ -79,14 +79,15 @@ contract CoDefenderTest is DisputeFixture {
     ///      the co-defender is slashed, the honest defender keeps its stake.
     function test_coDefender_bogusStepRoot_sybilWins_honestDefenderNotSlashed_succeeds() public {
         (uint256 id,, address h) = _attackToJudging(true);
+        _recordBalances();
         uint256 reward = _decide(id, Verdict.ForA);
         assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "sybil's step wins");
         assertEq(registry.getNode(h).stake, NODE_STAKE, "honest member not slashed");
         assertEq(lens.reputationOf(h).disputesLost, 0, "honest member: no lost dispute");
         assertEq(registry.getNode(co).stake, NODE_STAKE - TASK_STAKE, "attacker's member slashed");
         assertEq(reward, TASK_STAKE / 4, "referees' share of one stake");
-        assertEq(game.credits(sybil), BOND + TASK_STAKE / 2, "bond back + winner share of one stake");
-        assertEq(game.credits(h), 0, "honest member not paid by the game");
+        assertEq(_paidSince(sybil), BOND + TASK_STAKE / 2, "bond back + winner share of one stake");
+        assertEq(_paidSince(h), 0, "honest member not paid by the game");
         _assertAccounting();
     }
 
@@ -139,11 +140,12 @@ contract CoDefenderTest is DisputeFixture {
         uint256 id = _challenge(sybil, hH);
         _revealLeaf(id, sybil, 0, hH, 2);
         vm.warp(block.timestamp + game.clockAllowance() + 1);
+        _recordBalances();
         game.timeout(id);
         assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "B lost on time");
         assertEq(registry.getNode(defender).stake, NODE_STAKE - TASK_STAKE, "defender slashed");
         assertEq(registry.getNode(co).stake, NODE_STAKE - TASK_STAKE, "co-defender slashed");
-        assertEq(game.credits(sybil), BOND + TASK_STAKE, "winner share of both stakes");
+        assertEq(_paidSince(sybil), BOND + TASK_STAKE, "winner share of both stakes");
         _assertAccounting();
     }
 
@@ -170,11 +172,12 @@ contract CoDefenderTest is DisputeFixture {
         _submitStepRoot(id, sybil, sX);
         _revealLeaf(id, sybil, 1, sX, 1);
         vm.warp(block.timestamp + game.clockAllowance() + 1);
+        _recordBalances();
         game.timeout(id);
         assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "B lost on time");
         assertEq(registry.getNode(defender).stake, NODE_STAKE, "non-submitter not slashed");
         assertEq(registry.getNode(co).stake, NODE_STAKE - TASK_STAKE, "submitter slashed");
-        assertEq(game.credits(sybil), BOND + TASK_STAKE / 2, "winner share of one stake");
+        assertEq(_paidSince(sybil), BOND + TASK_STAKE / 2, "winner share of one stake");
         _assertAccounting();
     }
 
@@ -200,10 +203,11 @@ contract CoDefenderTest is DisputeFixture {
         _pair(hH, 1);
         uint256 id = _challenge(sybil, hC);
         game.pinpoint(id, _pp(hC, hH, 2));
+        _recordBalances();
         _decide(id, Verdict.ForB);
         uint256 toWinner = (TASK_STAKE + BOND) / 2;
-        assertEq(game.credits(co), toWinner / 2, "co-defender's half");
-        assertEq(game.credits(defender), toWinner - toWinner / 2, "defender's half");
+        assertEq(_paidSince(co), toWinner / 2, "co-defender's half");
+        assertEq(_paidSince(defender), toWinner - toWinner / 2, "defender's half");
         _assertAccounting();
     }
 
@@ -220,10 +224,11 @@ contract CoDefenderTest is DisputeFixture {
         _revealLeaf(id, defender, 1, sH, 1);
         _revealLeaf(id, sybil, 1, sC, 1);
         assertEq(disputeLens.getDispute(id).movedB, 3, "both moved");
+        _recordBalances();
         _decide(id, Verdict.ForB);
         uint256 toWinner = (TASK_STAKE + BOND) / 2;
-        assertEq(game.credits(co), toWinner / 2, "co-defender's half");
-        assertEq(game.credits(defender), toWinner - toWinner / 2, "defender's half");
+        assertEq(_paidSince(co), toWinner / 2, "co-defender's half");
+        assertEq(_paidSince(defender), toWinner - toWinner / 2, "defender's half");
         assertEq(lens.reputationOf(co).disputesWon, 1, "co won++");
         _assertAccounting();
     }
@@ -236,9 +241,10 @@ contract CoDefenderTest is DisputeFixture {
         _submitStepRoot(id, co, sH);
         _submitStepRoot(id, sybil, sX);
         game.pinpoint(id, _pp(sX, sH, 1));
+        _recordBalances();
         _decide(id, Verdict.ForB);
-        assertEq(game.credits(co), (TASK_STAKE + BOND) / 2, "mover paid");
-        assertEq(game.credits(defender), 0, "idle member not paid");
+        assertEq(_paidSince(co), (TASK_STAKE + BOND) / 2, "mover paid");
+        assertEq(_paidSince(defender), 0, "idle member not paid");
         assertEq(lens.reputationOf(defender).disputesWon, 0, "idle member: no win recorded");
         _assertAccounting();
     }
@@ -268,6 +274,7 @@ contract CoDefenderTest is DisputeFixture {
         _submitStepRoot(id, sybil, sX);
         game.pinpoint(id, _pp(sX, sH, 1));
         uint256 burned = token.totalBurned();
+        _recordBalances();
         uint256 reward = _decide(id, verdict);
         uint256 pot = verdict == Verdict.ForA
             ? TASK_STAKE
@@ -278,8 +285,8 @@ contract CoDefenderTest is DisputeFixture {
         assertEq(reward, share + _topUp(verdict, share), "referees");
         assertEq(token.totalBurned() - burned, pot - toWinner - share, "burn");
         toWinner += verdict == Verdict.ForA || verdict == Verdict.NoDecision ? b - _topUp(verdict, share) : 0;
-        assertEq(game.credits(sybil) + game.credits(m) + game.credits(other), toWinner, "credits");
-        assertEq(game.credits(other), 0, "the idle member earns nothing");
+        assertEq(_paidSince(sybil) + _paidSince(m) + _paidSince(other), toWinner, "credits");
+        assertEq(_paidSince(other), 0, "the idle member earns nothing");
         assertEq(registry.getNode(other).stake, NODE_STAKE, "non-submitter never slashed");
         _assertAccounting();
     }

@@ -112,13 +112,14 @@ contract DisputeGameTest is DisputeFixture {
         uint256 id = _toJudging();
         uint256 lockedHonest = registry.getNode(honest).locked;
         uint256 burned = token.totalBurned();
+        _recordBalances();
         uint256 reward = _decide(id, Verdict.ForA);
 
         DisputeLens.Dispute memory d = disputeLens.getDispute(id);
         assertEq(uint8(d.outcome), uint8(DisputeOutcome.ChallengerWins), "honest (A) wins");
         assertEq(uint8(d.phase), uint8(DisputePhase.Resolved), "resolved");
         assertEq(reward, TASK_STAKE / 4, "referees' share to the panel");
-        assertEq(game.credits(honest), TASK_STAKE / 2, "winner share");
+        assertEq(_paidSince(honest), TASK_STAKE / 2, "winner share paid at once");
         assertEq(token.totalBurned() - burned, TASK_STAKE / 4, "rest burned");
         assertEq(registry.getNode(cheater).stake, NODE_STAKE - TASK_STAKE, "loser slashed its task stake");
         assertEq(registry.getNode(honest).locked, lockedHonest, "winner replica stays locked");
@@ -141,18 +142,16 @@ contract DisputeGameTest is DisputeFixture {
         uint256 agg = _acceptAggregate(jobId, 0);
         assertEq(_paidBesides(honest, agg), PAYMENT, "winner paid for the task");
         assertEq(_paidBesides(cheater, agg), 0, "loser unpaid");
-        vm.prank(honest);
-        game.withdraw();
-        assertEq(game.credits(honest), 0, "withdrawn");
-        assertTrue(_conserved(), "conserved after withdraw");
+        assertTrue(_conserved(), "conserved after acceptance");
     }
 
     function test_onVerdict_forB_defenderWins_succeeds() public {
         uint256 id = _toJudging();
+        _recordBalances();
         uint256 reward = _decide(id, Verdict.ForB);
         assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.DefenderWins), "B wins");
         assertEq(reward, TASK_STAKE / 4, "referees");
-        assertEq(game.credits(cheater), TASK_STAKE / 2, "B credited");
+        assertEq(_paidSince(cheater), TASK_STAKE / 2, "B paid");
         assertEq(registry.getNode(honest).stake, NODE_STAKE - TASK_STAKE, "A slashed");
         assertEq(uint8(_replica(taskId, 0).status), uint8(ReplicaStatus.Slashed), "A's replica slashed");
         assertTrue(_conserved(), "conserved");
@@ -162,11 +161,12 @@ contract DisputeGameTest is DisputeFixture {
     function test_onVerdict_neither_bothLose_succeeds() public {
         uint256 id = _toJudging();
         uint256 burned = token.totalBurned();
+        _recordBalances();
         uint256 reward = _decide(id, Verdict.Neither);
         assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.BothLose), "both lose");
         assertEq(reward, (2 * TASK_STAKE) / 4, "referees' share of both stakes");
         assertEq(token.totalBurned() - burned, 2 * TASK_STAKE - reward, "no winner: the rest burned");
-        assertEq(game.credits(honest) + game.credits(cheater), 0, "nobody credited");
+        assertEq(_paidSince(honest) + _paidSince(cheater), 0, "nobody paid");
         assertEq(registry.getNode(honest).stake, NODE_STAKE - TASK_STAKE, "A slashed");
         assertEq(registry.getNode(cheater).stake, NODE_STAKE - TASK_STAKE, "B slashed");
         assertTrue(_status(taskId) == TaskStatus.Assigned || _status(taskId) == TaskStatus.Open, "redrawn");
@@ -227,9 +227,10 @@ contract DisputeGameTest is DisputeFixture {
         game.timeout(id);
         vm.warp(block.timestamp + game.clockAllowance() + 1);
         uint256 burned = token.totalBurned();
+        _recordBalances();
         game.timeout(id);
         assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "silent cheater loses");
-        assertEq(game.credits(honest), TASK_STAKE / 2, "winner share");
+        assertEq(_paidSince(honest), TASK_STAKE / 2, "winner share");
         assertEq(token.totalBurned() - burned, TASK_STAKE / 2, "no panel: its share is burned too");
         assertEq(mock.opens(), 0, "no panel involved");
         assertTrue(_conserved(), "conserved");
@@ -295,8 +296,9 @@ contract DisputeGameTest is DisputeFixture {
         game.setShares(9_000, 1_000);
         _revealLeaf(id, honest, 0, hH, 2);
         vm.warp(block.timestamp + allowance + 1);
+        _recordBalances();
         game.timeout(id); // still the old allowance
-        assertEq(game.credits(honest), (TASK_STAKE * 5_000) / 10_000, "old winner share");
+        assertEq(_paidSince(honest), (TASK_STAKE * 5_000) / 10_000, "old winner share");
         DisputeLens.Dispute memory d = disputeLens.getDispute(id);
         assertEq(d.allowance, allowance, "allowance snapshot");
         assertEq(d.winnerShareBps, 5_000, "share snapshot");
@@ -479,13 +481,14 @@ contract DisputeGameTest is DisputeFixture {
         _submitStepRoot(id, cheater, sC);
         game.pinpoint(id, _pp(sH, sC, 0));
         uint256 burned = token.totalBurned();
+        _recordBalances();
         uint256 reward = _decide(id, verdict);
         uint256 pot = verdict == Verdict.Neither ? 2 * stakeAmt : (verdict == Verdict.NoDecision ? 0 : stakeAmt);
         uint256 toWinner = verdict == Verdict.ForA || verdict == Verdict.ForB ? (pot * w) / 10_000 : 0;
         assertEq(reward, (pot * r) / 10_000, "referees");
-        assertEq(game.credits(honest) + game.credits(cheater), toWinner, "winner");
+        assertEq(_paidSince(honest) + _paidSince(cheater), toWinner, "winner");
         assertEq(token.totalBurned() - burned, pot - toWinner - reward, "burn");
-        assertTrue(_gameSolvent(), "game holds credits");
+        assertTrue(_gameSolvent(), "game holds only open bonds");
         assertTrue(_conserved(), "conserved");
     }
 }
@@ -539,13 +542,20 @@ contract DisputeGameRealPanelTest is Fixture {
             assertTrue(seats[i] != honest && seats[i] != cheater, "parties never seated");
             _vote(id, seats[i], sH[1]);
         }
+        _recordBalances();
         for (uint256 i = 0; i < seats.length; ++i) {
             vm.prank(seats[i]);
             panel.revealVote(id, sH[1], "salt");
         }
         assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "honest wins");
-        assertEq(game.credits(honest), TASK_STAKE / 2, "winner share");
-        assertEq(panel.totalCredits(), ((TASK_STAKE / 4) / seats.length) * seats.length, "referees paid");
+        assertEq(_paidSince(honest), TASK_STAKE / 2, "winner share");
+        uint256 toReferees;
+        for (uint256 i = 0; i < seats.length; ++i) {
+            assertEq(_paidSince(seats[i]), (TASK_STAKE / 4) / seats.length, "a referee's share");
+            toReferees += _paidSince(seats[i]);
+        }
+        assertEq(toReferees, ((TASK_STAKE / 4) / seats.length) * seats.length, "referees paid");
+        assertEq(token.balanceOf(address(panel)), 0, "the panel keeps nothing");
         assertEq(registry.getNode(cheater).stake, NODE_STAKE - TASK_STAKE, "cheater slashed");
         assertEq(_tokensHeld(), token.totalMinted(), "conserved");
     }
@@ -575,14 +585,18 @@ contract DisputeGameRealPanelTest is Fixture {
         vm.warp(block.timestamp + game.clockAllowance() + 1);
         game.timeout(id1);
         assertEq(uint8(disputeLens.getDispute(id1).outcome), uint8(DisputeOutcome.ChallengerWins), "v1 wins on time");
+        _recordBalances();
         game.abandon(id2);
         assertEq(uint8(panel.panelOf(id2).phase), uint8(PanelPhase.Decided), "panel cancelled");
         assertEq(lockedSeat0 - registry.getNode(seats[0]).locked, panel.refereeStake(), "referee released");
         assertEq(registry.getNode(seats[0]).stake, NODE_STAKE, "referee unslashed");
         // issue 23 (item 4): only seats that did their part (hold a commitment) share the fee; these never committed
         // (their window passed), so the stale challenger keeps its whole bond
-        assertEq(panel.totalCredits(), 0, "no-shows paid");
-        assertEq(game.credits(v2), game.challengerBond(), "bond back");
+        for (uint256 i = 0; i < seats.length; ++i) {
+            if (seats[i] != v2) assertEq(_paidSince(seats[i]), 0, "no-shows paid");
+        }
+        assertEq(_paidSince(v2), game.challengerBond(), "bond back");
+        assertEq(token.balanceOf(address(panel)), 0, "the panel returned the unused fee");
         assertEq(_tokensHeld(), token.totalMinted(), "conserved");
     }
 
@@ -599,6 +613,7 @@ contract DisputeGameRealPanelTest is Fixture {
         uint256 id = _challengeAs(taskId, v, hH);
         panel.setPanelSize(1); // one referee per round: the fixture's nodes cover three rounds of no-shows
         _challengeToJudging(id, v, solver, hH, hC);
+        _recordBalances();
         for (uint256 round = 0; round < 20 && panel.panelOf(id).phase != PanelPhase.Decided; ++round) {
             if (panel.panelOf(id).phase == PanelPhase.Seating) {
                 uint256 requestId = panel.panelOf(id).requestId;
@@ -613,8 +628,10 @@ contract DisputeGameRealPanelTest is Fixture {
         }
         assertEq(uint8(panel.panelOf(id).verdict), uint8(Verdict.NoDecision), "no decision");
         assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.Voided), "voided");
-        assertEq(game.credits(v), game.challengerBond(), "the honest challenger paid for the no-shows");
-        assertEq(panel.totalCredits(), 0, "nobody to pay");
+        assertEq(_paidSince(v), game.challengerBond(), "the honest challenger paid for the no-shows");
+        for (uint256 i = 0; i < nodes.length; ++i) {
+            if (nodes[i] != v) assertEq(_paidSince(nodes[i]), 0, "nobody to pay");
+        }
         assertEq(_tokensHeld(), token.totalMinted(), "conserved");
     }
 

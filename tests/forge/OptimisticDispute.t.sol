@@ -47,10 +47,11 @@ contract OptimisticDisputeTest is DisputeFixture {
         assertEq(views.getTask(taskId).openDisputes, 1, "counted");
         assertEq(uint8(_status(taskId)), uint8(TaskStatus.Revealed), "still a candidate under challenge");
         _toJudgingAt2(id, verifier, solver);
+        _recordBalances();
         uint256 reward = _decide(id, Verdict.ForA);
         assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.ChallengerWins), "challenger wins");
         assertEq(reward, TASK_STAKE / 4, "referees");
-        assertEq(game.credits(verifier), BOND + TASK_STAKE / 2, "bond back + winner share");
+        assertEq(_paidSince(verifier), BOND + TASK_STAKE / 2, "bond back + winner share");
         assertEq(registry.getNode(solver).stake, NODE_STAKE - TASK_STAKE, "solver slashed");
         assertEq(uint8(_replica(taskId, 0).status), uint8(ReplicaStatus.Slashed), "solver's replica slashed");
         // P3: the challenger's result is the new candidate, its stake held by the registry.
@@ -79,11 +80,12 @@ contract OptimisticDisputeTest is DisputeFixture {
         game.pinpoint(id, _pp(hC, hH, 2));
         _submitStepRoot(id, solver, sH);
         vm.warp(block.timestamp + game.clockAllowance() + 1);
+        _recordBalances();
         game.timeout(id);
         assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.DefenderWins), "defender wins");
         uint256 pot = TASK_STAKE + BOND;
-        assertEq(game.credits(solver), pot / 2, "winner share of stake + bond");
-        assertEq(game.credits(verifier), 0, "bond lost");
+        assertEq(_paidSince(solver), pot / 2, "winner share of stake + bond");
+        assertEq(_paidSince(verifier), 0, "bond lost");
         assertEq(registry.getNode(verifier).stake, NODE_STAKE - TASK_STAKE, "challenger stake slashed");
         assertEq(views.getTask(taskId).openDisputes, 0, "no open dispute");
         assertTrue(_conserved(), "conserved");
@@ -117,6 +119,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         address verifier = _other(solver, address(0), address(0));
         address copier = _other(solver, verifier, address(0));
         bytes32 c = _challengeCommitment(verifier, hH, "salt");
+        _recordBalances();
         // The copier front-runs the commitment itself ...
         vm.prank(copier);
         game.commitChallenge(c);
@@ -135,7 +138,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         _revealChallenge(copier, hH, "salt");
         uint256 id = _revealChallenge(verifier, hH, "salt");
         assertEq(disputeLens.getDispute(id).sides[0].party, verifier, "victim challenges");
-        assertEq(game.credits(copier), 0, "copier earns nothing");
+        assertEq(_paidSince(copier), 0, "copier earns nothing");
         (uint64 used,) = game.commitments(c);
         assertEq(used, 0, "commitment consumed");
     }
@@ -343,9 +346,10 @@ contract OptimisticDisputeTest is DisputeFixture {
         game.pinpoint(early, _pp(hH, hC, 2));
         vm.expectEmit(true, true, true, true, address(game));
         emit IDisputeGame.DisputeAbandoned(early, taskId, 0);
+        _recordBalances();
         game.abandon(early);
         assertEq(uint8(disputeLens.getDispute(early).outcome), uint8(DisputeOutcome.Voided), "voided");
-        assertEq(game.credits(verifier), BOND, "bond back");
+        assertEq(_paidSince(verifier), BOND, "bond back");
         assertEq(vLocked - registry.getNode(verifier).locked, TASK_STAKE, "stake released");
         assertEq(registry.getNode(verifier).stake, NODE_STAKE, "not slashed");
 
@@ -400,10 +404,11 @@ contract OptimisticDisputeTest is DisputeFixture {
         game.pinpoint(id, _pp(sH, sC, 0));
         PanelRequest memory r = mock.requestOf(id);
         assertEq(r.parties[2], co, "co-defender kept off the panel");
+        _recordBalances();
         uint256 reward = _decide(id, Verdict.ForA);
         uint256 pot = TASK_STAKE;
         assertEq(reward, pot / 4, "referees' share of the submitter's stake");
-        assertEq(game.credits(verifier), BOND + pot / 2, "winner share of the submitter's stake");
+        assertEq(_paidSince(verifier), BOND + pot / 2, "winner share of the submitter's stake");
         assertEq(registry.getNode(defender).stake, NODE_STAKE, "defender made no step-level claim: not slashed");
         assertEq(registry.getNode(co).stake, NODE_STAKE - TASK_STAKE, "co-defender (step root) slashed");
         assertEq(lens.reputationOf(co).disputesLost, 1, "co-defender lost++");
@@ -423,11 +428,12 @@ contract OptimisticDisputeTest is DisputeFixture {
         uint256 id = _challenge(verifier, hC);
         _revealLeaf(id, co, 0, hH, 2);
         vm.warp(block.timestamp + game.clockAllowance() + 1);
+        _recordBalances();
         game.timeout(id);
         assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.DefenderWins), "defenders win");
         uint256 toWinner = (TASK_STAKE + BOND) / 2;
-        assertEq(game.credits(co), toWinner, "the member that moved");
-        assertEq(game.credits(defender), 0, "the idle member");
+        assertEq(_paidSince(co), toWinner, "the member that moved");
+        assertEq(_paidSince(defender), 0, "the idle member");
         assertEq(registry.getNode(verifier).stake, NODE_STAKE - TASK_STAKE, "wrong challenger slashed");
         assertTrue(_conserved(), "conserved");
         _recordBalances();
@@ -455,9 +461,10 @@ contract OptimisticDisputeTest is DisputeFixture {
         vm.expectRevert(abi.encodeWithSelector(StaleDispute.selector, id2, uint32(0), uint32(1)));
         game.timeout(id2);
         uint256 burned = token.totalBurned();
+        _recordBalances();
         game.abandon(id2);
         assertEq(token.totalBurned(), burned, "nothing burned");
-        assertEq(game.credits(v2), BOND, "bond back");
+        assertEq(_paidSince(v2), BOND, "bond back");
         assertEq(locked2 - registry.getNode(v2).locked, TASK_STAKE, "stake released");
         assertEq(registry.getNode(v2).stake, NODE_STAKE, "nobody slashed");
         assertEq(uint8(disputeLens.getDispute(id2).phase), uint8(DisputePhase.Resolved), "resolved");
@@ -478,9 +485,10 @@ contract OptimisticDisputeTest is DisputeFixture {
         _revealLeaf(id1, v1, 0, hH, 2);
         vm.warp(block.timestamp + game.clockAllowance() + 1);
         game.timeout(id1);
+        _recordBalances();
         game.abandon(id2);
         assertTrue(mock.cancelled(id2), "panel cancelled");
-        assertEq(game.credits(v2), BOND, "bond back");
+        assertEq(_paidSince(v2), BOND, "bond back");
         assertTrue(_conserved(), "conserved");
     }
 
@@ -494,9 +502,10 @@ contract OptimisticDisputeTest is DisputeFixture {
         game.setShares(1_000, 9_000);
         game.setClockAllowance(30);
         _toJudgingAt2(id, verifier, solver);
+        _recordBalances();
         uint256 reward = _decide(id, Verdict.ForA);
         assertEq(disputeLens.getDispute(id).bond, BOND, "bond snapshot");
-        assertEq(game.credits(verifier), BOND + TASK_STAKE / 2, "old bond back + old winner share");
+        assertEq(_paidSince(verifier), BOND + TASK_STAKE / 2, "old bond back + old winner share");
         assertEq(reward, TASK_STAKE / 4, "old referee share");
         assertTrue(_conserved(), "conserved");
     }
@@ -528,6 +537,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         uint256 id = _challenge(verifier, hH);
         _toJudgingAt2(id, verifier, defender);
         uint256 burned = token.totalBurned();
+        _recordBalances();
         uint256 reward = _decide(id, verdict);
         uint256 stakes = TASK_STAKE; // with a co-defender, only B's step-root submitter (the defender) answers
         uint256 pot = verdict == Verdict.ForA
@@ -540,7 +550,7 @@ contract OptimisticDisputeTest is DisputeFixture {
         assertEq(token.totalBurned() - burned, pot - toWinner - share, "burn");
         toWinner += verdict == Verdict.ForA || verdict == Verdict.NoDecision ? b - _topUp(verdict, share) : 0;
         assertEq(
-            game.credits(verifier) + game.credits(defender) + (co == address(0) ? 0 : game.credits(co)),
+            _paidSince(verifier) + _paidSince(defender) + (co == address(0) ? 0 : _paidSince(co)),
             toWinner,
             "credits"
         );

@@ -92,9 +92,10 @@ contract PanelCostsTest is DisputeFixture {
         _toJudgingAt2(id, v, solver);
         uint256 fee = game.panelFee();
         assertGt(fee, 0, "a fee by default");
+        _recordBalances();
         uint256 reward = _decide(id, Verdict.NoDecision);
         assertEq(reward, fee, "v2 paid 0 to a panel that found no majority");
-        assertEq(game.credits(v), BOND - fee, "the fee came out of the bond");
+        assertEq(_paidSince(v), BOND - fee, "the fee came out of the bond");
         assertEq(uint8(disputeLens.getDispute(id).outcome), uint8(DisputeOutcome.Voided), "voided");
         assertTrue(_conserved(), "conserved");
         assertTrue(_gameSolvent(), "solvent");
@@ -108,8 +109,9 @@ contract PanelCostsTest is DisputeFixture {
         uint256 id = _challenge(v, hH);
         _toJudgingAt2(id, v, solver);
         mock.setNoReveals(id, true);
+        _recordBalances();
         assertEq(_decide(id, Verdict.NoDecision), 0, "paid a panel nobody sat on");
-        assertEq(game.credits(v), BOND, "the whole bond back");
+        assertEq(_paidSince(v), BOND, "the whole bond back");
         assertTrue(_conserved(), "conserved");
     }
 
@@ -122,11 +124,12 @@ contract PanelCostsTest is DisputeFixture {
         _toJudgingAt2(id, v, solver);
         uint256 share = (TASK_STAKE * game.refereeShareBps()) / 10_000;
         uint256 fee = game.panelFee();
+        _recordBalances();
         uint256 reward = _decide(id, Verdict.ForA);
         uint256 topUp = share >= fee ? 0 : fee - share;
         assertGt(topUp, 0, "the shortfall case");
         assertEq(reward, share + topUp, "referees' pay");
-        assertEq(game.credits(v), BOND - topUp + (TASK_STAKE * game.winnerShareBps()) / 10_000, "bond and win");
+        assertEq(_paidSince(v), BOND - topUp + (TASK_STAKE * game.winnerShareBps()) / 10_000, "bond and win");
         assertTrue(_conserved(), "conserved");
     }
 
@@ -135,10 +138,11 @@ contract PanelCostsTest is DisputeFixture {
         (, address v2, uint256 id2) = _staleJudging(true);
         uint256 fee = game.panelFee();
         uint256 held = token.balanceOf(address(mock));
+        _recordBalances();
         game.abandon(id2);
         assertTrue(mock.cancelled(id2), "panel cancelled");
         assertEq(token.balanceOf(address(mock)) - held, fee, "the seated panel got the fee");
-        assertEq(game.credits(v2), BOND - fee, "the rest of the bond back");
+        assertEq(_paidSince(v2), BOND - fee, "the rest of the bond back");
         assertEq(game.openChallengeOf(taskId, v2), 0, "closed");
         assertTrue(_conserved(), "conserved");
         assertTrue(_gameSolvent(), "solvent");
@@ -147,9 +151,10 @@ contract PanelCostsTest is DisputeFixture {
     /// @dev A stale verdict slashes nobody, but the referees who judged are paid the fee from the bond.
     function test_onVerdict_stale_paysOnlyTheFee_succeeds() public {
         (address v1, address v2, uint256 id2) = _staleJudging(false);
+        _recordBalances();
         uint256 reward = _decide(id2, Verdict.ForA);
         assertEq(reward, game.panelFee(), "the fee, no share of a slash");
-        assertEq(game.credits(v2), BOND - reward, "bond less the fee");
+        assertEq(_paidSince(v2), BOND - reward, "bond less the fee");
         assertEq(views.getTask(taskId).candidate, v1, "candidate unchanged");
         assertTrue(_conserved(), "conserved");
     }

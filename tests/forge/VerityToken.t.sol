@@ -64,7 +64,8 @@ contract VerityTokenTest is Test {
         vm.prank(alice);
         token.burn(2e18);
         assertEq(token.totalBurned(), 2e18, "burned");
-        assertEq(token.totalSupply() + token.totalBurned(), token.totalMinted(), "conservation");
+        // totalBurned is minted less supplied: the check that can fail is that the holder's balance made up the rest
+        assertEq(token.balanceOf(alice) + token.totalBurned(), token.totalMinted(), "conservation");
     }
 
     function testFuzz_mintBurnTransfer_conserves_succeeds(uint96 minted, uint96 burned, uint96 moved) public {

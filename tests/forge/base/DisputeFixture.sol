@@ -210,8 +210,8 @@ abstract contract DisputeFixture is Fixture {
         return sum == token.totalMinted();
     }
 
-    /// @dev The game holds exactly its credits and open bonds.
+    /// @dev The game holds exactly its open bonds (it pays rewards and returned bonds at once).
     function _gameSolvent() internal view returns (bool) {
-        return token.balanceOf(address(game)) == game.totalCredits() + game.totalBonds();
+        return token.balanceOf(address(game)) == game.totalBonds();
     }
 }

@@ -32,10 +32,13 @@ contract MockPanel is IRefereePanel {
     }
 
     /// @inheritdoc IRefereePanel
+    /// @dev As the real panel: the game sent the whole fee first; a seated panel keeps it, else it goes back.
     function cancel(uint256 disputeId, uint256 fee) external returns (uint256) {
         require(opened[disputeId], "MockPanel: cancel unopened");
         cancelled[disputeId] = true;
-        return seated[disputeId] ? fee : 0;
+        if (seated[disputeId]) return fee;
+        if (fee > 0) require(token.transfer(msg.sender, fee), "MockPanel: fee not returned");
+        return 0;
     }
 
     function setSeated(uint256 disputeId, bool value) external {

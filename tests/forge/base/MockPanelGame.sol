@@ -47,10 +47,13 @@ contract MockPanelGame is IPanelGame {
         return _parties[disputeId];
     }
 
-    /// @notice Cancels with `fee` offered; transfers what the panel used, as DisputeGame does.
+    /// @notice Cancels with `fee` offered, as DisputeGame does: sends the whole fee first, the panel pays the seats
+    ///         and returns the rest; checks that exactly `fee - used` came back.
     function cancel(uint256 disputeId, uint256 fee) external returns (uint256 used) {
+        if (fee > 0) token.transfer(address(panel), fee);
+        uint256 before = token.balanceOf(address(this));
         used = panel.cancel(disputeId, fee);
-        if (used > 0) token.transfer(address(panel), used);
+        require(token.balanceOf(address(this)) - before == fee - used, "MockPanelGame: the unused fee not returned");
     }
 
     /// @inheritdoc IPanelGame

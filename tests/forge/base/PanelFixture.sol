@@ -81,7 +81,19 @@ abstract contract PanelFixture is Test {
         registry.stake(NODE_STAKE - registry.MIN_REGISTRATION_STAKE());
         registry.heartbeat(); // registering is not a check-in: drawn only after one
         vm.stopPrank();
+        _walletAtRegistration[node] = token.balanceOf(node);
+        _registered[node] = true;
         _nextEpoch();
+    }
+
+    /// @dev A registered node's wallet right after registering: only the panel pays into it afterwards.
+    mapping(address => uint256) private _walletAtRegistration;
+    mapping(address => bool) private _registered;
+
+    /// @dev What the panel has paid `node` so far (it pays rewards at once: there are no credits to read).
+    function _paid(address node) internal view returns (uint256) {
+        require(_registered[node], "_paid: not a registered node");
+        return token.balanceOf(node) - _walletAtRegistration[node];
     }
 
     /// @dev Rolls to the next selection epoch's first block: draws read the weights as their epoch began.

@@ -317,7 +317,7 @@ contract Handler is AdversarySide {
         vm.stopPrank();
     }
 
-    // ---------------------------------------------------------------- stake and credits
+    // ---------------------------------------------------------------- stake
 
     function stakeMore(uint256 who, uint96 amount) external tracked {
         address node = everyone[who % everyone.length];
@@ -341,16 +341,4 @@ contract Handler is AdversarySide {
         _withdrawStake(everyone[who % everyone.length]);
     }
 
-    /// @dev The game's and the panel's credits (the escrow pushes its payments: there is nothing to withdraw there).
-    function withdrawCredits(uint256 who) external tracked {
-        address node = everyone[who % everyone.length];
-        if (game.credits(node) > 0) {
-            vm.prank(node);
-            game.withdraw();
-        }
-        if (panel.credits(node) > 0) {
-            vm.prank(node);
-            panel.withdraw();
-        }
-    }
 }

@@ -129,7 +129,7 @@ abstract contract HandlerAudit is HandlerTraces {
     ///      moved on the token's ledger, one log per payment. The alternatives are not: deposits - totalEscrow -
     ///      refunds - burns is the escrow's own arithmetic (it would make "escrow accounted" hold by construction),
     ///      and a payee's balance delta over an action also moves with what that action stakes, bonds or withdraws
-    ///      from the game and the panel (withdrawCredits, a challenge, a registration), so it cannot be attributed.
+    ///      from the game and the panel (a payment from either, a challenge, a registration), so it cannot be attributed.
     function _countPayment(VmLogs.Log[] memory logs, uint256 i) internal {
         address to = _addr(logs[i].topics[2]);
         uint256 amount = abi.decode(logs[i].data, (uint256));

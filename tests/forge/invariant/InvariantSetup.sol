@@ -108,7 +108,7 @@ abstract contract InvariantSetup is Fixture {
         else if (action == 8) handler.tick(uint16(a), a >> 16);
         else if (action == 9) handler.reportLate(a, a % 2 == 0);
         else if (action == 10) handler.setParams(uint8(a), a >> 8, a >> 80);
-        else if (action == 11) handler.withdrawCredits(a);
+        else if (action == 11) handler.withdrawStake(a); // was withdrawCredits: the game and the panel pay at once now
         else if (action == 12) handler.openContest(a);
         else if (action == 13) handler.assign(a);
         else if (action == 14) handler.griefPost(a % 2 == 0, (a >> 1) % 2 == 0, (a >> 2) % 2 == 0, uint8(a >> 3));
