@@ -28,8 +28,10 @@ contract BlockhashRandomness is IRandomness {
     uint64 public immutable delay;
     /// @notice Number of requests (ids 1..requestCount).
     uint256 public requestCount;
-    /// @notice Target block of each request (0 = unknown id).
-    mapping(uint256 => uint64) public targetOf;
+    /// @dev Target block of each request, four to a word (key id >> 2, 64-bit lane id & 3; 0 = unknown id): three
+    ///      requests in four write a word that is already nonzero (issue 23, cheaper disputes: a word per request
+    ///      was a fresh 20,000-gas write for every panel and every task's draw).
+    mapping(uint256 => uint256) internal _targets;
 
     constructor(uint64 delay_) {
         if (delay_ == 0 || delay_ > MAX_DELAY) revert ParameterOutOfRange("delay", delay_, 1, MAX_DELAY);
@@ -40,7 +42,7 @@ contract BlockhashRandomness is IRandomness {
     function request() external returns (uint256 requestId) {
         requestId = ++requestCount;
         uint64 target = _targetFrom(block.number);
-        targetOf[requestId] = target;
+        _setTarget(requestId, target);
         emit RandomnessRequested(requestId, msg.sender, target);
     }
 
@@ -50,7 +52,7 @@ contract BlockhashRandomness is IRandomness {
         // INVARIANT: a readable value never changes; only a request whose epoch ended unread gets a new target.
         if (!_stale(target)) revert RequestNotStale(requestId, target, block.number);
         target = _targetFrom(block.number);
-        targetOf[requestId] = target;
+        _setTarget(requestId, target);
         emit RandomnessRenewed(requestId, target);
     }
 
@@ -72,8 +74,19 @@ contract BlockhashRandomness is IRandomness {
         return keccak256(abi.encode(blockhash(target), requestId));
     }
 
+    /// @notice Target block of a request (0 = unknown id).
+    function targetOf(uint256 requestId) public view returns (uint64) {
+        return uint64(_targets[requestId >> 2] >> ((requestId & 3) * 64));
+    }
+
+    function _setTarget(uint256 requestId, uint64 target) internal {
+        uint256 shift = (requestId & 3) * 64;
+        uint256 key = requestId >> 2;
+        _targets[key] = (_targets[key] & ~(uint256(type(uint64).max) << shift)) | (uint256(target) << shift);
+    }
+
     function _target(uint256 requestId) internal view returns (uint64 target) {
-        target = targetOf[requestId];
+        target = targetOf(requestId);
         if (target == 0) revert UnknownRequest(requestId);
     }
 

@@ -2,7 +2,7 @@
 pragma solidity 0.8.28;
 
 import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
-import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
+import {TransientGuard} from "./lib/TransientGuard.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
@@ -48,7 +48,7 @@ interface IBlockTime {
 ///      for it; B's step root is the claim of the member that submitted it, which alone moves for B at level 1 and
 ///      alone answers for B's step-level loss (verdict or clock). The other member is then spared: not slashed, its
 ///      replica released by the job registry (`sparedDefender` during `onDisputeSettled`).
-contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuardTransient {
+contract DisputeGame is IDisputeGame, IPanelGame, Ownable, TransientGuard {
     using SafeERC20 for IERC20;
     using ChessClock for Clock;
 
@@ -138,6 +138,10 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuardTransi
 
     /// @notice Seconds each party may spend awaiting its own moves in one dispute.
     uint64 public clockAllowance = 120;
+    /// @notice Number of disputes (ids 1..disputeCount). 32 bits (4.29e9 disputes; `++` reverts past it) so that it
+    ///         shares the owner's word, already nonzero: the first dispute of a deployment does not pay a fresh word
+    ///         for it (issue 23, cheaper disputes).
+    uint32 public disputeCount;
     /// @notice Bond an optimistic challenger posts on top of locking the task stake.
     uint256 public challengerBond = 10e18;
     /// @notice Share of the slashed pot credited to the winner, in basis points.
@@ -148,8 +152,6 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuardTransi
     ///         pays what the loser's slashed stake does not (issue 23: "panels cost who opens them").
     uint256 public panelFee = 0.25e18;
 
-    /// @notice Number of disputes (ids 1..disputeCount).
-    uint256 public disputeCount;
     /// @notice Open replicated-contest dispute of a task (0 = none); optimistic challenges are not listed.
     mapping(uint256 => uint256) public disputeOfTask;
     /// @notice Challenge commitments not yet revealed.
@@ -238,7 +240,11 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuardTransi
     /// @return disputeId The new dispute's id.
     function openDispute(uint256 taskId) external nonReentrant returns (uint256 disputeId) {
         Dispute storage d;
-        (disputeId, d) = _openContest(taskId);
+        bytes32 rootA;
+        bytes32 rootB;
+        (disputeId, d, rootA, rootB) = _openContest(taskId);
+        // Leaf by leaf, the level-0 moves check against the roots: keep them.
+        (d.sides[0].root, d.sides[1].root) = (rootA, rootB);
         _afterNarrow(disputeId, d);
     }
 
@@ -250,9 +256,13 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuardTransi
         returns (uint256 disputeId)
     {
         Dispute storage d;
-        (disputeId, d) = _openContest(taskId);
+        bytes32 rootA;
+        bytes32 rootB;
+        (disputeId, d, rootA, rootB) = _openContest(taskId);
         _startClocks(d);
-        _pinpoint(disputeId, d, p);
+        // Level 0 ends in this transaction, so its roots are not stored (issue 23, cheaper disputes: two fresh words);
+        // the job registry keeps them with the replicas, where DisputeLens reads them.
+        _pinpointAgainst(disputeId, d, p, rootA, rootB);
     }
 
     /// @notice Commits a challenge: `c = keccak256(abi.encode(taskId, root, finalHash, resultCid, salt, challenger))`,
@@ -492,7 +502,11 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuardTransi
         _afterNarrow(disputeId, d);
     }
 
-    function _openContest(uint256 taskId) internal returns (uint256 disputeId, Dispute storage d) {
+    /// @dev Opens a contest; returns the parties' level-0 roots for the caller to store or use at once.
+    function _openContest(uint256 taskId)
+        internal
+        returns (uint256 disputeId, Dispute storage d, bytes32 rootA, bytes32 rootB)
+    {
         TaskContext memory c = jobs.taskContext(taskId);
         // INVARIANT: a replicated contest is disputed only while the task is Contested.
         if (c.status != TaskStatus.Contested || c.replication < 2) revert TaskNotDisputable(taskId, c.status);
@@ -504,8 +518,8 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuardTransi
         if (b.node == msg.sender) (a, b) = (b, a);
         (disputeId, d) = _create(taskId, c, _epochOf(taskId), a.node, b.node);
         disputeOfTask[taskId] = disputeId;
-        _setSide(d.sides[0], a.root, a.finalHash);
-        _setSide(d.sides[1], b.root, b.finalHash);
+        (d.sides[0].claim, d.sides[1].claim) = (a.finalHash, b.finalHash);
+        (rootA, rootB) = (a.root, b.root);
     }
 
     function _create(uint256 taskId, TaskContext memory c, uint32 epoch, address partyA, address partyB)
@@ -572,6 +586,19 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuardTransi
     }
 
     function _pinpoint(uint256 disputeId, Dispute storage d, PinpointProof calldata p) internal {
+        (bytes32 rootA, bytes32 rootB) =
+            d.level == 0 ? (d.sides[0].root, d.sides[1].root) : (d.sides[0].stepRoot, d.sides[1].stepRoot);
+        _pinpointAgainst(disputeId, d, p, rootA, rootB);
+    }
+
+    /// @dev Narrows the current level to [p.index, p.index+1], the proofs checked against the level's roots.
+    function _pinpointAgainst(
+        uint256 disputeId,
+        Dispute storage d,
+        PinpointProof calldata p,
+        bytes32 rootA,
+        bytes32 rootB
+    ) internal {
         // INVARIANT (P8): once a clock ran out the timeout decides; a pinpoint cannot rescue the late party.
         if (_clock(d.sides[0]).expired(d.allowance)) revert ClockExpired(disputeId, 0);
         if (_clock(d.sides[1]).expired(d.allowance)) revert ClockExpired(disputeId, 1);
@@ -581,8 +608,6 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, ReentrancyGuardTransi
         if (p.index >= max) revert IndexOutOfRange(disputeId, p.index, max - 1);
         // INVARIANT: any proven (agreed i, different i+1) is a divergence, inside [lo, hi] or not.
         if (p.claimA == p.claimB) revert NotADivergence(disputeId, p.index);
-        (bytes32 rootA, bytes32 rootB) =
-            level == 0 ? (d.sides[0].root, d.sides[1].root) : (d.sides[0].stepRoot, d.sides[1].stepRoot);
         _checkProof(disputeId, level, rootA, p.index, p.agreed, p.proofAgreedA);
         _checkProof(disputeId, level, rootB, p.index, p.agreed, p.proofAgreedB);
         _checkProof(disputeId, level, rootA, p.index + 1, p.claimA, p.proofClaimA);

@@ -24,7 +24,7 @@ contract DisputeLens {
     using ChessClock for Clock;
 
     /// @dev DisputeGame storage slot of `_disputes`.
-    uint256 internal constant DISPUTES_SLOT = 9;
+    uint256 internal constant DISPUTES_SLOT = 8;
     /// @dev Words of a Dispute before its sides, and of one Side.
     uint256 internal constant HEAD_WORDS = 5;
     uint256 internal constant SIDE_WORDS = 7;
@@ -113,8 +113,8 @@ contract DisputeLens {
         _fillResults(d);
     }
 
-    /// @dev The game stores only an optimistic challenger's final and CID (issue 23, cheaper disputes); the others
-    ///      are the job registry's: a contest's replicas, and the claim an optimistic challenge disputes while it stands
+    /// @dev The game stores only an optimistic challenger's final and CID (issue 23, cheaper disputes), and no
+    ///      level-0 root of a contest opened with its pinpoint; the others are the job registry's: a contest's replicas, and the claim an optimistic challenge disputes while it stands
     ///      (0 once the task moved on). A contest's results are read from the replica slots as they are now: once the
     ///      task reopened (the dispute is stale), a party no longer holding a slot shows 0, and one drawn again shows its
     ///      new result. Clients read them only while the dispute is live.
@@ -128,6 +128,8 @@ contract DisputeLens {
                     if (reps[r].node != d.sides[s].party) continue;
                     d.sides[s].finalHash = reps[r].finalHash;
                     d.sides[s].resultCid = reps[r].resultCid;
+                    // openDisputeWithPinpoint plays level 0 out in one transaction and stores no level-0 root
+                    if (d.sides[s].root == 0) d.sides[s].root = reps[r].root;
                 }
             }
         } else if (IJobViews(address(jobs)).getTask(d.taskId).status == TaskStatus.Revealed) {

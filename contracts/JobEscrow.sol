@@ -2,7 +2,7 @@
 pragma solidity 0.8.28;
 
 import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
-import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
+import {TransientGuard} from "./lib/TransientGuard.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 
@@ -18,7 +18,7 @@ import {NotJobs, JobsAlreadySet, InsufficientEscrow, DepositMismatch} from "./er
 /// @dev Conservation: token.balanceOf(this) == totalEscrow (tokens sent here directly are the only excess, and they
 ///      are never paid out). Payments are pushed: the token is the system's own ERC20, with no transfer hooks, so a
 ///      payee can neither re-enter nor make a payment revert (the zero address is refused first).
-contract JobEscrow is IJobEscrow, Ownable, ReentrancyGuardTransient {
+contract JobEscrow is IJobEscrow, Ownable, TransientGuard {
     using SafeERC20 for IERC20;
 
     /// @notice The escrowed token.

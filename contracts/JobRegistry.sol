@@ -472,7 +472,7 @@ contract JobRegistry is IJobRegistry, ITaskMachineErrors, JobRegistryBase {
             if (node != address(0)) ex[c++] = node;
         }
         // the ring's filled entries only (most tasks have none: one read instead of MAX_BANNED cold ones)
-        uint256 banned = _bannedCount[taskId];
+        uint256 banned = _tasks[taskId].bannedCount;
         for (uint256 b = 0; b < banned && b < MAX_BANNED; ++b) {
             ex[c++] = _banned[taskId][b];
         }

@@ -135,7 +135,6 @@ abstract contract JobRegistryBase is Ownable {
     mapping(uint256 => ReplicaRecord[MAX_REPLICATION]) internal _replicas;
     mapping(uint256 => mapping(uint32 => mapping(uint32 => uint256))) internal _taskIds;
     mapping(uint256 => address[MAX_BANNED]) internal _banned;
-    mapping(uint256 => uint8) internal _bannedCount;
     /// @dev Every node ever banned from a task (late, lost, declined). The ring above only keeps the draw's exclusion
     ///      list short; this set is what a draw checks, so a ban never rotates out (issue 9).
     mapping(uint256 => mapping(address => bool)) internal _everBanned;
@@ -232,9 +231,12 @@ abstract contract JobRegistryBase is Ownable {
     }
 
     function _ban(uint256 taskId, address node) internal {
-        uint8 c = _bannedCount[taskId];
+        // The count rides in the task's own word (issue 23, cheaper disputes: a mapping of its own was a fresh word
+        // in the settlement of every lost contest).
+        Task storage t = _tasks[taskId];
+        uint8 c = t.bannedCount;
         _banned[taskId][c % MAX_BANNED] = node;
-        _bannedCount[taskId] = c + 1;
+        t.bannedCount = c + 1;
         _everBanned[taskId][node] = true;
     }
 

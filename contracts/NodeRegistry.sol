@@ -2,7 +2,7 @@
 pragma solidity 0.8.28;
 
 import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
-import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
+import {TransientGuard} from "./lib/TransientGuard.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
@@ -62,7 +62,7 @@ import "./errors/NodeRegistryErrors.sol";
 ///      moved by a leaving node) is not drawn until the next, so a slot's snapshot weight always belongs to the node
 ///      in it. What a party can still do after seeing the value is make its own nodes ineligible (liveness, free
 ///      stake, declaration): that only ever gives its draws away.
-contract NodeRegistry is INodeRegistry, Ownable, ReentrancyGuardTransient {
+contract NodeRegistry is INodeRegistry, Ownable, TransientGuard {
     using SafeERC20 for IERC20;
     using PackedSumTree for PackedSumTree.Tree;
     using SafeCast for uint256;

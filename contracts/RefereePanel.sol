@@ -2,7 +2,7 @@
 pragma solidity 0.8.28;
 
 import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
-import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
+import {TransientGuard} from "./lib/TransientGuard.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
@@ -21,7 +21,7 @@ import "./errors/RefereePanelErrors.sol";
 /// @dev Every rule a panel depends on is snapshotted when it opens (P8). At rest the panel holds no tokens: slashes
 ///      are burned, and rewards paid (DisputeGame.totalBonds says why a transfer cannot block), in the transaction
 ///      that takes them.
-contract RefereePanel is IRefereePanel, Ownable, ReentrancyGuardTransient {
+contract RefereePanel is IRefereePanel, Ownable, TransientGuard {
     using SafeERC20 for IERC20;
 
     /// @notice Largest panel.

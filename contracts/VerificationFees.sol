@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.28;
 
-import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
+import {TransientGuard} from "./lib/TransientGuard.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 
@@ -33,7 +33,7 @@ import "./errors/VerificationFeesErrors.sol";
 ///      slots in proportion to their share of the sampled verifiers that claim.
 ///      Conservation: token.balanceOf(this) == sum of pots + fees reserved by held slots; each pot only pays fees
 ///      and its submitter's refund.
-contract VerificationFees is ReentrancyGuardTransient {
+contract VerificationFees is TransientGuard {
     using SafeERC20 for IERC20;
 
     /// @notice Most fee slots per task.

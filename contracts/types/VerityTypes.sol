@@ -155,6 +155,7 @@ struct Task {
     TaskStatus status;
     uint64 createdAt;
     uint64 openSince; // when a slot last became empty without refill (0 when all filled)
+    uint8 bannedCount; // nodes banned from the task so far (JobRegistryBase._ban; the ring keeps the last MAX_BANNED)
     uint64 challengeDeadline; // last second a challenge may be committed (reveals until + the job's revealWindow)
     uint32 drawNonce;
     uint32 epoch; // bumps whenever the candidate result changes; disputes opened at an older epoch are stale

@@ -106,6 +106,23 @@ contract DisputeGameTest is DisputeFixture {
         assertEq(disputeLens.getDispute(id).segment, 0, "segment 0");
     }
 
+    /// @dev Issue 23 (cheaper disputes): opening with the pinpoint stores no level-0 root (level 0 ends in that
+    ///      transaction); the lens shows each party's root from its replica, and a wrong proof still fails against it.
+    function test_openDisputeWithPinpoint_rootsFromReplicas_succeeds() public {
+        _contested();
+        PinpointProof memory bad = _pp(hH, hC, 2);
+        bad.proofClaimB = Merkle.proofOf(hH, 3); // proves A's leaf, not B's, against B's root
+        vm.prank(honest);
+        vm.expectRevert();
+        game.openDisputeWithPinpoint(taskId, bad);
+        vm.prank(honest);
+        uint256 id = game.openDisputeWithPinpoint(taskId, _pp(hH, hC, 2));
+        DisputeLens.Dispute memory d = disputeLens.getDispute(id);
+        assertEq(d.sides[0].root, Merkle.rootOf(hH), "A's root, from its replica");
+        assertEq(d.sides[1].root, Merkle.rootOf(hC), "B's root, from its replica");
+        assertEq(uint8(d.phase), uint8(DisputePhase.StepRoots), "level 0 done");
+    }
+
     // ---------------------------------------------------------------- verdicts
 
     function test_onVerdict_forA_challengerWins_succeeds() public {

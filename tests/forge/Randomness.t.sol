@@ -58,6 +58,27 @@ contract RandomnessTest is Test {
         assertEq(rnd.requestCount(), 2, "count");
     }
 
+    /// @dev Targets are packed four to a word: requests made in different blocks keep their own, and renewing one
+    ///      leaves its neighbours in the word as they were.
+    function test_request_packedTargets_independent_succeeds() public {
+        uint64[6] memory targets;
+        for (uint256 i = 0; i < 6; ++i) {
+            vm.roll(10_000 + i);
+            (uint256 id, uint64 target) = _request();
+            assertEq(id, i + 1, "ids 1..6");
+            assertTrue(target >= 10_000 + i + DELAY, "own target, at least the delay ahead");
+            targets[i] = target;
+        }
+        assertEq(rnd.targetOf(7), 0, "an unknown id has no target");
+        vm.roll(EPOCH_END + 1); // the next epoch: every request is stale
+        rnd.renew(3);
+        uint64 renewed = rnd.targetOf(3);
+        assertTrue(renewed >= EPOCH_END + 1 + DELAY, "renewed target");
+        for (uint256 i = 0; i < 6; ++i) {
+            if (i != 2) assertEq(rnd.targetOf(i + 1), targets[i], "a neighbour's target moved");
+        }
+    }
+
     function test_request_nearEpochEnd_targetsNextEpochStart_succeeds() public {
         vm.roll(10_005); // + DELAY = 10_010: only 5 blocks of the epoch would follow it
         (, uint64 target) = _request();
