@@ -204,9 +204,6 @@ class FakeViews:
     def promptnessFactorBps(self, node: str) -> int:
         return 10_000
 
-    def credits(self, node: str) -> int:
-        return 5 * 10**18
-
     def balanceOf(self, node: str) -> int:
         return 10**22
 

@@ -62,7 +62,7 @@ def _held(jobs, c, node) -> int:
 
 def _game_backed(system):
     game = system.game
-    assert system.token.balanceOf(game) == game.totalCredits() + game.totalBonds()
+    assert system.token.balanceOf(game) == game.totalBonds()  # rewards and returned bonds are paid at once
     system.panel_backed()
 
 
@@ -113,6 +113,7 @@ def test_honest_wins_public_trace_path_with_bisection(system, contested, referee
 
     honest_vote = c.sH.hashes[c.step + 1]
     burned0 = token.totalBurned()
+    bal0 = {a.address: token.balanceOf(a) for a in (c.honest, *referees)}
     r = vote(system, did, {ref: honest_vote for ref in referees})[-1]  # the last reveal decides
     assert [e.verdict for e in r.events.filter(panel.PanelDecided)] == [Verdict.FOR_A]
     res = list(r.events.filter(game.DisputeResolved))
@@ -122,9 +123,9 @@ def test_honest_wins_public_trace_path_with_bisection(system, contested, referee
     # Slashed pot = the cheater's task stake: the winner's share, the referees' share split over 3, rest burned.
     win = STAKE * game.winnerShareBps() // 10_000
     each = (STAKE * game.refereeShareBps() // 10_000) // 3
-    assert game.credits(c.honest) == win
+    assert token.balanceOf(c.honest) - bal0[c.honest.address] == win  # paid at once
     for ref in referees:
-        assert panel.credits(ref) == each and registry.getNode(ref).locked == 0
+        assert token.balanceOf(ref) - bal0[ref.address] == each and registry.getNode(ref).locked == 0
     assert token.totalBurned() - burned0 == STAKE - win - 3 * each
     assert registry.getNode(c.cheater).stake == NODE_STAKE - STAKE
     assert system.lens.reputationOf(c.cheater).disputesLost == 1 and system.lens.reputationOf(c.honest).disputesWon == 1
@@ -148,10 +149,7 @@ def test_honest_wins_public_trace_path_with_bisection(system, contested, referee
     earned = paid_in(system, r)[c.honest.address]  # + the AGGREGATE's pay if drawn for it
     assert earned >= c.job.params.paymentPerTask
     assert token.balanceOf(c.honest) == before + earned  # sent at once: nothing to withdraw from the escrow
-    game.withdraw(sender=c.honest)
-    assert token.balanceOf(c.honest) == before + win + earned
-    for ref in referees:
-        panel.withdraw(sender=ref)
+    assert token.balanceOf(c.honest) == bal0[c.honest.address] + win + earned  # nothing to withdraw from the game
     _game_backed(system)
     system.escrow_backed()
     conserved()
@@ -173,13 +171,14 @@ def test_level1_pinpoint_and_timeout_of_a_silent_party(system, contested, chain,
     chain.mine(deltatime=game.clockAllowance() + 5)
     assert system.dispute_lens.clocksRemaining(did) == (a_left, 0)  # A's stopped clock did not move; B's ran out
     burned0 = token.totalBurned()
+    bal0 = token.balanceOf(c.honest)
     r = game.timeout(did, sender=c.honest)
     assert [(e.winner, e.outcome) for e in r.events.filter(game.DisputeResolved)] == [
         (c.honest.address, DisputeOutcome.CHALLENGER_WINS)]
     assert system.dispute_lens.getDispute(did).phase == DisputePhase.RESOLVED
     # No panel was seated: the winner's share to the winner, the rest burned.
     win = STAKE * game.winnerShareBps() // 10_000
-    assert game.credits(c.honest) == win and token.totalBurned() - burned0 == STAKE - win
+    assert token.balanceOf(c.honest) - bal0 == win and token.totalBurned() - burned0 == STAKE - win
     assert registry.getNode(c.cheater).stake == NODE_STAKE - STAKE
     _winner_is_candidate(system, chain, c, c.honest, submitter)
     assert jobs.getTask(c.task_id).status == TaskStatus.ACCEPTED
@@ -197,12 +196,13 @@ def test_panel_matches_neither_party_both_lose_and_task_is_redrawn(system, conte
     _judging(system, chain, c, did, referees)
     third = rand32()
     burned0 = token.totalBurned()
+    bal0 = {ref.address: token.balanceOf(ref) for ref in referees}
     r = vote(system, did, {ref: third for ref in referees})[-1]
     assert [e.outcome for e in r.events.filter(game.DisputeResolved)] == [DisputeOutcome.BOTH_LOSE]
     pot = 2 * STAKE
     each = (pot * game.refereeShareBps() // 10_000) // 3
     for ref in referees:
-        assert panel.credits(ref) == each
+        assert token.balanceOf(ref) - bal0[ref.address] == each
     assert token.totalBurned() - burned0 == pot - 3 * each
     for p in (c.honest, c.cheater):
         assert registry.getNode(p).stake == NODE_STAKE - STAKE and registry.getNode(p).locked == 0
@@ -233,6 +233,7 @@ def test_advance_slashes_non_revealing_referee_and_majority_decides(system, cont
         panel.advance(did, sender=c.honest)
     mine_past(chain, panel.panelOf(did).revealDeadline)
     burned0 = token.totalBurned()
+    bal0 = {ref.address: token.balanceOf(ref) for ref in referees}
     r = panel.advance(did, sender=c.honest)
     assert [(e.referee, e.reason) for e in r.events.filter(panel.RefereeSlashed)] == [(silent.address, 2)]
     assert [e.outcome for e in r.events.filter(game.DisputeResolved)] == [DisputeOutcome.CHALLENGER_WINS]
@@ -240,11 +241,11 @@ def test_advance_slashes_non_revealing_referee_and_majority_decides(system, cont
     win = STAKE * game.winnerShareBps() // 10_000
     reward = STAKE * game.refereeShareBps() // 10_000
     each = reward // 2
-    assert panel.credits(silent) == 0
+    assert token.balanceOf(silent) == bal0[silent.address]  # paid nothing
     assert registry.getNode(silent).stake == NODE_STAKE - penalty and registry.getNode(silent).locked == 0
     assert system.lens.reputationOf(silent).tasksLate == 1
     for ref in referees[:2]:
-        assert panel.credits(ref) == each and registry.getNode(ref).stake == NODE_STAKE
+        assert token.balanceOf(ref) - bal0[ref.address] == each and registry.getNode(ref).stake == NODE_STAKE
     assert token.totalBurned() - burned0 == (STAKE - win - 2 * each) + penalty
     _game_backed(system)
     conserved()

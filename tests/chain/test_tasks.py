@@ -151,16 +151,19 @@ def test_challengeOptimistic_two_concurrent_challenges_both_lose_then_finalize_s
         game.submitStepRoot(dids[v], sH.root, sH.proof(0), sH.proof(2), sender=solver)
     mine_past(chain, chain.blocks.head.timestamp + game.clockAllowance())
     burned0 = token.totalBurned()
+    bal0 = token.balanceOf(solver)
     r = game.timeout(dids[v1], sender=solver)
     assert [e.outcome for e in r.events.filter(game.DisputeResolved)] == [DisputeOutcome.DEFENDER_WINS]
     assert jobs.getTask(tid).openDisputes == 1
     with reverts(jobs.DisputesPending):
         finalize_after_window(system, chain, tid, poster.account)
+    share = (STAKE + bond) * game.winnerShareBps() // 10_000
+    assert token.balanceOf(solver) - bal0 == share  # the first loser's pot: the winner's share, paid at once
     game.timeout(dids[v2], sender=solver)
     assert jobs.getTask(tid).openDisputes == 0 and jobs.getTask(tid).status == TaskStatus.REVEALED
     # Each losing challenger lost its task stake and its bond: the pot, half to the defender, no referees.
     pot = STAKE + bond
-    assert game.credits(solver) == 2 * (pot * game.winnerShareBps() // 10_000)
+    assert token.balanceOf(solver) - bal0 == 2 * (pot * game.winnerShareBps() // 10_000)
     assert token.totalBurned() - burned0 == 2 * (pot - pot * game.winnerShareBps() // 10_000)
     for v in wrong:
         assert registry.getNode(v).locked == 0 and registry.getNode(v).stake == NODE_STAKE - STAKE
@@ -170,7 +173,7 @@ def test_challengeOptimistic_two_concurrent_challenges_both_lose_then_finalize_s
     assert jobs.getTask(tid).status == TaskStatus.ACCEPTED and token.balanceOf(solver) == bal  # P10: deferred
     assert solver.address not in paid_in(system, r)
     assert accept_aggregate(system, chain, poster, job.id)[1] == [solver.address]
-    assert token.balanceOf(game) == game.totalCredits() + game.totalBonds()
+    assert token.balanceOf(game) == game.totalBonds() == 0  # rewards and bonds were paid at once
     conserved()
 
 
@@ -204,6 +207,7 @@ def test_challengeOptimistic_winner_becomes_candidate_and_stale_dispute_abandone
     referees = [poster.by_address[a] for a in seats(system, did)]
     assert len(referees) == 3 and not {solver.address, honest.address} & {p.address for p in referees}
     burned0 = token.totalBurned()
+    voted0 = {a.address: token.balanceOf(a) for a in (honest, *referees)}
     receipts = vote(system, did, {p: sH.hashes[1] for p in referees})
     last = receipts[-1]
     assert [(e.winner, e.outcome) for e in last.events.filter(game.DisputeResolved)] == [
@@ -212,9 +216,9 @@ def test_challengeOptimistic_winner_becomes_candidate_and_stale_dispute_abandone
     reward = STAKE * game.refereeShareBps() // 10_000
     each = reward // 3
     win = STAKE * game.winnerShareBps() // 10_000
-    assert game.credits(honest) == win + bond  # winner share + bond back
+    assert token.balanceOf(honest) - voted0[honest.address] == win + bond  # winner share + bond back, paid at once
     for p in referees:
-        assert panel.credits(p) == each
+        assert token.balanceOf(p) - voted0[p.address] == each
     assert token.totalBurned() - burned0 == STAKE - win - 3 * each
     assert registry.getNode(solver).stake == NODE_STAKE - STAKE
     assert jobs.getReplica(tid, 0).status == ReplicaStatus.SLASHED
@@ -228,9 +232,10 @@ def test_challengeOptimistic_winner_becomes_candidate_and_stale_dispute_abandone
     assert claim.defender == honest.address and h32(claim.root) == H.root
 
     # The other challenge was against the replaced result: stale.
+    other0 = token.balanceOf(other)
     r = game.abandon(did_x, sender=solver)
     assert [e.disputeId for e in r.events.filter(game.DisputeAbandoned)] == [did_x]
-    assert game.credits(other) == bond and registry.getNode(other).locked == 0
+    assert token.balanceOf(other) - other0 == bond and registry.getNode(other).locked == 0  # the bond back at once
     assert registry.getNode(other).stake == NODE_STAKE
 
     with reverts(jobs.ChallengeWindowOpen):
@@ -244,10 +249,7 @@ def test_challengeOptimistic_winner_becomes_candidate_and_stale_dispute_abandone
     assert game.totalBonds() == 0
     earned = paid_in(system, r)[honest.address]  # PAYMENT, plus the AGGREGATE's if it was drawn for it
     assert token.balanceOf(honest) == bal + earned  # sent at once: nothing to withdraw from the escrow
-    game.withdraw(sender=honest)
-    assert token.balanceOf(honest) == bal0 + win + earned  # bond returned too
-    for p in referees:
-        panel.withdraw(sender=p)
+    assert token.balanceOf(honest) == bal0 + win + earned  # bond returned too, with nothing to withdraw from the game
     system.panel_backed()
     system.escrow_backed()
     conserved()

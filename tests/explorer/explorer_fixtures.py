@@ -68,5 +68,5 @@ def node_status(address: str = DEFENDER):
     node = SimpleNamespace(slot=1, roles=5, lastSeen=90, stake=1000 * 10**18, locked=10 * 10**18, pendingUnstake=0,
                            unbondingEnds=0, deviceClass=0, memoryMb=4096, region=1, bandwidthMbps=100)
     rep = SimpleNamespace(tasksCompleted=8, tasksLate=0, disputesWon=3, disputesLost=0, totalSlashed=0)
-    return NodeStatus(address, node, rep, 100, 5 * 10**18, 12 * 10**18, 5 * 10**18, (10**21, 10**21, 10_000, 9_500),
+    return NodeStatus(address, node, rep, 100, 5 * 10**18, 12 * 10**18, (10**21, 10**21, 10_000, 9_500),
                       {"tasks": 7 * 10**18, "disputes": 5 * 10**18}, {1: 7 * 10**18})

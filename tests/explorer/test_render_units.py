@@ -82,7 +82,8 @@ def test_renderNode_earningsFactorsDisputesTasks_succeeds():
     head = text(s["s-nodehead"])
     assert "solver-1" in head and "100.0%" in head and "95.0%" in head and "3 won / 0 lost" in head
     earn = text(s["s-earnings"])
-    assert "12.00" in earn and "7.00" in earn and "5.00" in earn    # earned, paid, pending
+    assert "12.00" in earn and "7.00" in earn and "5.00" in earn    # earned; task payments, dispute rewards
+    assert "pending" not in earn and "withdrawn" not in earn           # paid at once: nothing held to withdraw
     assert "won" in s["s-nodedisputes"] and "solver-4" in s["s-nodedisputes"]
     assert 'href="/job/1"' in s["s-nodetasks"]
 

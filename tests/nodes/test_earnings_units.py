@@ -1,7 +1,7 @@
 """Unit tests of how a node's earnings are read back (`verity node status`, the demo's ledger) against fakes.
 
-JobEscrow pushes every task payment into the payee's wallet (PaymentSent) and keeps no credits; only DisputeGame
-and RefereePanel hold credits (Credited) until the node withdraws them."""
+JobEscrow pushes every task payment into the payee's wallet (PaymentSent), and DisputeGame and RefereePanel pay
+dispute and referee rewards the same way (Credited): no contract holds anything for the node to withdraw."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -28,8 +28,9 @@ class _Chain:
     def __init__(self, views: dict):
         self.views, self.reads = views, []
         self.w3, self.deployments = None, SimpleNamespace(start_block=0)
-        self.escrow = SimpleNamespace(functions=_Functions("escrow", missing=("credits", "withdraw")))
-        for name in ("game", "panel", "registry", "lens", "token", "fees"):
+        for name in ("escrow", "game", "panel"):  # none of them keeps credits to withdraw
+            setattr(self, name, SimpleNamespace(functions=_Functions(name, missing=("credits", "withdraw"))))
+        for name in ("registry", "lens", "token", "fees"):
             setattr(self, name, SimpleNamespace(functions=_Functions(name)))
         self.contracts = {"VerificationFees": self.fees}
 
@@ -46,7 +47,7 @@ def _ev(name: str, contract: str, **args):
     return SimpleNamespace(name=name, contract=contract, args=args)
 
 
-def test_read_status_counts_sent_payments_as_earned_and_only_game_panel_credits_as_unwithdrawn_succeeds(monkeypatch):
+def test_read_status_counts_sent_payments_and_credited_rewards_as_earned_succeeds(monkeypatch):
     events = [_ev("PaymentSent", "JobEscrow", jobId=1, to=ME, amount=3),
               _ev("PaymentSent", "JobEscrow", jobId=1, to=OTHER, amount=7),       # someone else's payment
               _ev("Credited", "DisputeGame", to="0x" + ME[2:].upper(), amount=5),  # mixed case
@@ -56,16 +57,14 @@ def test_read_status_counts_sent_payments_as_earned_and_only_game_panel_credits_
               _ev("EscrowRefunded", "JobEscrow", jobId=1, to=ME, amount=100)]      # a refund is not an earning
     monkeypatch.setattr(status_mod, "earning_events", lambda chain, address, index=None: events)  # the index's answer
     monkeypatch.setattr(status_mod, "read", lambda c, contract, fn, *args: SimpleNamespace(slot=1))
-    chain = _Chain({("game", "credits"): lambda who: 2 if who == ME else 99,
-                    ("panel", "credits"): lambda who: 4 if who == ME else 99,
-                    ("lens", "weightsOf"): lambda who: (1, 1),
+    chain = _Chain({("lens", "weightsOf"): lambda who: (1, 1),
                     ("lens", "reputationFactorBps"): lambda who: 10_000,
                     ("lens", "promptnessFactorBps"): lambda who: 10_000,
                     ("token", "balanceOf"): lambda who: 42})
     st = status_mod.read_status(chain, ME)
-    assert (st.earned, st.unwithdrawn, st.balance) == (3 + 13 + 5 + 11, 2 + 4, 42)
-    assert [c[0] for c in chain.reads if c[1] == "credits"] == ["game", "panel"]  # the escrow is never asked
-    # issue 26: by source (paid into the wallet vs credited) and by job (task payments and fees)
+    assert (st.earned, st.balance) == (3 + 13 + 5 + 11, 42)
+    assert not hasattr(st, "unwithdrawn")  # nothing is held for withdraw: every earning is already in the balance
+    # issue 26: by source (task payments and fees; dispute and referee rewards) and by job (task payments and fees)
     assert st.by_source == {"tasks": 3, "fees": 13, "disputes": 5, "referee": 11}
     assert st.by_job == {1: 3, 2: 13}
     st.node = SimpleNamespace(slot=1, lastSeen=0, roles=1, stake=0, locked=0, pendingUnstake=0, deviceClass=0,
@@ -73,7 +72,8 @@ def test_read_status_counts_sent_payments_as_earned_and_only_game_panel_credits_
     st.reputation = SimpleNamespace(tasksCompleted=2, tasksLate=0, disputesWon=1, disputesLost=0, totalSlashed=0)
     rows = dict(st.rows())
     assert rows["  paid"] == "0.00 VRT task payments, 0.00 VRT verification fees (in the balance)"
-    assert "pending withdraw" in rows["  credited"] and rows["  by job"].startswith("job 2: ")
+    assert rows["  rewards"] == "0.00 VRT dispute rewards, 0.00 VRT referee pay (in the balance)"
+    assert "withdraw" not in rows["earnings"] and rows["  by job"].startswith("job 2: ")
 
 
 def test_ledger_counts_the_escrows_sent_payments_as_task_pay_succeeds():

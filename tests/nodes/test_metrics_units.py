@@ -61,10 +61,11 @@ def test_metricsServer_servesNodeMetricsAfterUpdates_succeeds():
                  "verity_node_train_step_seconds_bucket", "verity_node_result_seconds_left_bucket",
                  "verity_node_deadlines_missed_total", "verity_node_earned_vrt_total", "verity_node_slashed_vrt_total",
                  "verity_node_forfeited_vrt_total", "verity_node_balance_vrt", "verity_node_stake_vrt",
-                 "verity_node_locked_stake_vrt", "verity_node_unbonding_vrt", "verity_node_unwithdrawn_vrt",
+                 "verity_node_locked_stake_vrt", "verity_node_unbonding_vrt",
                  "verity_node_tasks_completed", "verity_node_tasks_late", "verity_node_total_slashed_vrt",
                  "verity_node_promptness_factor", "verity_node_chain_read_timestamp_seconds"):
         assert f"\n{name}" in text, f"{name} not served"
+    assert "unwithdrawn" not in text  # DisputeGame and RefereePanel pay at once: no credits left to withdraw
     assert 'verity_node_work_items{kind="solve",node="n1",phase="assigned"} 2.0' in text
     assert 'verity_node_earned_vrt_total{node="n1",source="task"} 2.0' in text
     assert 'verity_node_contention_factor{node="n1"} 2.5' in text
@@ -158,8 +159,7 @@ def _chain(fail: bool = False):
             raise ConnectionError("rpc gone")
         return x.value
 
-    functions = SimpleNamespace(balanceOf=fn("balanceOf", 5 * 10**18), credits=fn("credits", 10**18),
-                                promptnessFactorBps=fn("promptness", 9_000))
+    functions = SimpleNamespace(balanceOf=fn("balanceOf", 5 * 10**18), promptnessFactorBps=fn("promptness", 9_000))
     contract = SimpleNamespace(functions=functions)
     return SimpleNamespace(registry=contract, token=contract, game=contract, panel=contract, lens=contract,
                            call=do_call, calls=calls)
@@ -176,7 +176,7 @@ def test_refreshChain_readsAtMostEveryInterval_succeeds(monkeypatch):
     chain = _chain()
     m.refresh_chain(chain)
     assert _value(m, "verity_node_stake_vrt") == 1000 and _value(m, "verity_node_locked_stake_vrt") == 40
-    assert _value(m, "verity_node_balance_vrt") == 5 and _value(m, "verity_node_unwithdrawn_vrt") == 2
+    assert _value(m, "verity_node_balance_vrt") == 5
     assert _value(m, "verity_node_tasks_late") == 2 and _value(m, "verity_node_tasks_completed") == 12
     assert _value(m, "verity_node_promptness_factor") == pytest.approx(0.9)
     assert _value(m, "verity_node_declared_bandwidth_mbps") == 100

@@ -48,9 +48,9 @@ def test_status_shows_region_and_bandwidth_succeeds():
     node = SimpleNamespace(slot=1, roles=1, lastSeen=0, stake=0, locked=0, pendingUnstake=0, deviceClass=0,
                            memoryMb=4096, region=REGION_EUROPE, bandwidthMbps=250)
     rep = SimpleNamespace(tasksCompleted=0, tasksLate=0, disputesWon=0, disputesLost=0, totalSlashed=0)
-    rows = dict(NodeStatus("0xabc", node, rep, 0, 0, 0, 0).rows())
+    rows = dict(NodeStatus("0xabc", node, rep, 0, 0, 0).rows())
     assert rows["region / bandwidth"].startswith("europe / 250 Mbit/s")
-    rows = dict(NodeStatus("0xabc", SimpleNamespace(**{**vars(node), "region": 0, "bandwidthMbps": 0}), rep, 0, 0, 0,
+    rows = dict(NodeStatus("0xabc", SimpleNamespace(**{**vars(node), "region": 0, "bandwidthMbps": 0}), rep, 0, 0,
                            0).rows())
     assert rows["region / bandwidth"].startswith("undeclared / 0 Mbit/s")
 

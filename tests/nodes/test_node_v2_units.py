@@ -444,7 +444,7 @@ def test_keeper_readsARevealedTask_againOnlyAtItsWindowEndOrOnAnEvent_succeeds(m
     k, ctx, chain = _keeper(monkeypatch)
     reads = _counting_task_reads(ctx)
     ctx.tasks[4] = SimpleNamespace(status=TaskStatus.REVEALED, epoch=0, openDisputes=0)
-    chain.views.update(finalizable=lambda tid: (chain.time > 1_020, 1_020), credits=lambda who: 0)
+    chain.views.update(finalizable=lambda tid: (chain.time > 1_020, 1_020))
     snap = Snapshot(active_tasks=[4], last_heartbeat=1e18)
     for t in (1_000, 1_010, 1_020):
         chain.time = t
@@ -464,7 +464,6 @@ def test_keeper_readsATask_atItsReplicaDeadline_thenReportsLate_succeeds(monkeyp
     ctx.tasks[4] = SimpleNamespace(status=TaskStatus.ASSIGNED, epoch=0, openDisputes=0)
     ctx.replicas = lambda tid: [SimpleNamespace(status=ReplicaStatus.ASSIGNED, deadline=1_100),
                                 SimpleNamespace(status=ReplicaStatus.COMMITTED, deadline=1_200)]
-    chain.views.update(credits=lambda who: 0)
     snap = Snapshot(active_tasks=[4], last_heartbeat=1e18)
     for t in (1_000, 1_029, 1_100):
         chain.time = t
@@ -481,7 +480,7 @@ def test_keeper_stillLooksAtAQuietTask_withinQuietMax_succeeds(monkeypatch):
     k, ctx, chain = _keeper(monkeypatch)
     reads = _counting_task_reads(ctx)
     ctx.tasks[4] = SimpleNamespace(status=TaskStatus.REVEALED, epoch=0, openDisputes=1)
-    chain.views.update(finalizable=lambda tid: (False, 900), credits=lambda who: 0)  # window over, a dispute open
+    chain.views.update(finalizable=lambda tid: (False, 900))  # window over, a dispute open
     snap = Snapshot(active_tasks=[4], last_heartbeat=1e18)
     chain.time = 1_000
     k(snap)
@@ -511,8 +510,7 @@ def test_keeper_heartbeats_when_chain_time_ran_half_the_liveness_window_ahead_su
 def test_keeper_assigns_an_open_task_only_once_its_draw_is_readable_succeeds(monkeypatch, ready, stale, assigned):
     k, ctx, chain = _keeper(monkeypatch)
     ctx.tasks[4] = SimpleNamespace(status=TaskStatus.OPEN, epoch=0, openDisputes=0, drawRequest=11)
-    chain.views.update(isReady=lambda rid: rid == 11 and ready, isStale=lambda rid: rid == 11 and stale,
-                       credits=lambda who: 0)
+    chain.views.update(isReady=lambda rid: rid == 11 and ready, isStale=lambda rid: rid == 11 and stale)
     k(Snapshot(active_tasks=[4], last_heartbeat=1e18))
     assert (("assign", (4,)) in chain.sent) == assigned  # stale: assign() renews the request itself
 
@@ -522,7 +520,7 @@ def test_keeper_draws_a_requested_task_on_the_first_tick_its_value_is_readable_s
     k.interval = 1e9  # the chore round never runs again: only the per-tick draw check can assign
     ctx.tasks[4] = SimpleNamespace(status=TaskStatus.OPEN, epoch=0, openDisputes=0, drawRequest=11)
     ready = {11: False}
-    chain.views.update(isReady=lambda rid: ready[rid], isStale=lambda rid: False, credits=lambda who: 0)
+    chain.views.update(isReady=lambda rid: ready[rid], isStale=lambda rid: False)
     snap = Snapshot(last_heartbeat=1e18)
     k(snap)  # first chore round (nothing known yet)
     k.on_event(snap, SimpleNamespace(name="DrawRequested", contract="JobRegistry", args={"taskId": 4, "requestId": 11}))
@@ -534,22 +532,20 @@ def test_keeper_draws_a_requested_task_on_the_first_tick_its_value_is_readable_s
     assert chain.sent.count(("assign", (4,))) == 1  # once, as soon as readable
 
 
-def test_keeper_seats_advances_panels_and_withdraws_every_credit_succeeds(monkeypatch):
+def test_keeper_seats_and_advances_panels_and_withdraws_nothing_succeeds(monkeypatch):
     k, ctx, chain = _keeper(monkeypatch)
     panels = {1: SimpleNamespace(phase=PanelPhase.SEATING, requestId=9, commitDeadline=0, revealDeadline=0),
               2: SimpleNamespace(phase=PanelPhase.COMMITTING, requestId=0, commitDeadline=999, revealDeadline=0),
               3: SimpleNamespace(phase=PanelPhase.REVEALING, requestId=0, commitDeadline=0, revealDeadline=2_000),
               4: SimpleNamespace(phase=PanelPhase.DECIDED, requestId=0, commitDeadline=0, revealDeadline=0)}
-    chain.views.update(panelOf=lambda did: panels[did], isReady=lambda rid: rid == 9, isStale=lambda rid: False,
-                       credits=lambda who: 5)
+    chain.views.update(panelOf=lambda did: panels[did], isReady=lambda rid: rid == 9, isStale=lambda rid: False)
     snap = Snapshot(active_panels=[1, 2, 3, 4], last_heartbeat=1e18)
     k(snap)
     assert ("seat", (1,)) in chain.sent and ("advance", (2,)) in chain.sent and ("advance", (3,)) not in chain.sent
     assert snap.active_panels == [1, 2, 3]
-    # JobEscrow pushes task payments: only DisputeGame and RefereePanel hold credits to withdraw
-    assert [c for c in chain.sent if c[0] == "withdraw"] == [("withdraw", ())] * 2
-    assert [c.contract for c in chain.sent if c[0] == "withdraw"] == ["game", "panel"]
-    assert [c.contract for c in chain.reads if c[0] == "credits"] == ["game", "panel"]
+    # JobEscrow, DisputeGame and RefereePanel pay at once: the keeper neither reads credits nor withdraws anything
+    assert not [c for c in chain.sent if c[0] == "withdraw"]
+    assert not [c for c in chain.reads if c[0] == "credits"]
 
 
 # ---------------------------------------------------------------- referee seat

@@ -214,7 +214,8 @@ class ChainClient:
 
     @property
     def panel(self):
-        """RefereePanel: seats, votes, referee credits (`seat`, `commitVote`, `revealVote`, `advance`, `withdraw`)."""
+        """RefereePanel: seats, votes (`seat`, `commitVote`, `revealVote`, `advance`); referee rewards are paid at once
+        (`Credited`)."""
         return self.contracts["RefereePanel"]
 
     @property

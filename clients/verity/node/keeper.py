@@ -1,8 +1,9 @@
 """Chores any node does for the network: draw open slots once their randomness is readable
 (`assign`, P4 two-phase draws), report missed deadlines, finalize candidates the contract says
 are ready (`finalizable`: window and reveal grace passed, no open dispute), seat and advance the
-referee panels of disputes this node is part of, heartbeat, withdraw earned credits (DisputeGame,
-RefereePanel; JobEscrow pushes task payments straight to the payee, so it holds none). It also times its chain
+referee panels of disputes this node is part of, heartbeat. There is nothing to withdraw: JobEscrow, DisputeGame
+and RefereePanel pay task payments, rewards and returned bonds into the payee's wallet in the transaction that
+settles them (only unbonded stake waits for `verity node unstake --withdraw`). It also times its chain
 round trips and re-declares a bandwidth the node's own fetches do not reach (node/netprobe.py).
 
 Anyone may call these functions; when several nodes race, one transaction wins and the
@@ -77,7 +78,7 @@ class Keeper:
         if time.monotonic() - self._last < self.interval:
             return
         self._last = time.monotonic()
-        ctx, c = self.ctx, self.ctx.chain
+        c = self.ctx.chain
         now = self._round_trip("call", c.now)
         for tid in list(snap.active_tasks):
             if now >= self._next_look.get(tid, 0):
@@ -87,9 +88,6 @@ class Keeper:
         if self._heartbeat_due(snap, now):
             self._round_trip("transaction", lambda: self._try(c.registry.functions.heartbeat()))
             snap.last_heartbeat, snap.last_heartbeat_chain = time.time(), now
-        for contract in (c.game, c.panel):  # JobEscrow pays at once: nothing to withdraw there
-            if c.call(contract.functions.credits(ctx.me)):
-                self._try(contract.functions.withdraw())
         self._judge_bandwidth()
 
     def _round_trip(self, kind: str, fn):

@@ -128,7 +128,7 @@ class NodeMetrics:
                                    buckets=LEFT_BUCKETS).labels(node)
         self.deadlines_missed = metric(Counter, "deadlines_missed", "replicas of this node reported late "
                                        "(ReplicaLate events seen since the node started)").labels(node)
-        self.earned = metric(Counter, "earned_vrt", "VRT paid or credited to this node since it started, by source "
+        self.earned = metric(Counter, "earned_vrt", "VRT paid to this node since it started, by source "
                              "(task payments, dispute and referee rewards, verification fees)", ("source",))
         self.slashed = metric(Counter, "slashed_vrt", "VRT of this node's stake slashed since it started "
                               "(StakeSlashed events)").labels(node)
@@ -139,8 +139,6 @@ class NodeMetrics:
         self.locked = metric(Gauge, "locked_stake_vrt", "stake locked by work in flight (tasks, challenges, seats)"
                              ).labels(node)
         self.unbonding = metric(Gauge, "unbonding_vrt", "stake unbonding (verity node unstake)").labels(node)
-        self.unwithdrawn = metric(Gauge, "unwithdrawn_vrt", "rewards credited by DisputeGame and RefereePanel, not "
-                                  "withdrawn yet").labels(node)
         self.tasks_completed = metric(Gauge, "tasks_completed", "tasks completed over the node's life (its on-chain "
                                       "reputation)").labels(node)
         self.tasks_late = metric(Gauge, "tasks_late", "tasks reported late over the node's life (its on-chain "
@@ -235,7 +233,7 @@ class NodeMetrics:
 
     @_guarded
     def refresh_chain(self, chain, address: str | None = None, *, force: bool = False) -> None:
-        """Read stake, locks, balance, credits and reputation, unless they were read less than chain_refresh_s ago."""
+        """Read stake, locks, balance and reputation, unless they were read less than chain_refresh_s ago."""
         now = self.clock()
         if not force and self._chain_read_at is not None and now - self._chain_read_at < self.chain_refresh_s:
             return
@@ -251,7 +249,6 @@ class NodeMetrics:
         self.locked.set(int(node.locked) / WEI)
         self.unbonding.set(int(node.pendingUnstake) / WEI)
         self.balance.set(chain.call(chain.token.functions.balanceOf(me)) / WEI)
-        self.unwithdrawn.set(sum(chain.call(x.functions.credits(me)) for x in (chain.game, chain.panel)) / WEI)
         rep = read(chain, chain.lens, "reputationOf", me)
         self.tasks_completed.set(int(rep.tasksCompleted))
         self.tasks_late.set(int(rep.tasksLate))

@@ -42,8 +42,7 @@ class NodeStatus:
     reputation: SimpleNamespace
     now: int
     balance: int
-    earned: int           # every task payment ever sent (JobEscrow), fee paid and dispute/referee reward credited
-    unwithdrawn: int      # of which still held by DisputeGame / RefereePanel (the keeper withdraws it)
+    earned: int           # every task payment (JobEscrow), fee and dispute/referee reward ever paid into the wallet
     # (solver weight, referee weight, reputation factor bps, promptness factor bps): what the draws weigh
     selection: tuple[int, int, int, int] | None = None
     # earned by source ("tasks", "fees", "disputes", "referee") and by job (task payments and fees), wei
@@ -62,7 +61,7 @@ class NodeStatus:
             "signed off (stopped) or never checked in: not drawn until `verity node run` checks in"
         rows = [("roles", role_names(n.roles)), ("last seen", seen), ("balance", vrt(self.balance)),
                 ("stake", vrt(n.stake)), ("locked stake", vrt(n.locked)),
-                ("earnings", f"{vrt(self.earned)} ({vrt(self.unwithdrawn)} not yet withdrawn)"),
+                ("earnings", f"{vrt(self.earned)} (paid into the wallet when earned)"),
                 *self._earning_rows(),
                 ("reputation", f"{r.tasksCompleted} tasks done, {r.tasksLate} late, disputes {r.disputesWon} won / "
                                f"{r.disputesLost} lost, {vrt(r.totalSlashed)} slashed")]
@@ -83,14 +82,14 @@ class NodeStatus:
 
 
     def _earning_rows(self) -> list[tuple[str, str]]:
-        """Earnings by source (paid into the wallet vs credited and pending withdraw) and by job."""
+        """Earnings by source (task payments and fees; dispute and referee rewards) and by job."""
         if not self.by_source:
             return []
         s = self.by_source
         rows = [("  paid", f"{vrt(s.get('tasks', 0))} task payments, {vrt(s.get('fees', 0))} verification fees "
                             "(in the balance)"),
-                ("  credited", f"{vrt(s.get('disputes', 0))} dispute rewards, {vrt(s.get('referee', 0))} referee pay "
-                               f"({vrt(self.unwithdrawn)} pending withdraw)")]
+                ("  rewards", f"{vrt(s.get('disputes', 0))} dispute rewards, {vrt(s.get('referee', 0))} referee pay "
+                              "(in the balance)")]
         if self.by_job:
             top = sorted(self.by_job.items(), key=lambda kv: (-kv[1], kv[0]))
             text = ", ".join(f"job {j}: {vrt(a)}" for j, a in top[:EARNING_JOBS_SHOWN])
@@ -122,7 +121,7 @@ def tally_earnings(events, address: str) -> tuple[int, dict[str, int], dict[int,
     earned, by_source, by_job = 0, {}, {}
     for ev in events:
         # PaymentSent: JobEscrow pushed a task payment into the wallet; FeePaid: a verification fee transferred;
-        # Credited: a dispute or referee reward held for withdraw()
+        # Credited: DisputeGame or RefereePanel paid a dispute or referee reward (or a returned bond) into the wallet
         source = _SOURCES.get((ev.contract, ev.name))
         to = ev.args.get("verifier") if source == "fees" else ev.args.get("to")
         if source is None or str(to).lower() != address.lower():
@@ -138,14 +137,12 @@ def tally_earnings(events, address: str) -> tuple[int, dict[str, int], dict[int,
 def read_status(c: ChainClient, address: str, index=None) -> NodeStatus:
     """`index`: an open event Index to read the earnings from (default: the chain's; see earning_events)."""
     earned, by_source, by_job = tally_earnings(earning_events(c, address, index), address)
-    # only DisputeGame and RefereePanel hold credits: JobEscrow's payments are already in the balance
-    unwithdrawn = sum(c.call(x.functions.credits(address)) for x in (c.game, c.panel))
     lens = c.lens.functions
     ws, wr = c.call(lens.weightsOf(address))
     selection = (int(ws), int(wr), int(c.call(lens.reputationFactorBps(address))),
                  int(c.call(lens.promptnessFactorBps(address))))
     return NodeStatus(address, read(c, c.registry, "getNode", address), read(c, c.lens, "reputationOf", address),
-                      c.now(), c.call(c.token.functions.balanceOf(address)), earned, unwithdrawn, selection,
+                      c.now(), c.call(c.token.functions.balanceOf(address)), earned, selection,
                       by_source, by_job)
 
 
