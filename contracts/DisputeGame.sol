@@ -387,7 +387,8 @@ contract DisputeGame is IDisputeGame, IPanelGame, Ownable, TransientGuard {
     }
 
     /// @notice Ends a dispute whose task moved on to a new candidate (anyone): nobody is slashed, the challenger's
-    ///         stake is released and its bond credited back, a panel judging it is cancelled.
+    ///         stake is released and its bond paid back (less what a judging panel's committed seats are paid), the
+    ///         panel cancelled.
     function abandon(uint256 disputeId) external nonReentrant {
         Dispute storage d = _disputes[disputeId];
         DisputePhase ph = d.phase;

@@ -114,10 +114,11 @@ contract DisputeLens {
     }
 
     /// @dev The game stores only an optimistic challenger's final and CID (issue 23, cheaper disputes), and no
-    ///      level-0 root of a contest opened with its pinpoint; the others are the job registry's: a contest's replicas, and the claim an optimistic challenge disputes while it stands
-    ///      (0 once the task moved on). A contest's results are read from the replica slots as they are now: once the
-    ///      task reopened (the dispute is stale), a party no longer holding a slot shows 0, and one drawn again shows its
-    ///      new result. Clients read them only while the dispute is live.
+    ///      level-0 root of a contest opened with its pinpoint; the others are the job registry's: a contest's
+    ///      replicas, and the claim an optimistic challenge disputes while it stands (0 once the task moved on). A
+    ///      contest's results and roots are read from the replica slots as they are now: once the task reopened (the
+    ///      dispute is stale), a party no longer holding a slot shows 0, and one drawn again shows its new result.
+    ///      Clients read them only while the dispute is live.
     function _fillResults(Dispute memory d) internal view {
         if (d.taskId == 0) return;
         IJobRegistry jobs = game.jobs();

@@ -236,7 +236,9 @@ abstract contract JobRegistryBase is Ownable {
         Task storage t = _tasks[taskId];
         uint8 c = t.bannedCount;
         _banned[taskId][c % MAX_BANNED] = node;
-        t.bannedCount = c + 1;
+        // Saturates (review): a 256th ban must not revert the decline, report or settlement that makes it; the ring
+        // needs only min(count, MAX_BANNED) and `_everBanned` keeps every ban.
+        if (c != type(uint8).max) t.bannedCount = c + 1;
         _everBanned[taskId][node] = true;
     }
 

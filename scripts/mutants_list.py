@@ -412,6 +412,14 @@ CONTRACTS = [
         Forge("tests/forge/DisputeGame.t.sol"),
     ),
     Mutant(
+        "c-ban-count-overflows",
+        "the task's ban count (a uint8) counts past 255: the 256th ban reverts the decline, report or settlement",
+        "contracts/JobRegistryBase.sol",
+        "        if (c != type(uint8).max) t.bannedCount = c + 1;",
+        "        t.bannedCount = c + 1;",
+        Forge("tests/forge/Decline.t.sol"),
+    ),
+    Mutant(
         "c-bond-unbounded", "the owner may set any challenger bond (10^9 VRT shuts every challenge out)",
         "contracts/DisputeGame.sol",
         "            if (value - MIN_CHALLENGER_BOND > MAX_CHALLENGER_BOND - MIN_CHALLENGER_BOND) {",

@@ -30,9 +30,9 @@ interface IRefereePanel {
 
     /// @notice Starts a panel for `disputeId` (game only).
     function open(uint256 disputeId, PanelRequest calldata r) external;
-    /// @notice Ends a panel whose dispute went stale: referees are released unslashed (game only). The seats holding
-    ///         a commitment share `fee` in equal parts; the panel returns what it credited (`used`), which the game
-    ///         then transfers (0 when no seat committed).
+    /// @notice Ends a panel whose dispute went stale: referees are released unslashed (game only). The game has sent
+    ///         the whole `fee` first; the seats holding a commitment are paid equal parts of it, the rest goes back to
+    ///         the game, and the panel returns what it paid (`used`, 0 when no seat committed).
     function cancel(uint256 disputeId, uint256 fee) external returns (uint256 used);
     /// @notice Seats of the panel of `disputeId` holding a revealed vote.
     function revealedCount(uint256 disputeId) external view returns (uint256);

@@ -46,6 +46,31 @@ contract DeclineTest is Fixture {
         assertEq(_replica(1, 1).node, partner, "the partner's slot was redrawn");
     }
 
+    /// @dev Review: the task's ban count (a uint8 in the task's word) saturates instead of reverting, so a 256th ban
+    ///      (here: a decline with the count set to 255 in storage) still lands, and the decliner is still banned.
+    function test_decline_banCountSaturated_stillBans_succeeds() public {
+        address first = _replica(1, 0).node;
+        vm.warp(block.timestamp + _grace());
+        vm.prank(first);
+        jobs.decline(1, false, "invalid");
+        assertEq(views.getTask(1).bannedCount, 1, "one ban counted");
+        // JobRegistry storage: _tasks at slot 8; the count is the byte at offset 30 of the task's second word
+        bytes32 at = bytes32(uint256(keccak256(abi.encode(uint256(1), uint256(8)))) + 1);
+        uint256 word = uint256(vm.load(address(jobs), at));
+        assertEq((word >> 240) & 0xff, 1, "the layout this test writes");
+        vm.store(address(jobs), at, bytes32(word | (uint256(0xff) << 240)));
+        assertEq(views.getTask(1).bannedCount, 255, "count at its ceiling");
+        _draw(1);
+        address second = _replica(1, 0).node;
+        assertTrue(second != first, "redrawn");
+        vm.warp(block.timestamp + _grace());
+        vm.prank(second);
+        jobs.decline(1, false, "invalid"); // reverted with an arithmetic overflow before the count saturated
+        assertEq(views.getTask(1).bannedCount, 255, "saturated");
+        assertTrue(views.isBanned(1, second), "the 256th decliner is banned");
+        assertEq(uint8(_status(1)), uint8(TaskStatus.Open), "its slot is drawn again");
+    }
+
     /// @dev Past the grace the node accepted the window: declining is refused (the late rule applies).
     function test_decline_afterGrace_reverts() public {
         address node = _replica(1, 1).node;

@@ -617,6 +617,45 @@ contract DisputeGameRealPanelTest is Fixture {
         assertEq(_tokensHeld(), token.totalMinted(), "conserved");
     }
 
+    /// @dev Review (pay at once): a stale challenge judged by a real panel whose seats all committed. The game sends the
+    ///      panel the whole fee, the panel pays each committed seat an equal part and returns the rounding rest, the
+    ///      challenger gets its bond less what the seats were paid; neither contract keeps a wei.
+    function test_abandon_realPanelCommitted_paysSeatsReturnsRest_succeeds() public {
+        bytes32[] memory hH = _honest(INPUT, 4);
+        bytes32[] memory hC = _trace(INPUT, 4, "bad", 3);
+        uint256 jobId = _post(_params(1, 1, 1));
+        uint256 taskId = views.taskOf(jobId, 0, 0);
+        address solver = _replica(taskId, 0).node;
+        _submit(taskId, solver, hC);
+        address v1 = nodes[0] == solver ? nodes[1] : nodes[0];
+        address v2 = nodes[2] == solver ? nodes[3] : nodes[2];
+        uint256 id1 = _challengeAs(taskId, v1, hH);
+        uint256 id2 = _challengeAs(taskId, v2, hH);
+        vm.prank(v1);
+        game.revealLeaf(id1, 0, 2, hH[2], Merkle.proofOf(hH, 2));
+        _challengeToJudging(id2, v2, solver, hH, hC);
+        vm.roll(block.number + 5);
+        panel.seat(id2);
+        address[] memory seats = panel.panelOf(id2).seats;
+        for (uint256 i = 0; i < seats.length; ++i) {
+            _vote(id2, seats[i], hH[3]);
+        }
+        uint256 fee = disputeLens.getDispute(id2).fee;
+        assertGt(fee % seats.length, 0, "a fee that does not split evenly");
+        vm.warp(block.timestamp + game.clockAllowance() + 1);
+        game.timeout(id1); // v1 wins on time: a new candidate, v2's dispute is stale
+        _recordBalances();
+        game.abandon(id2);
+        uint256 part = fee / seats.length;
+        for (uint256 i = 0; i < seats.length; ++i) {
+            if (seats[i] != v2) assertEq(_paidSince(seats[i]), part, "a committed seat's part of the fee");
+        }
+        assertEq(_paidSince(v2), game.challengerBond() - part * seats.length, "bond less what the seats were paid");
+        assertEq(token.balanceOf(address(panel)), 0, "the panel returned the rest");
+        assertEq(token.balanceOf(address(game)), game.totalBonds(), "the game holds only open bonds");
+        assertEq(_tokensHeld(), token.totalMinted(), "conserved");
+    }
+
     /// @dev Issue 23 (item 4), found in review: a real panel whose every seat is a no-show through its redraws ends
     ///      NoDecision with nobody to pay; the honest challenger keeps its whole bond (it used to pay the fee, burned).
     function test_onVerdict_realPanelAllNoShows_chargesNoFee_succeeds() public {

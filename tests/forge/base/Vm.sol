@@ -3,6 +3,8 @@ pragma solidity 0.8.28;
 
 /// @notice The forge cheatcodes these tests use (forge-std is not available offline).
 interface Vm {
+    function load(address target, bytes32 slot) external view returns (bytes32 data);
+    function store(address target, bytes32 slot, bytes32 value) external;
     function prank(address sender) external;
     function startPrank(address sender) external;
     function stopPrank() external;
