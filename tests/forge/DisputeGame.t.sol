@@ -577,31 +577,42 @@ contract DisputeGameRealPanelTest is Fixture {
         assertEq(_tokensHeld(), token.totalMinted(), "conserved");
     }
 
-    /// @dev A challenge judged by a seated real panel goes stale: abandon cancels the panel, referees are released
-    ///      unslashed and unpaid, the challenger gets its bond back.
-    function test_abandon_realPanelSeated_releasesReferees_succeeds() public {
+    /// @dev Two verifiers challenge a fabricated result: v1 answers its first request, v2's dispute goes on to a
+    ///      seated real panel.
+    function _twoChallengesOneSeated()
+        internal
+        returns (uint256 id1, uint256 id2, address v2, address[] memory seats)
+    {
         bytes32[] memory hH = _honest(INPUT, 4);
         bytes32[] memory hC = _trace(INPUT, 4, "bad", 3);
-        uint256 jobId = _post(_params(1, 1, 1));
-        uint256 taskId = views.taskOf(jobId, 0, 0);
+        uint256 taskId = views.taskOf(_post(_params(1, 1, 1)), 0, 0);
         address solver = _replica(taskId, 0).node;
         _submit(taskId, solver, hC);
         address v1 = nodes[0] == solver ? nodes[1] : nodes[0];
-        address v2 = nodes[2] == solver ? nodes[3] : nodes[2];
-        uint256 id1 = _challengeAs(taskId, v1, hH);
-        uint256 id2 = _challengeAs(taskId, v2, hH);
-        // v1 answers its first request; v2's dispute goes on to a seated panel.
+        v2 = nodes[2] == solver ? nodes[3] : nodes[2];
+        id1 = _challengeAs(taskId, v1, hH);
+        id2 = _challengeAs(taskId, v2, hH);
         vm.prank(v1);
         game.revealLeaf(id1, 0, 2, hH[2], Merkle.proofOf(hH, 2));
         _challengeToJudging(id2, v2, solver, hH, hC);
         vm.roll(block.number + 5);
         panel.seat(id2);
-        address[] memory seats = panel.panelOf(id2).seats;
-        uint256 lockedSeat0 = registry.getNode(seats[0]).locked;
-        // v1 beats the silent cheater on the clock: a new candidate, v2's dispute is stale.
+        seats = panel.panelOf(id2).seats;
+    }
+
+    /// @dev v1 beats the silent cheater on the clock: a new candidate, so every other dispute of the task is stale.
+    function _staleBy(uint256 id1) internal {
         vm.warp(block.timestamp + game.clockAllowance() + 1);
         game.timeout(id1);
         assertEq(uint8(disputeLens.getDispute(id1).outcome), uint8(DisputeOutcome.ChallengerWins), "v1 wins on time");
+    }
+
+    /// @dev A challenge judged by a seated real panel goes stale: abandon cancels the panel, referees are released
+    ///      unslashed and unpaid, the challenger gets its bond back.
+    function test_abandon_realPanelSeated_releasesReferees_succeeds() public {
+        (uint256 id1, uint256 id2, address v2, address[] memory seats) = _twoChallengesOneSeated();
+        uint256 lockedSeat0 = registry.getNode(seats[0]).locked;
+        _staleBy(id1);
         _recordBalances();
         game.abandon(id2);
         assertEq(uint8(panel.panelOf(id2).phase), uint8(PanelPhase.Decided), "panel cancelled");
@@ -621,29 +632,13 @@ contract DisputeGameRealPanelTest is Fixture {
     ///      panel the whole fee, the panel pays each committed seat an equal part and returns the rounding rest, the
     ///      challenger gets its bond less what the seats were paid; neither contract keeps a wei.
     function test_abandon_realPanelCommitted_paysSeatsReturnsRest_succeeds() public {
-        bytes32[] memory hH = _honest(INPUT, 4);
-        bytes32[] memory hC = _trace(INPUT, 4, "bad", 3);
-        uint256 jobId = _post(_params(1, 1, 1));
-        uint256 taskId = views.taskOf(jobId, 0, 0);
-        address solver = _replica(taskId, 0).node;
-        _submit(taskId, solver, hC);
-        address v1 = nodes[0] == solver ? nodes[1] : nodes[0];
-        address v2 = nodes[2] == solver ? nodes[3] : nodes[2];
-        uint256 id1 = _challengeAs(taskId, v1, hH);
-        uint256 id2 = _challengeAs(taskId, v2, hH);
-        vm.prank(v1);
-        game.revealLeaf(id1, 0, 2, hH[2], Merkle.proofOf(hH, 2));
-        _challengeToJudging(id2, v2, solver, hH, hC);
-        vm.roll(block.number + 5);
-        panel.seat(id2);
-        address[] memory seats = panel.panelOf(id2).seats;
+        (uint256 id1, uint256 id2, address v2, address[] memory seats) = _twoChallengesOneSeated();
         for (uint256 i = 0; i < seats.length; ++i) {
-            _vote(id2, seats[i], hH[3]);
+            _vote(id2, seats[i], keccak256("a vote"));
         }
         uint256 fee = disputeLens.getDispute(id2).fee;
         assertGt(fee % seats.length, 0, "a fee that does not split evenly");
-        vm.warp(block.timestamp + game.clockAllowance() + 1);
-        game.timeout(id1); // v1 wins on time: a new candidate, v2's dispute is stale
+        _staleBy(id1);
         _recordBalances();
         game.abandon(id2);
         uint256 part = fee / seats.length;
