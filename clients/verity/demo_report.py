@@ -99,8 +99,8 @@ class Ledger:
     def balances(self) -> dict:
         c = self.chain
         contracts = {c.escrow.address: "JobEscrow (escrow)", c.jobs.address: "JobRegistry",
-                     c.registry.address: "NodeRegistry (stake)", c.game.address: "DisputeGame (bonds + rewards)",
-                     c.panel.address: "RefereePanel (referee rewards)", c.token.address: "VerityToken"}
+                     c.registry.address: "NodeRegistry (stake)", c.game.address: "DisputeGame (open bonds)",
+                     c.panel.address: "RefereePanel (paid out at once)", c.token.address: "VerityToken"}
         rows = defaultdict(int)
         for h in self.holders:
             rows[contracts.get(h, "accounts")] += c.call(c.token.functions.balanceOf(h), self.block)
