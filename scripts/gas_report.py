@@ -321,8 +321,8 @@ def public_dispute(rep: Report, project, accounts, chain, n: int, k: int, label:
 
 def running_dispute(rep: Report, project, accounts, chain) -> dict:
     """The same 10^6-step dispute as the second one on one deployment (its nodes disputed once before): what a
-    running network pays, without the first writes of deployment-wide words (dispute counter, credit totals, the
-    token's burn total, the game's and the panel's balances) and of the nodes' own credit and reputation words."""
+    running network pays, without the first writes its nodes make (the referees' first token balances, their
+    reputation words, the ban of a task)."""
     s, nodes, poster = fresh(project, accounts, n_nodes=4, roles=ROLE_SOLVER | ROLE_VERIFIER)
     nodes.add(accounts[6:9], roles=ROLE_REFEREE)
     _public_dispute_on(s, poster, chain, 1000, 1000)
