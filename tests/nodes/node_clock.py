@@ -18,6 +18,11 @@ What it reads:
 - a replica slot of an Assigned task held by a node the test killed, or by a copier (`copy-result`, which never
   computes), waits for nothing but its deadline (then a keeper reports it late and the slot is drawn again): that
   deadline is a target too.
+- the chain, for what a node must do at once whatever its snapshot says (found by CI): a replica slot whose reveal
+  window is open (every replica committed, e.g. both finished training in the same second and neither saw the
+  other's commit; or the partner revealed), an Open task whose draw a keeper can make now (`assign` would succeed),
+  and a slot drawn for a node whose snapshot has no item for it yet (drawn after the node's last save): each holds
+  every jump.
 - the nodes' items: busy ones (training, re-executing, a seat, a dispute item) hold every jump. A solve or watch item
   whose dispute has ended stays `disputing` until its task is accepted (a contest's winner waits out its fresh window
   there): the chain says whether a dispute is still open, so those two are neutral. Everything else (done, a
@@ -27,7 +32,8 @@ What it reads:
 A jump happens only after two observations in a row agree: the same waiting items, nothing busy, and in the second
 every node has handled every block up to the head read at the end of the first (so an event a node has not seen yet,
 e.g. a window that just opened for a verifier that has not decided whether to check it, holds the jump). The same
-Revealed tasks (and epochs) must be seen in both looks. A paused
+Revealed tasks (and epochs) must be seen in both looks, and no
+transaction may have been mined since the second look began (ticker blocks are empty). A paused
 (SIGSTOP) node never advances its cursor, so it holds every jump too; killed nodes are left out.
 """
 from __future__ import annotations
@@ -68,6 +74,16 @@ class Observation:
     cursors: dict           # node name -> next block it will read
     busy: bool
     head: int               # read after the snapshots: every state seen here was mined at or before it
+    start: int = 0          # read before them: a transaction mined after it may have changed what they say
+
+
+@dataclass
+class ChainLook:
+    windows: set            # Window of every Revealed task
+    contested: set          # ids of Contested tasks
+    late: set               # (task id, slot, deadline) of slots dead nodes (or copiers) hold
+    assigned: set           # (task id, slot, node) of Assigned slots live nodes hold: each must have its item
+    moving: bool            # a live node must act now whatever its snapshot says (a reveal due, a draw ready)
 
 
 @dataclass
@@ -96,6 +112,8 @@ class WindowSkipper:
         if min(targets) <= now:
             return 0  # something can move already (a keeper will finalize, a challenger reveal): nothing to skip
         delta = min(targets) - now
+        if not _quiet_since(client, obs.start):
+            return 0  # a transaction landed after this look began (a draw, a commit): look again first
         rpc_call(self.rpc_url, "evm_increaseTime", [delta])
         rpc_call(self.rpc_url, "evm_mine")
         self.jumps.append((now, delta))
@@ -103,13 +121,14 @@ class WindowSkipper:
         return delta
 
     def _observe(self, client, nodes) -> Observation:
+        start = client.block_number()
         live = [n for n in nodes if not n.killed and n.proc.poll() is None]
         dead = {_address(n) for n in nodes if n not in live}
         silent_parties = {_address(n) for n in live if SILENT_FAULT in getattr(n, "args", ())}
         disputes_open, silent, silent_tasks = self._disputes(client, silent_parties)
         # a copier (--fault copy-result) never computes: like a killed node's, its slot waits only for its deadline
         copiers = {_address(n) for n in live if COPY_FAULT in getattr(n, "args", ())}
-        challenged, cursors, busy = set(), {}, disputes_open
+        challenged, cursors, busy, seen = set(), {}, disputes_open, {}
         for node in live:
             copier = _address(node) in copiers
             snap = self._snapshot(node.name)
@@ -117,6 +136,7 @@ class WindowSkipper:
                 busy = True  # not started yet: it has read nothing
                 continue
             cursors[node.name] = int(snap.get("next_block", 0))
+            seen[_address(node)] = set(snap.get("items", {}))
             for item in snap.get("items", {}).values():
                 phase, kind = item.get("phase"), item.get("kind")
                 if kind == "dispute" and int(item.get("dispute_id") or 0) in {d for d, _ in silent}:
@@ -128,14 +148,19 @@ class WindowSkipper:
                 elif (kind, phase) == ("watch", "challenge_committed"):
                     epoch = item.get("data", {}).get("epoch")
                     challenged.add((int(item.get("task_id", 0)), None if epoch is None else int(epoch)))
-        windows, contested, late = self._windows(client, dead | copiers)
-        busy = busy or bool(contested - silent_tasks)  # a contest is a dispute: only a silent one's clock may be skipped
+        look = self._windows(client, dead | copiers, {_address(n) for n in live})
+        busy = busy or bool(look.contested - silent_tasks)  # a contest is a dispute: only a silent one's clock may be skipped
+        # the chain, read after the snapshots, is ahead of them where a node still has a move to make at once
+        busy = busy or look.moving or any(f"task:{t}:{s}" not in seen.get(a, ()) for t, s, a in look.assigned)
         head = client.block_number()
-        return Observation(windows, frozenset(challenged), frozenset(silent), frozenset(late), cursors, busy, head)
+        return Observation(look.windows, frozenset(challenged), frozenset(silent), frozenset(look.late), cursors,
+                           busy, head, start)
 
-    def _windows(self, client, dead: set) -> tuple[frozenset, set, set]:
-        """The Window of every Revealed task, the ids of the Contested ones, and the slots `dead` nodes hold."""
-        out, contested, late = set(), set(), set()
+    def _windows(self, client, dead: set, live: set) -> ChainLook:
+        """The Window of every Revealed task, the ids of the Contested ones, the slots `dead` nodes hold, and what
+        `live` nodes must do at once: a slot drawn for one (its item must exist), a reveal due (every replica
+        committed, or the partner revealed: the node publishes and reveals now), a draw a keeper can make now."""
+        look = ChainLook(set(), set(), set(), set(), False)
         for tid in range(1, int(read(client, client.jobs, "taskCount")) + 1):
             if tid in self._settled:
                 continue
@@ -143,19 +168,32 @@ class WindowSkipper:
             if status in SETTLED:
                 self._settled.add(tid)
             elif status == TaskStatus.CONTESTED:
-                contested.add(tid)
-            elif status == TaskStatus.ASSIGNED and dead:
-                for slot, rep in enumerate(read(client, client.jobs, "getReplicas", tid)):
-                    if (str(rep.node).lower() in dead and int(rep.deadline)
-                            and ReplicaStatus(rep.status) in (ReplicaStatus.ASSIGNED, ReplicaStatus.COMMITTED)):
-                        late.add((tid, slot, int(rep.deadline)))
+                look.contested.add(tid)
+            elif status in (TaskStatus.ASSIGNED, TaskStatus.OPEN):
+                self._slots(client, tid, dead, live, look)
+                if status == TaskStatus.OPEN and _can_draw(client, tid):
+                    look.moving = True
             elif status == TaskStatus.REVEALED:
                 try:
                     claim = read(client, client.jobs, "claimOf", tid)
                 except TxFailed:
                     continue  # settled between the two reads (claimOf reverts unless Revealed)
-                out.add(Window(tid, int(claim.epoch), int(claim.challengeDeadline), int(claim.revealGrace)))
-        return frozenset(out), contested, late
+                look.windows.add(Window(tid, int(claim.epoch), int(claim.challengeDeadline), int(claim.revealGrace)))
+        look.windows = frozenset(look.windows)
+        return look
+
+    @staticmethod
+    def _slots(client, tid: int, dead: set, live: set, look: ChainLook) -> None:
+        for slot, rep in enumerate(read(client, client.jobs, "getReplicas", tid)):
+            node, rstatus, deadline = str(rep.node).lower(), ReplicaStatus(rep.status), int(rep.deadline)
+            if node in dead:
+                if deadline and rstatus in (ReplicaStatus.ASSIGNED, ReplicaStatus.COMMITTED):
+                    look.late.add((tid, slot, deadline))
+            elif node in live:
+                if rstatus == ReplicaStatus.ASSIGNED:
+                    look.assigned.add((tid, slot, node))
+                elif rstatus == ReplicaStatus.COMMITTED and deadline:
+                    look.moving = True  # its reveal window is open (found by CI: both replicas committed at once)
 
     def _disputes(self, client, silent_parties: set) -> tuple[bool, set, set]:
         """Whether a dispute is open that someone may move in; (id, expiry) of those only a silent clock holds, and
@@ -191,6 +229,21 @@ class WindowSkipper:
                 return now  # the reveal is due now: not a window to skip
             return window.deadline + MARGIN
         return window.deadline + window.grace + MARGIN
+
+
+def _can_draw(client, tid: int) -> bool:
+    """`assign` would succeed now (its draw is readable and finds a node): a keeper makes it at its next tick."""
+    try:
+        read(client, client.jobs, "assign", tid)
+    except TxFailed:
+        return False  # not readable yet, or nobody eligible: the wait is for blocks, or for nothing a jump changes
+    return True
+
+
+def _quiet_since(client, block: int) -> bool:
+    """No transaction was mined after `block` (the devnet ticker's blocks are empty)."""
+    top = client.block_number()
+    return all(client.w3.eth.get_block_transaction_count(b) == 0 for b in range(block + 1, top + 1))
 
 
 def _address(node) -> str:

@@ -9,6 +9,7 @@ import pytest
 
 import node_clock
 from node_clock import WindowSkipper
+from verity.chain import TxFailed
 from verity.chain.protocol import DisputePhase, ReplicaStatus, TaskStatus
 
 
@@ -22,6 +23,9 @@ class _Client:
         self.tasks.update({t: SimpleNamespace(status=TaskStatus.ACCEPTED) for t in range(1, 7)})
         self.claims = {7: SimpleNamespace(epoch=0, challengeDeadline=1_060, revealGrace=30)}
         self.reads = []
+        self.drawable = set()  # Open tasks whose assign() would succeed
+        self.txs = {}  # block number -> transactions in it (0 if absent)
+        self.w3 = SimpleNamespace(eth=SimpleNamespace(get_block_transaction_count=lambda b: self.txs.get(b, 0)))
 
     def now(self):
         return self.time
@@ -39,7 +43,11 @@ def _read(client, contract, fn, *args):
     if fn == "getDispute":
         return client.disputes[args[0] - 1]
     if fn == "getReplicas":
-        return client.replicas[args[0]]
+        return client.replicas.get(args[0], [])
+    if fn == "assign":
+        if args[0] not in client.drawable:
+            raise TxFailed("assign", "DrawPending")
+        return ()
     return client.tasks[args[0]] if fn == "getTask" else client.claims[args[0]]
 
 
@@ -270,3 +278,73 @@ def test_skipper_jumpsToTheDeadlineOfASlotACopierHolds_butAnHonestAssignedSlotHo
     w.snap("copier", 52, **{"task:7:1": {"kind": "solve", "phase": "assigned"}})
     for _ in range(3):
         assert w.skipper.step(w.client, w.nodes) == 0
+
+
+def _task_8(w, *replicas):
+    """Task 8 Assigned beside task 7's window: `replicas` are (holder node index, status, deadline)."""
+    w.client.tasks[8] = SimpleNamespace(status=TaskStatus.ASSIGNED)
+    w.client.replicas[8] = [SimpleNamespace(node=w.nodes[i].address, status=st, deadline=d) for i, st, d in replicas]
+
+
+def test_skipper_holds_whileEveryReplicaCommittedAndTheRevealsAreDue_succeeds(world):
+    """Found by CI: both replicas of a task finished training in the same second, neither saw the other's commit, so
+    both committed; their reveal windows opened at once. Their items say `committed` (which alone is a wait for a
+    partner), but each must publish and reveal now: a jump to task 7's finalize time had both reported late."""
+    w = world
+    w.snap("s", 51, **{"task:7:0": {"kind": "solve", "phase": "revealed"},
+                       "task:8:0": {"kind": "solve", "phase": "committed"}})
+    w.snap("v", 51, **{"task:8:1": {"kind": "solve", "phase": "committed"}})
+    _task_8(w, (0, ReplicaStatus.COMMITTED, 1_030), (1, ReplicaStatus.COMMITTED, 1_030))
+    for _ in range(3):
+        assert w.skipper.step(w.client, w.nodes) == 0
+    assert w.calls == []
+    # one committed replica waiting for a partner still drawing has no deadline: that is only a wait
+    _task_8(w, (0, ReplicaStatus.COMMITTED, 0), (1, ReplicaStatus.ASSIGNED, 1_050))
+    w.snap("v", 51, **{"task:8:1": {"kind": "solve", "phase": "assigned"}})
+    w.skipper.step(w.client, w.nodes)
+    assert w.skipper.step(w.client, w.nodes) == 0  # the partner trains: `assigned` is busy
+    w.client.tasks[8].status = TaskStatus.OPEN
+    w.client.replicas[8] = w.client.replicas[8][:1] + [SimpleNamespace(node=ZERO, status=ReplicaStatus.NONE,
+                                                                       deadline=0)]
+    w.snap("v", 51)
+    w.skipper.step(w.client, w.nodes)
+    assert w.skipper.step(w.client, w.nodes) == 91
+
+
+def test_skipper_holds_forASlotDrawnForANodeThatHasNotSeenItYet_succeeds(world):
+    """The chain is read after the snapshots: a slot drawn in between is not in its node's snapshot yet, though the
+    node has read past the head of the previous look. Its execution window must not be jumped over."""
+    w = world
+    _both_waiting(w, 51)
+    _task_8(w, (1, ReplicaStatus.ASSIGNED, 1_060))
+    for _ in range(3):
+        assert w.skipper.step(w.client, w.nodes) == 0
+    w.snap("v", 52, **{"task:8:0": {"kind": "solve", "phase": "committed"}})
+    w.client.replicas[8][0].status, w.client.replicas[8][0].deadline = ReplicaStatus.COMMITTED, 0
+    w.skipper.step(w.client, w.nodes)
+    assert w.skipper.step(w.client, w.nodes) == 91
+
+
+def test_skipper_holds_whileADrawCanBeMade_notWhileNobodyIsEligible_succeeds(world):
+    w = world
+    _both_waiting(w, 51)
+    w.client.tasks[8] = SimpleNamespace(status=TaskStatus.OPEN)
+    w.client.drawable.add(8)  # a keeper assigns it at its next tick: the new holders' window starts now
+    for _ in range(3):
+        assert w.skipper.step(w.client, w.nodes) == 0
+    w.client.drawable.clear()  # its value is not readable yet (a jump's block helps), or nobody is eligible
+    w.skipper.step(w.client, w.nodes)
+    assert w.skipper.step(w.client, w.nodes) == 91
+
+
+def test_skipper_doesNotJump_whenATransactionLandedAfterTheLookBegan_succeeds(world):
+    w = world
+    _both_waiting(w, 51)
+    w.skipper.step(w.client, w.nodes)
+    heads = iter([50, 50, 51])  # the look's start and head, then the check before the jump: block 51 holds a tx
+    w.client.block_number = lambda: next(heads, 51)
+    w.client.txs[51] = 1
+    assert w.skipper.step(w.client, w.nodes) == 0 and w.calls == []
+    w.client.block_number = lambda: 52  # the ticker's block 52 is empty; the nodes read both
+    _both_waiting(w, 53)
+    assert w.skipper.step(w.client, w.nodes) == 91  # this look agrees with the last, and nothing landed since
