@@ -74,7 +74,7 @@ class Observation:
     cursors: dict           # node name -> next block it will read
     busy: bool
     head: int               # read after the snapshots: every state seen here was mined at or before it
-    start: int = 0          # read before them: a transaction mined after it may have changed what they say
+    start: int              # read before them: a transaction mined after it may have changed what they say
 
 
 @dataclass
@@ -148,7 +148,7 @@ class WindowSkipper:
                 elif (kind, phase) == ("watch", "challenge_committed"):
                     epoch = item.get("data", {}).get("epoch")
                     challenged.add((int(item.get("task_id", 0)), None if epoch is None else int(epoch)))
-        look = self._windows(client, dead | copiers, {_address(n) for n in live})
+        look = self._scan_chain(client, dead | copiers, {_address(n) for n in live})
         busy = busy or bool(look.contested - silent_tasks)  # a contest is a dispute: only a silent one's clock may be skipped
         # the chain, read after the snapshots, is ahead of them where a node still has a move to make at once
         busy = busy or look.moving or any(f"task:{t}:{s}" not in seen.get(a, ()) for t, s, a in look.assigned)
@@ -156,7 +156,7 @@ class WindowSkipper:
         return Observation(look.windows, frozenset(challenged), frozenset(silent), frozenset(look.late), cursors,
                            busy, head, start)
 
-    def _windows(self, client, dead: set, live: set) -> ChainLook:
+    def _scan_chain(self, client, dead: set, live: set) -> ChainLook:
         """The Window of every Revealed task, the ids of the Contested ones, the slots `dead` nodes hold, and what
         `live` nodes must do at once: a slot drawn for one (its item must exist), a reveal due (every replica
         committed, or the partner revealed: the node publishes and reveals now), a draw a keeper can make now."""
